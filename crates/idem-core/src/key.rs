@@ -1,0 +1,181 @@
+//! Validated idempotency keys and the scope they live in.
+
+use std::fmt;
+
+/// The longest key or scope, in bytes.
+pub const KEY_LEN_MAX: usize = 255;
+
+/// Why a key or scope was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum KeyError {
+    /// The input was the empty string.
+    #[error("key is empty")]
+    Empty,
+    /// The input was longer than [`KEY_LEN_MAX`] bytes.
+    #[error("key is {len_bytes} bytes long, the limit is {KEY_LEN_MAX}")]
+    TooLong {
+        /// The length of the refused input, in bytes.
+        len_bytes: usize,
+    },
+    /// A byte outside printable ASCII (0x20 to 0x7E).
+    #[error("key has byte 0x{byte:02x} at position {position}, only printable ASCII is allowed")]
+    BadByte {
+        /// The zero-based position of the first bad byte.
+        position: usize,
+        /// The bad byte itself.
+        byte: u8,
+    },
+}
+
+fn validate(input: &str) -> Result<(), KeyError> {
+    let bytes = input.as_bytes();
+    if bytes.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    if bytes.len() > KEY_LEN_MAX {
+        return Err(KeyError::TooLong { len_bytes: bytes.len() });
+    }
+    match bytes.iter().position(|b| !(0x20..=0x7e).contains(b)) {
+        Some(position) => Err(KeyError::BadByte { position, byte: bytes[position] }),
+        None => Ok(()),
+    }
+}
+
+macro_rules! validated_string {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(Box<str>);
+
+        impl $name {
+            /// Validates `input`: 1 to 255 bytes of printable ASCII (0x20 to 0x7E).
+            ///
+            /// # Errors
+            ///
+            /// [`KeyError::Empty`], [`KeyError::TooLong`] or [`KeyError::BadByte`] (naming
+            /// the first bad position), saying what is wrong with `input`.
+            pub fn new(input: &str) -> Result<Self, KeyError> {
+                validate(input)?;
+                Ok(Self(input.into()))
+            }
+
+            /// The validated text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), &*self.0)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = KeyError;
+            fn from_str(s: &str) -> Result<Self, KeyError> {
+                Self::new(s)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = KeyError;
+            fn try_from(s: &str) -> Result<Self, KeyError> {
+                Self::new(s)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+validated_string! {
+    /// An idempotency key chosen by the caller, once per intended operation, and sent again
+    /// on every retry of that operation.
+    ///
+    /// ```
+    /// use idem_core::{IdempotencyKey, KeyError};
+    ///
+    /// let key = IdempotencyKey::new("order-1234/checkout")?;
+    /// assert_eq!(key.as_str(), "order-1234/checkout");
+    /// assert_eq!(IdempotencyKey::new(""), Err(KeyError::Empty));
+    /// assert_eq!(
+    ///     IdempotencyKey::new("tab\there"),
+    ///     Err(KeyError::BadByte { position: 3, byte: b'\t' }),
+    /// );
+    /// # Ok::<(), KeyError>(())
+    /// ```
+    IdempotencyKey
+}
+
+validated_string! {
+    /// The namespace a key lives in: a tenant, an account or an endpoint. Two customers who
+    /// pick the same key under different scopes never see each other's records.
+    ///
+    /// ```
+    /// use idem_core::Scope;
+    ///
+    /// let scope = Scope::new("merchant:42")?;
+    /// assert_eq!(scope.to_string(), "merchant:42");
+    /// # Ok::<(), idem_core::KeyError>(())
+    /// ```
+    Scope
+}
+
+/// A key within its scope: what the store actually indexes by.
+///
+/// ```
+/// use idem_core::{IdempotencyKey, Scope, ScopedKey};
+///
+/// let a = ScopedKey::new(Scope::new("customer:1")?, IdempotencyKey::new("k")?);
+/// let b = ScopedKey::new(Scope::new("customer:2")?, IdempotencyKey::new("k")?);
+/// assert_ne!(a, b);
+/// # Ok::<(), idem_core::KeyError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ScopedKey {
+    scope: Scope,
+    key: IdempotencyKey,
+}
+
+impl ScopedKey {
+    /// Joins a scope and a key.
+    pub fn new(scope: Scope, key: IdempotencyKey) -> Self {
+        Self { scope, key }
+    }
+
+    /// Validates both parts at once.
+    ///
+    /// # Errors
+    ///
+    /// The [`KeyError`] of whichever part is invalid, the scope first.
+    pub fn parse(scope: &str, key: &str) -> Result<Self, KeyError> {
+        Ok(Self::new(Scope::new(scope)?, IdempotencyKey::new(key)?))
+    }
+
+    /// The scope part.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// The key part.
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+}
+
+impl fmt::Display for ScopedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.scope, self.key)
+    }
+}

@@ -1,0 +1,470 @@
+//! [`MemoryStore`]: the embedded claimed-key store.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::fingerprint::Fingerprint;
+use crate::key::ScopedKey;
+use crate::store::{Claim, FencingToken, KeyStore, Lease, StoreConfig, StoreError};
+use crate::sync::{AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
+
+/// Shards per store: enough that two cores rarely meet on one lock, few enough that a
+/// sweep visiting every shard stays cheap. Loom models use two, to stay small.
+#[cfg(not(loom))]
+const SHARDS: usize = 64;
+#[cfg(loom)]
+const SHARDS: usize = 2;
+
+/// The embedded store: records in sharded hash maps, each shard under its own lock.
+///
+/// * A claim, complete or release takes exactly one shard lock once.
+/// * Expiry costs what expired: each shard keeps finished records in a min-heap by
+///   expiry, and a sweep pops only what has run out.
+/// * A full store sweeps once, then refuses new keys with [`StoreError::StoreFull`]; it
+///   never evicts a live record.
+/// * [`claim_wait`](KeyStore::claim_wait) sleeps on the shard's condition variable and
+///   is woken by the holder's complete or release, not by polling.
+///
+/// ```
+/// use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey};
+///
+/// let store = MemoryStore::<String>::new(Default::default());
+/// let key = ScopedKey::parse("customer:7", "order-1")?;
+/// let request = Fingerprint::builder("order").u64("amount_minor", 500).finish();
+///
+/// let Claim::Acquired(lease) = store.claim(&key, &request)? else { unreachable!() };
+/// // ... perform the side effect exactly here ...
+/// store.complete(&lease, "order 1 placed".to_string())?;
+///
+/// // A retry of the same request replays the stored answer.
+/// assert_eq!(store.claim(&key, &request)?, Claim::Replay("order 1 placed".to_string()));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct MemoryStore<R> {
+    shards: Box<[Shard<R>]>,
+    clock: Arc<dyn Clock>,
+    config: StoreConfig,
+    /// Records physically present (live or expired but not yet swept), for the capacity
+    /// check. Reserved before an insert, so it never exceeds the capacity.
+    records: AtomicUsize,
+    shard_hasher: BuildHasherDefault<DefaultHasher>,
+}
+
+struct Shard<R> {
+    state: Mutex<ShardState<R>>,
+    /// Woken when an in-flight record with waiters is completed or released.
+    changed: Condvar,
+}
+
+struct ShardState<R> {
+    map: HashMap<ScopedKey, Record<R>>,
+    /// Finished records by expiry. An entry whose record has since been replaced (the
+    /// token differs) is stale and skipped when popped.
+    expiry: BinaryHeap<Reverse<(Timestamp, FencingToken, ScopedKey)>>,
+    /// Tokens grow per shard; a key always maps to one shard, so per key they grow too.
+    next_token: u64,
+    /// Threads in `claim_wait` sleeping on this shard's condition variable. A complete or
+    /// release notifies only when there is one, so the common path makes no syscall.
+    waiters: usize,
+    stats: StoreStats,
+}
+
+struct Record<R> {
+    fingerprint: Fingerprint,
+    token: FencingToken,
+    phase: Phase<R>,
+}
+
+enum Phase<R> {
+    InFlight { lease_expires_at: Timestamp },
+    Finished { result: R, expires_at: Timestamp },
+}
+
+/// Counters of what a store has answered, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Records present now (live, or expired and not yet swept).
+    pub records: usize,
+    /// Claims answered [`Claim::Acquired`].
+    pub acquired: u64,
+    /// Claims answered [`Claim::InFlight`].
+    pub in_flight: u64,
+    /// Claims answered [`Claim::Replay`].
+    pub replayed: u64,
+    /// Claims answered [`Claim::Recover`].
+    pub recovered: u64,
+    /// Claims refused with [`StoreError::KeyReused`].
+    pub key_reused: u64,
+    /// Claims refused with [`StoreError::StoreFull`].
+    pub store_full: u64,
+    /// Leases completed.
+    pub completed: u64,
+    /// Leases released.
+    pub released: u64,
+    /// Completes and releases refused with [`StoreError::LeaseLost`].
+    pub lease_lost: u64,
+    /// Expired finished records removed by sweeps.
+    pub swept: u64,
+}
+
+impl StoreStats {
+    fn add(&mut self, other: &Self) {
+        self.acquired += other.acquired;
+        self.in_flight += other.in_flight;
+        self.replayed += other.replayed;
+        self.recovered += other.recovered;
+        self.key_reused += other.key_reused;
+        self.store_full += other.store_full;
+        self.completed += other.completed;
+        self.released += other.released;
+        self.lease_lost += other.lease_lost;
+        self.swept += other.swept;
+    }
+}
+
+/// What one locked step of a claim decided.
+enum Step<R> {
+    Answer(Result<Claim<R>, StoreError>),
+    /// The key is new and the store is full: sweep (without the lock), then try again.
+    Full,
+}
+
+impl<R> fmt::Debug for MemoryStore<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("config", &self.config)
+            .field("clock", &self.clock)
+            .field("records", &self.records.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Clone + Send> MemoryStore<R> {
+    /// A store on the system clock.
+    pub fn new(config: StoreConfig) -> Self {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A store that reads time from `clock` (a [`ManualClock`](crate::ManualClock) in tests).
+    pub fn with_clock(config: StoreConfig, clock: Arc<dyn Clock>) -> Self {
+        let shards = (0..SHARDS)
+            .map(|_| Shard {
+                state: Mutex::new(ShardState {
+                    map: HashMap::new(),
+                    expiry: BinaryHeap::new(),
+                    next_token: 1,
+                    waiters: 0,
+                    stats: StoreStats::default(),
+                }),
+                changed: Condvar::new(),
+            })
+            .collect();
+        Self {
+            shards,
+            clock,
+            config,
+            records: AtomicUsize::new(0),
+            shard_hasher: BuildHasherDefault::default(),
+        }
+    }
+
+    /// The limits this store enforces.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Records present now, live or expired but not yet swept.
+    pub fn len(&self) -> usize {
+        // ORDERING: a counter read for reporting; no data is published through it.
+        self.records.load(Ordering::Relaxed)
+    }
+
+    /// Whether no record is present.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The counters summed over all shards.
+    pub fn stats(&self) -> StoreStats {
+        let mut total = StoreStats { records: self.len(), ..StoreStats::default() };
+        for shard in self.shards.iter() {
+            total.add(&shard.state.lock().stats);
+        }
+        total
+    }
+
+    /// Checks the store's internal invariants; tests call it after every step.
+    ///
+    /// # Panics
+    ///
+    /// If an invariant is broken (a bug in this crate, never a caller's error): every
+    /// finished record has its expiry entry, every token is below its shard's next token,
+    /// and the record count matches the maps (when no operation runs concurrently).
+    pub fn assert_invariants(&self) {
+        let mut present = 0;
+        for shard in self.shards.iter() {
+            let state = shard.state.lock();
+            present += state.map.len();
+            for (key, record) in &state.map {
+                assert!(record.token.get() < state.next_token, "token from the future");
+                if let Phase::Finished { expires_at, .. } = record.phase {
+                    let entry = Reverse((expires_at, record.token, key.clone()));
+                    assert!(state.expiry.iter().any(|e| *e == entry), "finished without expiry");
+                }
+            }
+            let finished =
+                state.map.values().filter(|r| matches!(r.phase, Phase::Finished { .. })).count();
+            assert!(state.expiry.len() >= finished, "expiry heap lost entries");
+        }
+        assert_eq!(present, self.len(), "record count drifted from the maps");
+        assert!(present <= self.config.capacity(), "store holds more than its capacity");
+    }
+
+    fn shard(&self, key: &ScopedKey) -> &Shard<R> {
+        // The shard index uses a fixed hasher so loom sees the same shard on every run.
+        let hash = self.shard_hasher.hash_one(key);
+        &self.shards[(hash as usize) % self.shards.len()]
+    }
+
+    /// Reserves room for one more record, if there is any.
+    fn reserve(&self) -> bool {
+        let capacity = self.config.capacity();
+        // ORDERING: the counter guards only its own value (capacity); the records
+        // themselves are published by the shard locks.
+        self.records
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < capacity).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// One claim decision, under the shard lock.
+    fn claim_locked(
+        &self,
+        state: &mut ShardState<R>,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+        now: Timestamp,
+    ) -> Step<R> {
+        let lease_ms = self.config.lease();
+        let ShardState { map, next_token, stats, .. } = state;
+        let mut new_lease = |phase: &mut Phase<R>, token: &mut FencingToken| {
+            *token = FencingToken::new(*next_token);
+            *next_token += 1;
+            let lease_expires_at = now.saturating_add(lease_ms);
+            *phase = Phase::InFlight { lease_expires_at };
+            Lease::new(key.clone(), *token, lease_expires_at)
+        };
+        let Some(record) = map.get_mut(key) else {
+            if !self.reserve() {
+                return Step::Full;
+            }
+            let mut record = Record {
+                fingerprint: *fingerprint,
+                token: FencingToken::new(0),
+                phase: Phase::InFlight { lease_expires_at: now },
+            };
+            let lease = new_lease(&mut record.phase, &mut record.token);
+            map.insert(key.clone(), record);
+            stats.acquired += 1;
+            return Step::Answer(Ok(Claim::Acquired(lease)));
+        };
+        let answer = match &record.phase {
+            // An expired result counts as absent, whatever its fingerprint: reuse the slot.
+            Phase::Finished { expires_at, .. } if *expires_at <= now => {
+                record.fingerprint = *fingerprint;
+                stats.acquired += 1;
+                Claim::Acquired(new_lease(&mut record.phase, &mut record.token))
+            }
+            _ if record.fingerprint != *fingerprint => {
+                stats.key_reused += 1;
+                return Step::Answer(Err(StoreError::KeyReused { key: key.clone() }));
+            }
+            Phase::Finished { result, .. } => {
+                stats.replayed += 1;
+                Claim::Replay(result.clone())
+            }
+            Phase::InFlight { lease_expires_at } if now < *lease_expires_at => {
+                stats.in_flight += 1;
+                Claim::InFlight { retry_after: lease_expires_at.saturating_duration_since(now) }
+            }
+            Phase::InFlight { .. } => {
+                stats.recovered += 1;
+                Claim::Recover(new_lease(&mut record.phase, &mut record.token))
+            }
+        };
+        Step::Answer(Ok(answer))
+    }
+
+    /// Claims, sweeping once if the store is full. `wait` lets [`KeyStore::claim_wait`]
+    /// sleep on the shard between locked attempts.
+    fn claim_inner(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+        mut wait: impl for<'a> FnMut(
+            &'a Shard<R>,
+            MutexGuard<'a, ShardState<R>>,
+            &Claim<R>,
+        ) -> WaitStep<'a, R>,
+    ) -> Result<Claim<R>, StoreError> {
+        let shard = self.shard(key);
+        let mut swept_once = false;
+        let mut state = shard.state.lock();
+        loop {
+            let now = self.clock.now();
+            match self.claim_locked(&mut state, key, fingerprint, now) {
+                Step::Answer(Ok(claim @ Claim::InFlight { .. })) => {
+                    match wait(shard, state, &claim) {
+                        WaitStep::Again(guard) => state = guard,
+                        WaitStep::Done => return Ok(claim),
+                    }
+                }
+                Step::Answer(answer) => return answer,
+                Step::Full if swept_once => {
+                    state.stats.store_full += 1;
+                    return Err(StoreError::StoreFull { capacity: self.config.capacity() });
+                }
+                Step::Full => {
+                    drop(state);
+                    self.sweep_all();
+                    swept_once = true;
+                    state = shard.state.lock();
+                }
+            }
+        }
+    }
+
+    /// Sweeps every shard, up to the configured batch in all; returns how many it removed.
+    fn sweep_all(&self) -> usize {
+        let now = self.clock.now();
+        let mut budget = self.config.sweep_batch_max();
+        for shard in self.shards.iter() {
+            if budget == 0 {
+                break;
+            }
+            let removed = shard.state.lock().sweep(now, budget);
+            // ORDERING: see `reserve`.
+            self.records.fetch_sub(removed, Ordering::Relaxed);
+            budget -= removed;
+        }
+        self.config.sweep_batch_max() - budget
+    }
+
+    /// Applies `finish` to the in-flight record that `lease` holds, or refuses.
+    fn settle(
+        &self,
+        lease: &Lease,
+        finish: impl FnOnce(&mut ShardState<R>, Timestamp),
+    ) -> Result<(), StoreError> {
+        let shard = self.shard(lease.key());
+        let mut state = shard.state.lock();
+        match state.map.get(lease.key()) {
+            Some(Record { token, phase: Phase::InFlight { .. }, .. })
+                if *token == lease.token() => {}
+            _ => {
+                state.stats.lease_lost += 1;
+                return Err(StoreError::LeaseLost {
+                    key: lease.key().clone(),
+                    token: lease.token(),
+                });
+            }
+        }
+        finish(&mut state, self.clock.now());
+        let waiters = state.waiters;
+        drop(state);
+        if waiters > 0 {
+            shard.changed.notify_all();
+        }
+        Ok(())
+    }
+}
+
+/// What a waiting claim does after an `InFlight` answer.
+enum WaitStep<'a, R> {
+    /// Claim again with this (re-acquired) guard.
+    Again(MutexGuard<'a, ShardState<R>>),
+    /// Return the `InFlight` answer.
+    Done,
+}
+
+impl<R> ShardState<R> {
+    /// Removes up to `max` finished records whose expiry is at or before `now`.
+    fn sweep(&mut self, now: Timestamp, max: usize) -> usize {
+        let mut removed = 0;
+        while removed < max {
+            match self.expiry.peek() {
+                Some(Reverse((expires_at, _, _))) if *expires_at <= now => {}
+                _ => break,
+            }
+            let Some(Reverse((expires_at, token, key))) = self.expiry.pop() else { break };
+            let current = self.map.get(&key).is_some_and(|r| {
+                r.token == token
+                    && matches!(r.phase, Phase::Finished { expires_at: e, .. } if e == expires_at)
+            });
+            if current {
+                self.map.remove(&key);
+                removed += 1;
+            }
+        }
+        self.stats.swept += removed as u64;
+        removed
+    }
+}
+
+impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        self.claim_inner(key, fingerprint, |_, _, _| WaitStep::Done)
+    }
+
+    fn claim_wait(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+        timeout: Duration,
+    ) -> Result<Claim<R>, StoreError> {
+        let deadline = crate::sync::Instant::now() + timeout;
+        self.claim_inner(key, fingerprint, |shard, mut state, claim| {
+            let left = deadline.saturating_duration_since(crate::sync::Instant::now());
+            let Claim::InFlight { retry_after } = claim else { return WaitStep::Done };
+            if left.is_zero() {
+                return WaitStep::Done;
+            }
+            // Wake at the latest when the holder's lease runs out, to answer Recover. With
+            // a manual clock that moves without real time passing, this is the timeout.
+            let nap = left.min((*retry_after).max(Duration::from_millis(1)));
+            state.waiters += 1;
+            let mut state = shard.changed.wait_for(state, nap);
+            state.waiters -= 1;
+            WaitStep::Again(state)
+        })
+    }
+
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        let ttl = self.config.result_ttl();
+        self.settle(lease, |state, now| {
+            let expires_at = now.saturating_add(ttl);
+            if let Some(record) = state.map.get_mut(lease.key()) {
+                record.phase = Phase::Finished { result, expires_at };
+            }
+            state.expiry.push(Reverse((expires_at, lease.token(), lease.key().clone())));
+            state.stats.completed += 1;
+        })
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.settle(lease, |state, _| {
+            state.map.remove(lease.key());
+            state.stats.released += 1;
+            // ORDERING: see `reserve`.
+            self.records.fetch_sub(1, Ordering::Relaxed);
+        })
+    }
+
+    fn sweep(&self) -> Result<usize, StoreError> {
+        Ok(self.sweep_all())
+    }
+}

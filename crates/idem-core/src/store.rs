@@ -1,0 +1,366 @@
+//! The claimed-key store: the contract every backend keeps.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::fingerprint::Fingerprint;
+use crate::key::ScopedKey;
+
+/// A number that grows every time a key is claimed, so that of two leases on one key the
+/// later one always has the higher token, and the store can refuse the earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// A token with the given value (for backends that store tokens).
+    pub const fn new(value: u64) -> Self {
+        Self(value)
+    }
+
+    /// The token's value.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// The right to act on a key, handed out by a claim and given back by
+/// [`KeyStore::complete`] or [`KeyStore::release`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lease {
+    key: ScopedKey,
+    token: FencingToken,
+    expires_at: Timestamp,
+}
+
+impl Lease {
+    /// Builds a lease (backends only; callers receive leases from claims).
+    pub fn new(key: ScopedKey, token: FencingToken, expires_at: Timestamp) -> Self {
+        Self { key, token, expires_at }
+    }
+
+    /// The key this lease holds.
+    pub fn key(&self) -> &ScopedKey {
+        &self.key
+    }
+
+    /// The fencing token: higher than that of every earlier lease on the key.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// When the lease runs out. After this, another claim of the key is answered
+    /// [`Claim::Recover`] and this lease may lose the key.
+    pub fn expires_at(&self) -> Timestamp {
+        self.expires_at
+    }
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a claim decides whether the caller may act"]
+pub enum Claim<R> {
+    /// The key was absent: the caller now owns it and may perform the side effect, then
+    /// [`complete`](KeyStore::complete) or [`release`](KeyStore::release) the lease.
+    Acquired(Lease),
+    /// Another caller holds a live lease: try again after `retry_after`, or use
+    /// [`claim_wait`](KeyStore::claim_wait).
+    InFlight {
+        /// How long until the holder's lease runs out.
+        retry_after: Duration,
+    },
+    /// The operation already finished: here is its stored result. Do not act again.
+    Replay(R),
+    /// The previous holder's lease ran out (it crashed or hung) before it finished. The
+    /// caller now owns the key with a higher fencing token, but the side effect may or may
+    /// not have happened: check it (for example ask the gateway) before acting again.
+    Recover(Lease),
+}
+
+impl<R> Claim<R> {
+    /// The lease, if this claim handed one out (`Acquired` or `Recover`).
+    pub fn lease(&self) -> Option<&Lease> {
+        match self {
+            Self::Acquired(lease) | Self::Recover(lease) => Some(lease),
+            Self::InFlight { .. } | Self::Replay(_) => None,
+        }
+    }
+}
+
+/// Why a store refused an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The key is held or finished for a request with a different fingerprint. The
+    /// original record is untouched; the caller must use a new key for a new request.
+    #[error("key {key} was used for a different request")]
+    KeyReused {
+        /// The key that was reused.
+        key: ScopedKey,
+    },
+    /// The store holds `capacity` live records and refuses new keys until some finish and
+    /// expire or are released. It never evicts a live record to make room.
+    #[error("store is full: {capacity} live records")]
+    StoreFull {
+        /// The configured capacity.
+        capacity: usize,
+    },
+    /// The lease no longer holds its key: it was taken over after expiring, or the key was
+    /// already completed or released. Nothing was changed.
+    #[error("lease {token} on key {key} is no longer held")]
+    LeaseLost {
+        /// The key of the refused lease.
+        key: ScopedKey,
+        /// The token of the refused lease.
+        token: FencingToken,
+    },
+    /// The backend failed (I/O, a lost connection, a corrupt file). Whether the operation
+    /// took effect is unknown; a claim left pending is settled by recovery.
+    #[error("storage failed: {0}")]
+    Storage(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The limits every store enforces; built by [`StoreConfig::builder`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreConfig {
+    result_ttl: Duration,
+    lease: Duration,
+    capacity: usize,
+    sweep_batch_max: usize,
+}
+
+/// The configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A duration was shorter than one millisecond, the store's resolution.
+    #[error("{name} must be at least 1ms, got {value:?}")]
+    TooShort {
+        /// Which setting.
+        name: &'static str,
+        /// The refused value.
+        value: Duration,
+    },
+    /// A count was zero or above its limit.
+    #[error("{name} must be between 1 and {max}, got {value}")]
+    OutOfRange {
+        /// Which setting.
+        name: &'static str,
+        /// The refused value.
+        value: usize,
+        /// The largest accepted value.
+        max: usize,
+    },
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            result_ttl: StoreConfig::RESULT_TTL_DEFAULT,
+            lease: StoreConfig::LEASE_DEFAULT,
+            capacity: StoreConfig::CAPACITY_DEFAULT,
+            sweep_batch_max: StoreConfig::SWEEP_BATCH_DEFAULT,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// How long a finished result is replayed: 24 hours.
+    pub const RESULT_TTL_DEFAULT: Duration = Duration::from_secs(24 * 60 * 60);
+    /// How long a claim is held before another claimer may recover it: 30 seconds.
+    pub const LEASE_DEFAULT: Duration = Duration::from_secs(30);
+    /// How many records a store holds: 1,000,000.
+    pub const CAPACITY_DEFAULT: usize = 1_000_000;
+    /// The largest accepted capacity: 2^32 records.
+    pub const CAPACITY_MAX: usize = 1 << 32;
+    /// How many expired records one sweep removes at most: 1024.
+    pub const SWEEP_BATCH_DEFAULT: usize = 1024;
+    /// The largest accepted sweep batch.
+    pub const SWEEP_BATCH_MAX: usize = 1 << 20;
+
+    /// A builder starting from the defaults.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idem_core::StoreConfig;
+    ///
+    /// let config = StoreConfig::builder()
+    ///     .lease(Duration::from_secs(10))
+    ///     .capacity(10_000)
+    ///     .build()?;
+    /// assert_eq!(config.lease(), Duration::from_secs(10));
+    /// assert_eq!(config.result_ttl(), StoreConfig::RESULT_TTL_DEFAULT);
+    /// # Ok::<(), idem_core::ConfigError>(())
+    /// ```
+    pub fn builder() -> StoreConfigBuilder {
+        StoreConfigBuilder { config: Self::default() }
+    }
+
+    /// How long a finished result is replayed.
+    pub fn result_ttl(&self) -> Duration {
+        self.result_ttl
+    }
+
+    /// How long a claim is held before it may be recovered.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The most records the store holds.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The most expired records one sweep removes.
+    pub fn sweep_batch_max(&self) -> usize {
+        self.sweep_batch_max
+    }
+}
+
+/// Builds a validated [`StoreConfig`]; every setter names its default.
+#[derive(Debug, Clone)]
+pub struct StoreConfigBuilder {
+    config: StoreConfig,
+}
+
+impl StoreConfigBuilder {
+    /// How long a finished result is replayed; default 24 hours, at least 1ms.
+    #[must_use]
+    pub fn result_ttl(mut self, ttl: Duration) -> Self {
+        self.config.result_ttl = ttl;
+        self
+    }
+
+    /// How long a claim is held before another claimer may recover it; default 30
+    /// seconds, at least 1ms. Choose it longer than the slowest side effect.
+    #[must_use]
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// The most records held, finished or in flight; default 1,000,000, at most 2^32.
+    #[must_use]
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.config.capacity = capacity;
+        self
+    }
+
+    /// The most expired records one sweep removes; default 1024, at most 2^20.
+    #[must_use]
+    pub fn sweep_batch_max(mut self, batch: usize) -> Self {
+        self.config.sweep_batch_max = batch;
+        self
+    }
+
+    /// Checks every setting.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first setting out of range.
+    pub fn build(self) -> Result<StoreConfig, ConfigError> {
+        let c = self.config;
+        for (name, value) in [("result_ttl", c.result_ttl), ("lease", c.lease)] {
+            if value < Duration::from_millis(1) {
+                return Err(ConfigError::TooShort { name, value });
+            }
+        }
+        let counts = [
+            ("capacity", c.capacity, StoreConfig::CAPACITY_MAX),
+            ("sweep_batch_max", c.sweep_batch_max, StoreConfig::SWEEP_BATCH_MAX),
+        ];
+        for (name, value, max) in counts {
+            if value == 0 || value > max {
+                return Err(ConfigError::OutOfRange { name, value, max });
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// A claimed-key store: one small state machine per key.
+///
+/// ```text
+/// absent --claim--> in flight --complete--> finished --ttl--> absent
+///                      |   \--release--> absent
+///                      \--lease runs out, claim--> in flight (Recover, higher token)
+/// ```
+///
+/// A record is live while `now < deadline`: a lease whose deadline equals the clock has
+/// run out, and so has a result whose expiry equals the clock. Backends may do I/O and
+/// fail; every method can return [`StoreError::Storage`].
+pub trait KeyStore<R>: Send + Sync {
+    /// Claims `key` for the request with fingerprint `fingerprint`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::KeyReused`] if the key is live for another fingerprint,
+    /// [`StoreError::StoreFull`] if the key is new and the store is at capacity,
+    /// [`StoreError::Storage`] if the backend failed.
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError>;
+
+    /// Claims `key`, and while another caller holds it, waits up to `timeout` for that
+    /// holder to complete (then returns [`Claim::Replay`]), release (then
+    /// [`Claim::Acquired`]) or lose its lease (then [`Claim::Recover`]). Returns
+    /// [`Claim::InFlight`] if the holder still holds the key when `timeout` has passed.
+    ///
+    /// The default polls [`claim`](Self::claim) with a growing pause (1ms doubling to
+    /// 50ms, never past the holder's lease or the timeout); a backend that can be
+    /// notified overrides it.
+    ///
+    /// # Errors
+    ///
+    /// As [`claim`](Self::claim).
+    fn claim_wait(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+        timeout: Duration,
+    ) -> Result<Claim<R>, StoreError> {
+        let deadline = crate::sync::Instant::now() + timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let claim = self.claim(key, fingerprint)?;
+            let Claim::InFlight { retry_after } = claim else { return Ok(claim) };
+            let left = deadline.saturating_duration_since(crate::sync::Instant::now());
+            if left.is_zero() {
+                return Ok(claim);
+            }
+            crate::sync::sleep(pause.min(left).min(retry_after.max(Duration::from_millis(1))));
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Stores `result` as the outcome of the leased operation: later claims replay it
+    /// until the result TTL ends. A lease that has run out but was not taken over still
+    /// completes, since no one else can have acted on the key.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] if the lease no longer holds the key (it was recovered
+    /// by a later claim, or the key was completed or released already); nothing changes.
+    /// [`StoreError::Storage`] if the backend failed.
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError>;
+
+    /// Gives the key back because the attempt failed before any side effect: the key is
+    /// absent again and the next claim is [`Claim::Acquired`]. Never release after a side
+    /// effect may have happened; leave the claim pending for recovery instead.
+    ///
+    /// # Errors
+    ///
+    /// As [`complete`](Self::complete).
+    fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Removes up to the configured batch of finished records whose TTL has ended, and
+    /// returns how many it removed. In-flight claims are never removed, even with their
+    /// lease run out: they are for [`Claim::Recover`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Storage`] if the backend failed.
+    fn sweep(&self) -> Result<usize, StoreError>;
+}

@@ -1,0 +1,416 @@
+//! The conformance suite: the behaviour every [`KeyStore`] backend must have.
+//!
+//! A backend runs the whole suite against itself with one line in its tests:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use idem_core::{ManualClock, MemoryStore, StoreConfig};
+//!
+//! fn make(config: StoreConfig, clock: Arc<ManualClock>) -> MemoryStore<String> {
+//!     MemoryStore::with_clock(config, clock)
+//! }
+//! idem_core::conformance_tests!(make);
+//! # fn main() {}
+//! ```
+//!
+//! Each case builds a fresh store with the configuration it needs and a [`ManualClock`]
+//! that starts at [`START`]; time moves only when a case moves it. A case panics, naming
+//! what the backend did wrong, if the backend misbehaves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::sync::{Barrier, thread};
+use crate::{
+    Claim, Fingerprint, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError, Timestamp,
+};
+
+/// Where every case's clock starts.
+pub const START: Timestamp = Timestamp::from_millis(1_700_000_000_000);
+/// The lease every case uses unless it says otherwise.
+pub const LEASE: Duration = Duration::from_secs(30);
+/// The result TTL every case uses unless it says otherwise.
+pub const TTL: Duration = Duration::from_secs(3600);
+
+/// A fresh store and the clock it reads.
+#[derive(Debug)]
+pub struct Fixture<S> {
+    /// The store under test.
+    pub store: S,
+    /// The clock the store reads; cases move it.
+    pub clock: Arc<ManualClock>,
+}
+
+fn config(capacity: usize) -> StoreConfig {
+    StoreConfig::builder()
+        .lease(LEASE)
+        .result_ttl(TTL)
+        .capacity(capacity)
+        .sweep_batch_max(16)
+        .build()
+        .expect("the suite's configuration is valid")
+}
+
+fn fixture<S>(make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S, capacity: usize) -> Fixture<S> {
+    let clock = Arc::new(ManualClock::new(START));
+    Fixture { store: make(config(capacity), clock.clone()), clock }
+}
+
+/// A key in scope `scope`.
+///
+/// # Panics
+///
+/// If `scope` or `key` is not a valid key (the suite only passes valid ones).
+pub fn key(scope: &str, key: &str) -> ScopedKey {
+    ScopedKey::parse(scope, key).expect("the suite's keys are valid")
+}
+
+/// A request fingerprint numbered `n`.
+pub fn request(n: u64) -> Fingerprint {
+    Fingerprint::builder("testkit").u64("n", n).finish()
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[track_caller]
+fn claim<S: KeyStore<String>>(s: &S, k: &ScopedKey, fp: u64) -> Claim<String> {
+    s.claim(k, &request(fp)).expect("claim should be answered")
+}
+
+#[track_caller]
+fn acquire<S: KeyStore<String>>(s: &S, k: &ScopedKey, fp: u64) -> Lease {
+    match claim(s, k, fp) {
+        Claim::Acquired(lease) => lease,
+        other => panic!("expected Acquired for {k}, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn recover<S: KeyStore<String>>(s: &S, k: &ScopedKey, fp: u64) -> Lease {
+    match claim(s, k, fp) {
+        Claim::Recover(lease) => lease,
+        other => panic!("expected Recover for {k}, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_lease_lost(result: Result<(), StoreError>) {
+    assert!(matches!(result, Err(StoreError::LeaseLost { .. })), "expected LeaseLost: {result:?}");
+}
+
+/// Absent, claim: `Acquired`; complete; claim: `Replay` of exactly that result.
+pub fn acquire_complete_replay<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let lease = acquire(&f.store, &k, 1);
+    assert_eq!(lease.key(), &k);
+    assert_eq!(lease.expires_at(), START.saturating_add(LEASE));
+    f.store.complete(&lease, "charged".into()).expect("complete");
+    for _ in 0..3 {
+        assert_eq!(claim(&f.store, &k, 1), Claim::Replay("charged".into()));
+    }
+}
+
+/// A held key answers `InFlight` with the time left on the lease.
+pub fn in_flight_reports_retry_after<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let _lease = acquire(&f.store, &k, 1);
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE });
+    f.clock.advance(Duration::from_secs(10));
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: Duration::from_secs(20) });
+}
+
+/// Release makes the key absent: the next claim acquires it with a higher token.
+pub fn release_makes_key_absent<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let first = acquire(&f.store, &k, 1);
+    f.store.release(&first).expect("release");
+    let second = acquire(&f.store, &k, 1);
+    assert!(second.token() > first.token(), "tokens must grow: {first:?} then {second:?}");
+    // The released lease is stale: it cannot settle the new holder's claim.
+    assert_lease_lost(f.store.complete(&first, "stale".into()));
+    assert_lease_lost(f.store.release(&first));
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE });
+}
+
+/// The lease runs out exactly at its deadline: a millisecond before, `InFlight`; at the
+/// deadline, `Recover` with a higher token.
+pub fn expired_lease_recovers<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let first = acquire(&f.store, &k, 1);
+    f.clock.advance(LEASE - ms(1));
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: ms(1) });
+    f.clock.advance(ms(1));
+    let second = recover(&f.store, &k, 1);
+    assert!(second.token() > first.token(), "recovery must raise the token");
+    assert_eq!(second.expires_at(), START.saturating_add(LEASE * 2));
+    // The recovered claim is in flight again, with a fresh lease.
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE });
+}
+
+/// After a recovery, the old lease's complete and release are refused and change nothing;
+/// the new lease completes.
+pub fn stale_lease_is_fenced<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let old = acquire(&f.store, &k, 1);
+    f.clock.advance(LEASE);
+    let new = recover(&f.store, &k, 1);
+    assert_lease_lost(f.store.complete(&old, "old".into()));
+    assert_lease_lost(f.store.release(&old));
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE });
+    f.store.complete(&new, "new".into()).expect("the recovering holder completes");
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("new".into()));
+    assert_lease_lost(f.store.complete(&old, "old".into()));
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("new".into()));
+}
+
+/// A lease that ran out but was not taken over still completes: nobody else acted.
+pub fn late_complete_without_takeover<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let lease = acquire(&f.store, &k, 1);
+    f.clock.advance(LEASE * 3);
+    f.store.complete(&lease, "late".into()).expect("an untaken lease completes");
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("late".into()));
+}
+
+/// A settled lease is spent: completing or releasing it again is `LeaseLost` and the
+/// stored result stays.
+pub fn settled_lease_is_spent<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let lease = acquire(&f.store, &k, 1);
+    f.store.complete(&lease, "first".into()).expect("complete");
+    assert_lease_lost(f.store.complete(&lease, "second".into()));
+    assert_lease_lost(f.store.release(&lease));
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("first".into()));
+}
+
+/// A lease for a key the store never saw is `LeaseLost`.
+pub fn unknown_lease_is_lost<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "never-claimed");
+    let lease = Lease::new(k.clone(), crate::FencingToken::new(7), START.saturating_add(LEASE));
+    assert_lease_lost(f.store.complete(&lease, "x".into()));
+    assert_lease_lost(f.store.release(&lease));
+    let _ = acquire(&f.store, &k, 1);
+}
+
+/// A different fingerprint is `KeyReused`, in flight, finished and with the lease run
+/// out, and the original record is untouched.
+pub fn key_reused_is_refused<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let reused = |s: &S| matches!(s.claim(&k, &request(2)), Err(StoreError::KeyReused { .. }));
+    let lease = acquire(&f.store, &k, 1);
+    assert!(reused(&f.store), "in flight: a different request must be refused");
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE });
+    f.clock.advance(LEASE);
+    assert!(reused(&f.store), "lease run out: a different request must still be refused");
+    f.store.complete(&lease, "one".into()).expect("complete");
+    assert!(reused(&f.store), "finished: a different request must be refused");
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("one".into()));
+}
+
+/// A result is replayed until its TTL ends; at the expiry instant the key is absent, for
+/// any fingerprint.
+pub fn result_expires_at_ttl<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let first = acquire(&f.store, &k, 1);
+    f.clock.advance(ms(5));
+    f.store.complete(&first, "done".into()).expect("complete");
+    f.clock.advance(TTL - ms(1));
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("done".into()));
+    f.clock.advance(ms(1));
+    let second = acquire(&f.store, &k, 2);
+    assert!(second.token() > first.token());
+    assert_lease_lost(f.store.complete(&first, "stale".into()));
+}
+
+/// The same key under two scopes is two keys.
+pub fn scopes_are_separate<S: KeyStore<String>>(make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S) {
+    let f = fixture(make, 100);
+    let a = key("customer:1", "k");
+    let b = key("customer:2", "k");
+    let la = acquire(&f.store, &a, 1);
+    let lb = acquire(&f.store, &b, 2);
+    f.store.complete(&la, "a".into()).expect("complete a");
+    f.store.complete(&lb, "b".into()).expect("complete b");
+    assert_eq!(claim(&f.store, &a, 1), Claim::Replay("a".into()));
+    assert_eq!(claim(&f.store, &b, 2), Claim::Replay("b".into()));
+}
+
+/// At capacity new keys are refused with `StoreFull`, existing keys still answer, and
+/// room comes back by release or by results expiring; nothing live is evicted.
+pub fn capacity_refuses_new_keys<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 2);
+    let (a, b, c) = (key("s", "a"), key("s", "b"), key("s", "c"));
+    let la = acquire(&f.store, &a, 1);
+    let lb = acquire(&f.store, &b, 1);
+    let full =
+        |s: &S| matches!(s.claim(&c, &request(1)), Err(StoreError::StoreFull { capacity: 2 }));
+    assert!(full(&f.store), "a third key must be refused");
+    assert_eq!(claim(&f.store, &a, 1), Claim::InFlight { retry_after: LEASE });
+    f.clock.advance(LEASE);
+    assert!(full(&f.store), "in-flight claims with run-out leases are not evicted");
+    f.store.release(&la).expect("release");
+    let lc = acquire(&f.store, &c, 1);
+    f.store.complete(&lb, "b".into()).expect("complete");
+    f.store.complete(&lc, "c".into()).expect("complete");
+    assert!(matches!(f.store.claim(&a, &request(1)), Err(StoreError::StoreFull { .. })));
+    f.clock.advance(TTL);
+    // Both results expired: the full store sweeps and makes room.
+    let _ = acquire(&f.store, &a, 1);
+}
+
+/// Sweep removes only finished records past their TTL, in bounded batches, and never an
+/// in-flight claim, even one whose lease ran out.
+pub fn sweep_removes_only_expired_results<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let pending = key("s", "pending");
+    let _held = acquire(&f.store, &pending, 1);
+    for i in 0..20 {
+        let k = key("s", &format!("done-{i}"));
+        let lease = acquire(&f.store, &k, 1);
+        f.store.complete(&lease, format!("r{i}")).expect("complete");
+    }
+    assert_eq!(f.store.sweep().expect("sweep"), 0, "nothing has expired yet");
+    f.clock.advance(TTL);
+    assert_eq!(f.store.sweep().expect("sweep"), 16, "one sweep removes at most the batch");
+    assert_eq!(f.store.sweep().expect("sweep"), 4);
+    assert_eq!(f.store.sweep().expect("sweep"), 0);
+    let _ = recover(&f.store, &pending, 1);
+}
+
+/// `claim_wait` on an absent key acquires at once.
+pub fn claim_wait_absent_acquires<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let got = f.store.claim_wait(&k, &request(1), Duration::from_secs(60)).expect("claim_wait");
+    assert!(matches!(got, Claim::Acquired(_)), "got {got:?}");
+}
+
+/// `claim_wait` gives up at its timeout with `InFlight`.
+pub fn claim_wait_times_out<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let _lease = acquire(&f.store, &k, 1);
+    let got = f.store.claim_wait(&k, &request(1), ms(20)).expect("claim_wait");
+    assert!(matches!(got, Claim::InFlight { .. }), "got {got:?}");
+}
+
+fn settle_while_waiting<S: KeyStore<String> + Sync>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+    settle: fn(&S, &Lease),
+) -> Claim<String> {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let lease = acquire(&f.store, &k, 1);
+    thread::scope(|scope| {
+        let waiter = scope.spawn(|| f.store.claim_wait(&k, &request(1), Duration::from_secs(30)));
+        thread::sleep(ms(20));
+        settle(&f.store, &lease);
+        waiter.join().expect("waiter thread").expect("claim_wait")
+    })
+}
+
+/// A waiter wakes when the holder completes, and gets the result.
+pub fn claim_wait_sees_completion<S: KeyStore<String> + Sync>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let got = settle_while_waiting(make, |s, l| s.complete(l, "done".into()).expect("complete"));
+    assert_eq!(got, Claim::Replay("done".into()));
+}
+
+/// A waiter wakes when the holder releases, and acquires the key.
+pub fn claim_wait_sees_release<S: KeyStore<String> + Sync>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let got = settle_while_waiting(make, |s, l| s.release(l).expect("release"));
+    assert!(matches!(got, Claim::Acquired(_)), "got {got:?}");
+}
+
+/// Eight threads claim one key at once: exactly one `Acquired`, the rest `InFlight`.
+pub fn racing_claimers_one_owner<S: KeyStore<String> + Sync>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    const THREADS: usize = 8;
+    for round in 0..20 {
+        let f = fixture(make, 100);
+        let k = key("s", &format!("race-{round}"));
+        let barrier = Barrier::new(THREADS);
+        let claims: Vec<Claim<String>> = thread::scope(|scope| {
+            let handles: Vec<_> = (0..THREADS)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        f.store.claim(&k, &request(1)).expect("claim")
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("claimer thread")).collect()
+        });
+        let owners = claims.iter().filter(|c| matches!(c, Claim::Acquired(_))).count();
+        assert_eq!(owners, 1, "round {round}: {claims:?}");
+        assert!(claims.iter().all(|c| matches!(c, Claim::Acquired(_) | Claim::InFlight { .. })));
+    }
+}
+
+/// Generates one `#[test]` per conformance case for the backend built by `$make`, a
+/// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: KeyStore<String> + Sync`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@cases $make;
+            acquire_complete_replay, in_flight_reports_retry_after, release_makes_key_absent,
+            expired_lease_recovers, stale_lease_is_fenced, late_complete_without_takeover,
+            settled_lease_is_spent, unknown_lease_is_lost, key_reused_is_refused,
+            result_expires_at_ttl, scopes_are_separate, capacity_refuses_new_keys,
+            sweep_removes_only_expired_results, claim_wait_absent_acquires,
+            claim_wait_times_out, claim_wait_sees_completion, claim_wait_sees_release,
+            racing_claimers_one_owner);
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::testkit::$case(&$make);
+            }
+        )*
+    };
+}
