@@ -1,1 +1,76 @@
+//! Key and scope validation, as a table of inputs and verdicts.
 
+use idem_core::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey};
+
+#[track_caller]
+fn check(input: &str, expected: Result<(), KeyError>) {
+    let got = IdempotencyKey::new(input).map(|k| assert_eq!(k.as_str(), input));
+    assert_eq!(got, expected, "key {input:?}");
+    let got = Scope::new(input).map(|s| assert_eq!(s.as_str(), input));
+    assert_eq!(got, expected, "scope {input:?}");
+}
+
+#[test]
+fn validation_table() {
+    let longest = "k".repeat(KEY_LEN_MAX);
+    let too_long = "k".repeat(KEY_LEN_MAX + 1);
+    let cases: &[(&str, Result<(), KeyError>)] = &[
+        ("a", Ok(())),
+        ("order-1234/checkout", Ok(())),
+        ("with space", Ok(())),
+        ("~!@#$%^&*()_+{}|:\"<>?", Ok(())),
+        (&longest, Ok(())),
+        ("", Err(KeyError::Empty)),
+        (&too_long, Err(KeyError::TooLong { len_bytes: KEY_LEN_MAX + 1 })),
+        ("tab\there", Err(KeyError::BadByte { position: 3, byte: b'\t' })),
+        ("nul\0", Err(KeyError::BadByte { position: 3, byte: 0 })),
+        ("del\x7f", Err(KeyError::BadByte { position: 3, byte: 0x7f })),
+        ("\nfirst", Err(KeyError::BadByte { position: 0, byte: b'\n' })),
+        ("caf\u{e9}", Err(KeyError::BadByte { position: 3, byte: 0xc3 })),
+    ];
+    for (input, expected) in cases {
+        check(input, *expected);
+    }
+}
+
+#[test]
+fn errors_say_what_is_wrong() {
+    let cases = [
+        (KeyError::Empty, "key is empty"),
+        (KeyError::TooLong { len_bytes: 300 }, "key is 300 bytes long, the limit is 255"),
+        (
+            KeyError::BadByte { position: 3, byte: 9 },
+            "key has byte 0x09 at position 3, only printable ASCII is allowed",
+        ),
+    ];
+    for (error, message) in cases {
+        assert_eq!(error.to_string(), message);
+    }
+}
+
+#[test]
+fn scoped_key_parse_names_the_bad_part() {
+    assert_eq!(ScopedKey::parse("", "k"), Err(KeyError::Empty));
+    assert_eq!(ScopedKey::parse("s", ""), Err(KeyError::Empty));
+    let key = ScopedKey::parse("tenant:1", "k-1").expect("valid");
+    assert_eq!((key.scope().as_str(), key.key().as_str()), ("tenant:1", "k-1"));
+    assert_ne!(key, ScopedKey::parse("tenant:2", "k-1").expect("valid"));
+}
+
+#[test]
+fn parse_and_try_from_agree_with_new() {
+    let parsed: IdempotencyKey = "abc".parse().expect("valid");
+    assert_eq!(parsed, IdempotencyKey::try_from("abc").expect("valid"));
+    assert_eq!("".parse::<Scope>(), Err(KeyError::Empty));
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<IdempotencyKey>();
+    assert_send_sync::<ScopedKey>();
+    assert_send_sync::<KeyError>();
+    assert_send_sync::<idem_core::StoreError>();
+    assert_send_sync::<idem_core::MemoryStore<String>>();
+    assert_send_sync::<idem_core::Fingerprint>();
+}
