@@ -242,6 +242,10 @@ impl<R: Clone + Send> MemoryStore<R> {
     }
 
     /// One claim decision, under the shard lock.
+    ///
+    /// RACE (check-then-insert): two claimers of one absent key. The lookup and the
+    /// insert happen under one lock acquisition, so exactly one sees the key absent.
+    /// Loom model: `two_claimers_one_owner`.
     fn claim_locked(
         &self,
         state: &mut ShardState<R>,
@@ -355,6 +359,10 @@ impl<R: Clone + Send> MemoryStore<R> {
     }
 
     /// Applies `finish` to the in-flight record that `lease` holds, or refuses.
+    ///
+    /// RACE (fencing): a holder whose lease ran out settles while another caller recovers
+    /// the key. The token is compared under the same lock that recovery takes to raise
+    /// it, so exactly one of them wins. Loom model: `stale_complete_races_recovery`.
     fn settle(
         &self,
         lease: &Lease,
@@ -436,6 +444,10 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
             // Wake at the latest when the holder's lease runs out, to answer Recover. With
             // a manual clock that moves without real time passing, this is the timeout.
             let nap = left.min((*retry_after).max(Duration::from_millis(1)));
+            // RACE (lost wake-up): the holder settles between our check and our sleep.
+            // We count ourselves and sleep without ever releasing the lock in between
+            // (the condition variable releases it atomically), and `settle` reads the
+            // count under the same lock. Loom model: `waiter_wakes_on_complete`.
             state.waiters += 1;
             let mut state = shard.changed.wait_for(state, nap);
             state.waiters -= 1;

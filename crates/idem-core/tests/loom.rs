@@ -1,1 +1,115 @@
+//! Loom models of the store's races. Run with `cargo xtask loom idem-core`.
+//!
+//! Each model opens with the race it covers and the invariant it asserts. The store runs
+//! on loom's mutex, condition variable and atomics (the crate's `sync` shim), so loom
+//! explores every interleaving of the real code.
+#![cfg(loom)]
 
+use std::time::Duration;
+
+use idem_core::{
+    Claim, Fingerprint, KeyStore, ManualClock, MemoryStore, ScopedKey, StoreConfig, StoreError,
+    Timestamp,
+};
+use loom::sync::Arc;
+use loom::thread;
+
+const LEASE: Duration = Duration::from_secs(30);
+
+/// A small store and the clock it reads (a std `Arc`: only its atomic is modelled).
+fn store() -> (Arc<MemoryStore<u32>>, std::sync::Arc<ManualClock>) {
+    let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_millis(0)));
+    let config = StoreConfig::builder().lease(LEASE).capacity(4).build().expect("valid config");
+    (Arc::new(MemoryStore::with_clock(config, clock.clone())), clock)
+}
+
+fn key() -> ScopedKey {
+    ScopedKey::parse("tenant", "k").expect("valid key")
+}
+
+fn request() -> Fingerprint {
+    Fingerprint::builder("loom").u64("n", 1).finish()
+}
+
+/// Race: two claimers of one absent key (a check-then-insert window). The first completes
+/// if it wins.
+/// Invariant: exactly one `Acquired`; the other sees `InFlight`, or `Replay` of the
+/// winner's result.
+#[test]
+fn two_claimers_one_owner() {
+    loom::model(|| {
+        let (store, _clock) = store();
+        let first = {
+            let store = store.clone();
+            thread::spawn(move || {
+                let claim = store.claim(&key(), &request()).expect("claim");
+                if let Claim::Acquired(lease) = &claim {
+                    store.complete(lease, 7).expect("the owner completes");
+                }
+                claim
+            })
+        };
+        let second = store.claim(&key(), &request()).expect("claim");
+        let first = first.join().expect("claimer thread");
+        let owners = [&first, &second].iter().filter(|c| matches!(c, Claim::Acquired(_))).count();
+        assert_eq!(owners, 1, "first {first:?}, second {second:?}");
+        assert!(
+            matches!(second, Claim::Acquired(_) | Claim::InFlight { .. } | Claim::Replay(7)),
+            "second saw {second:?}"
+        );
+        store.assert_invariants();
+    });
+}
+
+/// Race: a waiting claimer and the holder's complete (a lost wake-up if the completion
+/// lands between the waiter's check and its sleep).
+/// Invariant: the waiter always wakes and sees the completed result. Loom's condition
+/// variable never times out, so a lost wake-up is reported as a deadlock.
+#[test]
+fn waiter_wakes_on_complete() {
+    loom::model(|| {
+        let (store, _clock) = store();
+        let Claim::Acquired(lease) = store.claim(&key(), &request()).expect("claim") else {
+            panic!("an absent key is acquired");
+        };
+        let waiter = {
+            let store = store.clone();
+            thread::spawn(move || {
+                store.claim_wait(&key(), &request(), Duration::from_secs(3600)).expect("wait")
+            })
+        };
+        store.complete(&lease, 9).expect("the holder completes");
+        assert_eq!(waiter.join().expect("waiter thread"), Claim::Replay(9));
+    });
+}
+
+/// Race: the holder of a run-out lease completes while another caller claims the key
+/// and recovers it (the fencing window).
+/// Invariant: exactly one of them wins. If the stale complete landed first, the claimer
+/// replays its result; if the recovery landed first, the stale complete is `LeaseLost`
+/// and the recovering holder's result is the one stored.
+#[test]
+fn stale_complete_races_recovery() {
+    loom::model(|| {
+        let (store, clock) = store();
+        let Claim::Acquired(stale) = store.claim(&key(), &request()).expect("claim") else {
+            panic!("an absent key is acquired");
+        };
+        clock.advance(LEASE);
+        let late_holder = {
+            let store = store.clone();
+            thread::spawn(move || store.complete(&stale, 1))
+        };
+        let claim = store.claim(&key(), &request()).expect("claim");
+        let completed = late_holder.join().expect("holder thread");
+        match (&completed, claim) {
+            (Ok(()), Claim::Replay(1)) => {}
+            (Err(StoreError::LeaseLost { .. }), Claim::Recover(fresh)) => {
+                store.complete(&fresh, 2).expect("the recovering holder completes");
+                assert_eq!(store.claim(&key(), &request()).expect("claim"), Claim::Replay(2));
+            }
+            (completed, claim) => panic!("both or neither won: {completed:?} / {claim:?}"),
+        }
+        store.assert_invariants();
+    });
+}
