@@ -1,1 +1,129 @@
-fn main() {}
+//! Project tasks, in Rust so they run wherever cargo does: `cargo xtask <task>`.
+//!
+//! * `demo`: every crate's `examples/retry_storm.rs`, in release mode, joined into one
+//!   table of intents, attempts and side effects, naive and idempotent.
+//! * `loom [crate]`: every loom model (`tests/loom.rs`) under `--cfg loom`.
+//! * `bench [crate] [--write]`: the criterion benches and a ratio table against the anchors.
+//! * `ci`: fmt check, clippy with warnings denied, tests, docs with warnings denied, loom.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+mod bench;
+mod demo;
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const TASKS: &[(&str, &str)] = &[
+    ("demo", "retry storm against every crate: naive vs idempotent, one table"),
+    ("loom [crate]", "every loom model, release mode, LOOM_MAX_PREEMPTIONS=3 by default"),
+    ("bench [crate] [--write]", "criterion benches; ratio table (--write: docs/benchmarks.md)"),
+    ("ci", "fmt check, clippy -D warnings, tests, docs -D warnings, loom"),
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("demo") => demo::run(&root()),
+        Some("loom") => loom(args.get(1).map(String::as_str)),
+        Some("bench") => bench::run(&root(), &args[1..]),
+        Some("ci") => ci(),
+        Some(other) => Err(format!("unknown task {other:?}\n{}", usage())),
+        None => {
+            println!("{}", usage());
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage() -> String {
+    let mut text = String::from("usage: cargo xtask <task>\n\ntasks:\n");
+    for (name, what) in TASKS {
+        text.push_str(&format!("  {name:<26} {what}\n"));
+    }
+    text
+}
+
+/// The workspace root: xtask lives one level below it.
+fn root() -> PathBuf {
+    let manifest = env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    Path::new(&manifest).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(root());
+    command
+}
+
+/// Runs `command`, echoing it first; a non-zero exit is an error naming the step.
+fn run(step: &str, command: &mut Command) -> Result {
+    println!("xtask: {step}: {command:?}");
+    let status = command.status().map_err(|e| format!("{step}: cannot start: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
+}
+
+/// The workspace's crates (folders under `crates/`) that have the file `relative`.
+fn crates_with(relative: &str) -> Result<Vec<String>> {
+    let dir = root().join("crates");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let mut names: Vec<String> = entries
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().join(relative).is_file())
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn loom(only: Option<&str>) -> Result {
+    let crates = crates_with("tests/loom.rs")?;
+    let selected: Vec<&String> = crates.iter().filter(|c| only.is_none_or(|o| o == *c)).collect();
+    if selected.is_empty() {
+        return Err(format!(
+            "no crate {only:?} with tests/loom.rs; crates with models: {crates:?}"
+        ));
+    }
+    for name in selected {
+        let mut command = cargo();
+        command
+            .args([
+                "test",
+                "--release",
+                "--target-dir",
+                "target/loom",
+                "-p",
+                name,
+                "--test",
+                "loom",
+            ])
+            .env("RUSTFLAGS", "--cfg loom")
+            .env("LOOM_MAX_PREEMPTIONS", env::var("LOOM_MAX_PREEMPTIONS").unwrap_or("3".into()));
+        run(&format!("loom {name}"), &mut command)?;
+    }
+    Ok(())
+}
+
+fn ci() -> Result {
+    run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run(
+        "clippy",
+        cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    )?;
+    run("test", cargo().args(["test", "--workspace"]))?;
+    run(
+        "doc",
+        cargo()
+            .args(["doc", "--workspace", "--no-deps", "--all-features"])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    loom(None)
+}

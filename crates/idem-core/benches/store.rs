@@ -1,1 +1,202 @@
+//! Claim+complete on distinct keys, and a replay hit, at 1 and 2 threads: `MemoryStore`
+//! (function `idem`) beside two baselines in the same run. `cargo xtask bench idem-core`.
+//!
+//! * `global_mutex`: the seed's design, one lock around one `HashMap`.
+//! * `dashmap`: a claim on a `DashMap` entry (sharded `RwLock`s).
+//!
+//! Both baselines keep the same record (fingerprint, token, in-flight or result) but skip
+//! what the store adds: no clock read, no expiry bookkeeping, no capacity check.
 
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use dashmap::DashMap;
+use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+
+const POOL: usize = 1 << 18;
+const HOT: usize = 1024;
+
+enum Entry {
+    InFlight { fp: Fingerprint, token: u64 },
+    Done { fp: Fingerprint, result: u64 },
+}
+
+/// What every contender offers: claim the key; if acquired, complete it with 1 and return
+/// `None`; if finished, return the stored result.
+trait Contender: Sync {
+    fn fresh() -> Self;
+    fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Option<u64>;
+}
+
+impl Contender for MemoryStore<u64> {
+    fn fresh() -> Self {
+        let config = StoreConfig::builder().capacity(POOL * 2).build().expect("valid config");
+        MemoryStore::new(config)
+    }
+    fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Option<u64> {
+        match KeyStore::claim(self, key, fp).expect("claim") {
+            Claim::Acquired(lease) => {
+                KeyStore::complete(self, &lease, 1).expect("complete");
+                None
+            }
+            Claim::Replay(r) => Some(r),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+struct GlobalMutex(Mutex<(HashMap<ScopedKey, Entry>, u64)>);
+
+impl Contender for GlobalMutex {
+    fn fresh() -> Self {
+        Self(Mutex::new((HashMap::new(), 0)))
+    }
+    fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Option<u64> {
+        let mut guard = self.0.lock().expect("not poisoned");
+        let (map, next) = &mut *guard;
+        match map.get(key) {
+            Some(Entry::Done { fp: f, result }) if f == fp => return Some(*result),
+            Some(_) => panic!("unexpected"),
+            None => {}
+        }
+        *next += 1;
+        let token = *next;
+        map.insert(key.clone(), Entry::InFlight { fp: *fp, token });
+        drop(guard);
+        let mut guard = self.0.lock().expect("not poisoned");
+        if let Some(entry) = guard.0.get_mut(key)
+            && let Entry::InFlight { fp, token: t } = *entry
+            && t == token
+        {
+            *entry = Entry::Done { fp, result: 1 };
+        }
+        None
+    }
+}
+
+struct Dash(DashMap<ScopedKey, Entry>, std::sync::atomic::AtomicU64);
+
+impl Contender for Dash {
+    fn fresh() -> Self {
+        Self(DashMap::new(), Default::default())
+    }
+    fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Option<u64> {
+        let token = match self.0.entry(key.clone()) {
+            dashmap::Entry::Occupied(e) => match e.get() {
+                Entry::Done { fp: f, result } if f == fp => return Some(*result),
+                _ => panic!("unexpected"),
+            },
+            dashmap::Entry::Vacant(v) => {
+                let token = self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                v.insert(Entry::InFlight { fp: *fp, token });
+                token
+            }
+        };
+        if let Some(mut entry) = self.0.get_mut(key)
+            && let Entry::InFlight { fp, token: t } = *entry
+            && t == token
+        {
+            *entry = Entry::Done { fp, result: 1 };
+        }
+        None
+    }
+}
+
+struct Inputs {
+    keys: Vec<ScopedKey>,
+    fp: Fingerprint,
+}
+
+fn inputs() -> Inputs {
+    let keys = (0..POOL)
+        .map(|i| ScopedKey::parse("bench", &format!("key-{i}")).expect("valid key"))
+        .collect();
+    Inputs { keys, fp: Fingerprint::builder("bench").u64("n", 1).finish() }
+}
+
+/// Runs `iters` operations split over `threads`, timing only the operations.
+fn timed<C: Contender>(
+    c: &C,
+    threads: usize,
+    iters: u64,
+    op: impl Fn(&C, usize) + Sync,
+) -> Duration {
+    let per_thread = (iters as usize).div_ceil(threads);
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (barrier, op) = (&barrier, &op);
+            scope.spawn(move || {
+                barrier.wait();
+                (t * per_thread..(t + 1) * per_thread).for_each(|i| op(c, i));
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    })
+    .elapsed()
+}
+
+/// Claim+complete on keys never seen before; a fresh contender every `POOL` operations.
+fn claim_complete<C: Contender>(inputs: &Inputs, threads: usize, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let chunk = left.min(POOL as u64);
+        let contender = C::fresh();
+        total += timed(&contender, threads, chunk, |c, i| {
+            black_box(c.claim(&inputs.keys[i % POOL], &inputs.fp));
+        });
+        left -= chunk;
+    }
+    total
+}
+
+/// Claims of keys already completed: the replay path.
+fn replay<C: Contender>(inputs: &Inputs, threads: usize, iters: u64) -> Duration {
+    let contender = C::fresh();
+    for key in &inputs.keys[..HOT] {
+        contender.claim(key, &inputs.fp);
+    }
+    timed(&contender, threads, iters, |c, i| {
+        let result = c.claim(&inputs.keys[i % HOT], &inputs.fp);
+        assert_eq!(black_box(result), Some(1));
+    })
+}
+
+fn benches(c: &mut Criterion) {
+    let inputs = inputs();
+    for (name, run) in [
+        (
+            "claim_complete",
+            [
+                claim_complete::<MemoryStore<u64>> as fn(&Inputs, usize, u64) -> Duration,
+                claim_complete::<GlobalMutex>,
+                claim_complete::<Dash>,
+            ],
+        ),
+        ("replay_hit", [replay::<MemoryStore<u64>>, replay::<GlobalMutex>, replay::<Dash>]),
+    ] {
+        let mut group = c.benchmark_group(name);
+        for threads in [1, 2] {
+            for (contender, f) in ["idem", "global_mutex", "dashmap"].into_iter().zip(run) {
+                let id = BenchmarkId::new(contender, format!("{threads} threads"));
+                group.bench_function(id, |b| b.iter_custom(|iters| f(&inputs, threads, iters)));
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = store;
+    config = Criterion::default().sample_size(30).measurement_time(Duration::from_secs(3));
+    targets = benches
+}
+criterion_main!(store);

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::sync::Arc;
+
 /// The longest key or scope, in bytes.
 pub const KEY_LEN_MAX: usize = 255;
 
@@ -45,7 +47,7 @@ macro_rules! validated_string {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(Box<str>);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Validates `input`: 1 to 255 bytes of printable ASCII (0x20 to 0x7E).

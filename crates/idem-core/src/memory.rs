@@ -1,17 +1,26 @@
 //! [`MemoryStore`]: the embedded claimed-key store.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::fmt;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::sync::Arc;
+use std::hash::BuildHasher;
 use std::time::Duration;
+
+use hashbrown::HashTable;
 
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
 use crate::store::{Claim, FencingToken, KeyStore, Lease, StoreConfig, StoreError};
-use crate::sync::{AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
+
+/// The key hash: SipHash with per-store random keys, because keys come from callers and a
+/// predictable hash would let one caller pile every key into one bucket. Under loom a
+/// fixed-key hasher keeps every model run on the same shard.
+#[cfg(not(loom))]
+type KeyHasher = std::hash::RandomState;
+#[cfg(loom)]
+type KeyHasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 
 /// Shards per store: enough that two cores rarely meet on one lock, few enough that a
 /// sweep visiting every shard stays cheap. Loom models use two, to stay small.
@@ -52,7 +61,9 @@ pub struct MemoryStore<R> {
     /// Records physically present (live or expired but not yet swept), for the capacity
     /// check. Reserved before an insert, so it never exceeds the capacity.
     records: AtomicUsize,
-    shard_hasher: BuildHasherDefault<DefaultHasher>,
+    /// Each key is hashed once per operation; the hash picks the shard and finds the
+    /// record in the shard's table.
+    hasher: KeyHasher,
 }
 
 struct Shard<R> {
@@ -62,10 +73,12 @@ struct Shard<R> {
 }
 
 struct ShardState<R> {
-    map: HashMap<ScopedKey, Record<R>>,
-    /// Finished records by expiry. An entry whose record has since been replaced (the
-    /// token differs) is stale and skipped when popped.
-    expiry: BinaryHeap<Reverse<(Timestamp, FencingToken, ScopedKey)>>,
+    /// Records by key, found by the key's hash (kept in the record, for rehashing).
+    table: HashTable<Record<R>>,
+    /// Finished records by expiry, as (expiry, token, key hash); tokens are unique within a
+    /// shard, so the token finds the record. An entry whose record has since been replaced
+    /// (no record has that token any more) is stale and skipped when popped.
+    expiry: BinaryHeap<Reverse<(Timestamp, FencingToken, u64)>>,
     /// Tokens grow per shard; a key always maps to one shard, so per key they grow too.
     next_token: u64,
     /// Threads in `claim_wait` sleeping on this shard's condition variable. A complete or
@@ -75,6 +88,8 @@ struct ShardState<R> {
 }
 
 struct Record<R> {
+    hash: u64,
+    key: ScopedKey,
     fingerprint: Fingerprint,
     token: FencingToken,
     phase: Phase<R>,
@@ -155,7 +170,7 @@ impl<R: Clone + Send> MemoryStore<R> {
         let shards = (0..SHARDS)
             .map(|_| Shard {
                 state: Mutex::new(ShardState {
-                    map: HashMap::new(),
+                    table: HashTable::new(),
                     expiry: BinaryHeap::new(),
                     next_token: 1,
                     waiters: 0,
@@ -164,13 +179,7 @@ impl<R: Clone + Send> MemoryStore<R> {
                 changed: Condvar::new(),
             })
             .collect();
-        Self {
-            shards,
-            clock,
-            config,
-            records: AtomicUsize::new(0),
-            shard_hasher: BuildHasherDefault::default(),
-        }
+        Self { shards, clock, config, records: AtomicUsize::new(0), hasher: KeyHasher::default() }
     }
 
     /// The limits this store enforces.
@@ -209,26 +218,28 @@ impl<R: Clone + Send> MemoryStore<R> {
         let mut present = 0;
         for shard in self.shards.iter() {
             let state = shard.state.lock();
-            present += state.map.len();
-            for (key, record) in &state.map {
+            present += state.table.len();
+            for record in &state.table {
+                assert_eq!(record.hash, self.hasher.hash_one(&record.key), "hash drifted");
                 assert!(record.token.get() < state.next_token, "token from the future");
                 if let Phase::Finished { expires_at, .. } = record.phase {
-                    let entry = Reverse((expires_at, record.token, key.clone()));
+                    let entry = Reverse((expires_at, record.token, record.hash));
                     assert!(state.expiry.iter().any(|e| *e == entry), "finished without expiry");
                 }
             }
             let finished =
-                state.map.values().filter(|r| matches!(r.phase, Phase::Finished { .. })).count();
+                state.table.iter().filter(|r| matches!(r.phase, Phase::Finished { .. })).count();
             assert!(state.expiry.len() >= finished, "expiry heap lost entries");
         }
         assert_eq!(present, self.len(), "record count drifted from the maps");
         assert!(present <= self.config.capacity(), "store holds more than its capacity");
     }
 
-    fn shard(&self, key: &ScopedKey) -> &Shard<R> {
-        // The shard index uses a fixed hasher so loom sees the same shard on every run.
-        let hash = self.shard_hasher.hash_one(key);
-        &self.shards[(hash as usize) % self.shards.len()]
+    /// The key's hash and its shard. The shard takes the hash's top bits; the table inside
+    /// uses the low bits, so the two choices stay independent.
+    fn locate(&self, key: &ScopedKey) -> (u64, &Shard<R>) {
+        let hash = self.hasher.hash_one(key);
+        (hash, &self.shards[(hash >> 58) as usize % self.shards.len()])
     }
 
     /// Reserves room for one more record, if there is any.
@@ -249,39 +260,43 @@ impl<R: Clone + Send> MemoryStore<R> {
     fn claim_locked(
         &self,
         state: &mut ShardState<R>,
-        key: &ScopedKey,
+        (hash, key): (u64, &ScopedKey),
         fingerprint: &Fingerprint,
         now: Timestamp,
     ) -> Step<R> {
-        let lease_ms = self.config.lease();
-        let ShardState { map, next_token, stats, .. } = state;
-        let mut new_lease = |phase: &mut Phase<R>, token: &mut FencingToken| {
-            *token = FencingToken::new(*next_token);
+        let lease_expires_at = now.saturating_add(self.config.lease());
+        let ShardState { table, next_token, stats, .. } = state;
+        let mut take_token = || {
+            let token = FencingToken::new(*next_token);
             *next_token += 1;
-            let lease_expires_at = now.saturating_add(lease_ms);
-            *phase = Phase::InFlight { lease_expires_at };
-            Lease::new(key.clone(), *token, lease_expires_at)
+            token
         };
-        let Some(record) = map.get_mut(key) else {
+        let Some(record) = table.find_mut(hash, |r| r.key == *key) else {
             if !self.reserve() {
                 return Step::Full;
             }
-            let mut record = Record {
-                fingerprint: *fingerprint,
-                token: FencingToken::new(0),
-                phase: Phase::InFlight { lease_expires_at: now },
-            };
-            let lease = new_lease(&mut record.phase, &mut record.token);
-            map.insert(key.clone(), record);
+            let token = take_token();
+            let phase = Phase::InFlight { lease_expires_at };
+            let record = Record { hash, key: key.clone(), fingerprint: *fingerprint, token, phase };
+            table.insert_unique(hash, record, |r| r.hash);
             stats.acquired += 1;
-            return Step::Answer(Ok(Claim::Acquired(lease)));
+            return Step::Answer(Ok(Claim::Acquired(Lease::new(
+                key.clone(),
+                token,
+                lease_expires_at,
+            ))));
+        };
+        let mut relet = |record: &mut Record<R>| {
+            record.token = take_token();
+            record.phase = Phase::InFlight { lease_expires_at };
+            Lease::new(key.clone(), record.token, lease_expires_at)
         };
         let answer = match &record.phase {
             // An expired result counts as absent, whatever its fingerprint: reuse the slot.
             Phase::Finished { expires_at, .. } if *expires_at <= now => {
                 record.fingerprint = *fingerprint;
                 stats.acquired += 1;
-                Claim::Acquired(new_lease(&mut record.phase, &mut record.token))
+                Claim::Acquired(relet(record))
             }
             _ if record.fingerprint != *fingerprint => {
                 stats.key_reused += 1;
@@ -297,7 +312,7 @@ impl<R: Clone + Send> MemoryStore<R> {
             }
             Phase::InFlight { .. } => {
                 stats.recovered += 1;
-                Claim::Recover(new_lease(&mut record.phase, &mut record.token))
+                Claim::Recover(relet(record))
             }
         };
         Step::Answer(Ok(answer))
@@ -315,12 +330,12 @@ impl<R: Clone + Send> MemoryStore<R> {
             &Claim<R>,
         ) -> WaitStep<'a, R>,
     ) -> Result<Claim<R>, StoreError> {
-        let shard = self.shard(key);
+        let (hash, shard) = self.locate(key);
         let mut swept_once = false;
         let mut state = shard.state.lock();
         loop {
             let now = self.clock.now();
-            match self.claim_locked(&mut state, key, fingerprint, now) {
+            match self.claim_locked(&mut state, (hash, key), fingerprint, now) {
                 Step::Answer(Ok(claim @ Claim::InFlight { .. })) => {
                     match wait(shard, state, &claim) {
                         WaitStep::Again(guard) => state = guard,
@@ -358,33 +373,37 @@ impl<R: Clone + Send> MemoryStore<R> {
         self.config.sweep_batch_max() - budget
     }
 
-    /// Applies `finish` to the in-flight record that `lease` holds, or refuses.
+    /// Settles the in-flight record that `lease` holds: `finish` turns it into a result
+    /// (`Some`) or removes it (`None`). Refuses a lease that no longer holds its key.
     ///
     /// RACE (fencing): a holder whose lease ran out settles while another caller recovers
     /// the key. The token is compared under the same lock that recovery takes to raise
     /// it, so exactly one of them wins. Loom model: `stale_complete_races_recovery`.
-    fn settle(
-        &self,
-        lease: &Lease,
-        finish: impl FnOnce(&mut ShardState<R>, Timestamp),
-    ) -> Result<(), StoreError> {
-        let shard = self.shard(lease.key());
+    fn settle(&self, lease: &Lease, outcome: Option<R>) -> Result<(), StoreError> {
+        let (hash, shard) = self.locate(lease.key());
         let mut state = shard.state.lock();
-        match state.map.get(lease.key()) {
-            Some(Record { token, phase: Phase::InFlight { .. }, .. })
-                if *token == lease.token() => {}
-            _ => {
-                state.stats.lease_lost += 1;
-                return Err(StoreError::LeaseLost {
-                    key: lease.key().clone(),
-                    token: lease.token(),
-                });
+        let state = &mut *state;
+        let held =
+            |r: &Record<R>| r.token == lease.token() && matches!(r.phase, Phase::InFlight { .. });
+        let Ok(entry) = state.table.find_entry(hash, |r| r.key == *lease.key() && held(r)) else {
+            state.stats.lease_lost += 1;
+            return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
+        };
+        match outcome {
+            Some(result) => {
+                let expires_at = self.clock.now().saturating_add(self.config.result_ttl());
+                entry.into_mut().phase = Phase::Finished { result, expires_at };
+                state.expiry.push(Reverse((expires_at, lease.token(), hash)));
+                state.stats.completed += 1;
+            }
+            None => {
+                entry.remove();
+                state.stats.released += 1;
+                // ORDERING: see `reserve`.
+                self.records.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        finish(&mut state, self.clock.now());
-        let waiters = state.waiters;
-        drop(state);
-        if waiters > 0 {
+        if state.waiters > 0 {
             shard.changed.notify_all();
         }
         Ok(())
@@ -408,13 +427,13 @@ impl<R> ShardState<R> {
                 Some(Reverse((expires_at, _, _))) if *expires_at <= now => {}
                 _ => break,
             }
-            let Some(Reverse((expires_at, token, key))) = self.expiry.pop() else { break };
-            let current = self.map.get(&key).is_some_and(|r| {
+            let Some(Reverse((expires_at, token, hash))) = self.expiry.pop() else { break };
+            let current = |r: &Record<R>| {
                 r.token == token
                     && matches!(r.phase, Phase::Finished { expires_at: e, .. } if e == expires_at)
-            });
-            if current {
-                self.map.remove(&key);
+            };
+            if let Ok(entry) = self.table.find_entry(hash, current) {
+                entry.remove();
                 removed += 1;
             }
         }
@@ -456,24 +475,11 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let ttl = self.config.result_ttl();
-        self.settle(lease, |state, now| {
-            let expires_at = now.saturating_add(ttl);
-            if let Some(record) = state.map.get_mut(lease.key()) {
-                record.phase = Phase::Finished { result, expires_at };
-            }
-            state.expiry.push(Reverse((expires_at, lease.token(), lease.key().clone())));
-            state.stats.completed += 1;
-        })
+        self.settle(lease, Some(result))
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.settle(lease, |state, _| {
-            state.map.remove(lease.key());
-            state.stats.released += 1;
-            // ORDERING: see `reserve`.
-            self.records.fetch_sub(1, Ordering::Relaxed);
-        })
+        self.settle(lease, None)
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

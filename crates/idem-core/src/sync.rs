@@ -7,6 +7,10 @@
 
 pub(crate) use std::time::{Duration, Instant};
 
+/// Shared immutable data (key text, the clock handle). Not modelled by loom: nothing is
+/// ever written through it after construction.
+pub(crate) use std::sync::Arc;
+
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 

@@ -16,6 +16,13 @@
 //! Each case builds a fresh store with the configuration it needs and a [`ManualClock`]
 //! that starts at [`START`]; time moves only when a case moves it. A case panics, naming
 //! what the backend did wrong, if the backend misbehaves.
+//!
+//! # Panics
+//!
+//! Every case panics when the backend breaks the contract: that is how a case fails.
+
+// Each case's only panics are its assertions, documented once above.
+#![allow(clippy::missing_panics_doc)]
 
 use std::sync::Arc;
 use std::time::Duration;
