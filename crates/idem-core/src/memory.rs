@@ -235,11 +235,13 @@ impl<R: Clone + Send> MemoryStore<R> {
         assert!(present <= self.config.capacity(), "store holds more than its capacity");
     }
 
-    /// The key's hash and its shard. The shard takes the hash's top bits; the table inside
-    /// uses the low bits, so the two choices stay independent.
+    /// The key's hash and its shard. The table inside a shard uses the hash's low bits (the
+    /// bucket) and its top 7 bits (the tag that filters candidates before comparing keys),
+    /// so the shard takes bits 32 and up: had it taken the top bits, every key in a shard
+    /// would share its tag and each lookup would compare keys with many neighbours.
     fn locate(&self, key: &ScopedKey) -> (u64, &Shard<R>) {
         let hash = self.hasher.hash_one(key);
-        (hash, &self.shards[(hash >> 58) as usize % self.shards.len()])
+        (hash, &self.shards[(hash >> 32) as usize % self.shards.len()])
     }
 
     /// Reserves room for one more record, if there is any.

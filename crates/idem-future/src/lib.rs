@@ -1,0 +1,77 @@
+//! A hand-built future whose completion is first-write-wins and whose callbacks run
+//! exactly once.
+//!
+//! A result is often raced for: a request hedged to two replicas, a timeout racing the
+//! reply, a cancellation racing the worker, a retry of the same work finishing second.
+//! Completing it twice must be harmless, and everyone waiting for it must hear once.
+//!
+//! # Guarantee
+//!
+//! A promise is settled exactly once, by the first of its completions (value, failure,
+//! cancellation, or abandonment when every completer is dropped); every other completion
+//! is refused and handed its argument back. Every callback registered with `on_complete`
+//! runs exactly once, and every reader sees the winner's outcome.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//! use idem_future::{promise, Completion, Error};
+//!
+//! let (completer, future) = promise::<&str, String>();
+//! let timeout = completer.clone();
+//! future.on_complete(|how| assert_eq!(how, Completion::Completed));
+//!
+//! let worker = std::thread::spawn(move || completer.complete("reply"));
+//! let won_by_reply = worker.join().unwrap().is_ok();
+//! // The timeout fires late: it loses, and is told so.
+//! assert_eq!(timeout.cancel(), !won_by_reply);
+//!
+//! match future.wait_timeout(Duration::from_secs(5)) {
+//!     Ok(Ok(reply)) => assert_eq!(reply, "reply"),
+//!     Ok(Err(Error::Cancelled)) => unreachable!("the reply completed first"),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! ```
+//!
+//! # What is idempotent here, and how
+//!
+//! * **By shape, no id needed:** `cancel` (a second cancel changes nothing and returns
+//!   `false`), `is_completed`, and reading the outcome of a [`SharedFuture`] (every read
+//!   returns the same outcome).
+//! * **Completion** is first-write-wins: the promise itself is the id. `complete`, `fail`
+//!   and `cancel` race; exactly one wins. A loser gets `Err(value)` (or `Err(error)`, or
+//!   `false`): its value is returned untouched, never dropped, never stored.
+//! * **Remembered for:** the life of the promise; the outcome lives until the future
+//!   takes it (a [`PromiseFuture`]) or the last reader is dropped (a [`SharedFuture`]).
+//!
+//! # Happens-before
+//!
+//! Everything the winning completer did before `complete` is visible to whoever observes
+//! the outcome: an `await`, a `wait`, a `try_get`, a callback, or `is_completed` returning
+//! `true`.
+//!
+//! # Callbacks
+//!
+//! `on_complete` (on the completer, the future or a shared future) runs its callback
+//! exactly once: on the completing thread, after the outcome is published, if registered
+//! before completion; at once on the registering thread if after; and still exactly once
+//! if the two race. Callbacks never run under an internal lock: one may register more
+//! callbacks, complete another promise, or read this one. A callback that panics does not
+//! stop the others and does not poison the promise: each runs under `catch_unwind`, and
+//! the first panic is resumed on the completing thread after all of them ran (the
+//! completion has taken effect by then). If that thread is already unwinding (the last
+//! completer dropped during a panic), the callback's panic is discarded instead.
+//!
+//! # Errors a reader can see
+//!
+//! [`Error::Failed`] carries the completer's error, [`Error::Cancelled`] says it was
+//! cancelled, and [`Error::Abandoned`] says every completer was dropped without
+//! completing: a reader never hangs on a promise nobody can complete.
+
+mod promise;
+mod shared;
+mod sync;
+
+pub use promise::{Completer, Completion, Error, PromiseFuture, TryResult, promise};
+pub use shared::SharedFuture;

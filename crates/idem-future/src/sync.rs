@@ -1,0 +1,108 @@
+//! The one place that names synchronisation primitives: parking_lot and std normally,
+//! loom's under `--cfg loom` so the models in `tests/loom.rs` explore the real code.
+//! `Arc` is loom's too, so loom's leak check sees every promise's shared state.
+
+pub(crate) use std::time::{Duration, Instant};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicUsize, Ordering},
+};
+
+/// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T> {
+    #[cfg(not(loom))]
+    inner: parking_lot::Mutex<T>,
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<T>,
+}
+
+#[cfg(not(loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        #[cfg(not(loom))]
+        let inner = parking_lot::Mutex::new(value);
+        #[cfg(loom)]
+        let inner = loom::sync::Mutex::new(value);
+        Self { inner }
+    }
+
+    /// # Panics
+    ///
+    /// Under loom only, if a thread panicked while holding the lock (a failed model).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        #[cfg(not(loom))]
+        return self.inner.lock();
+        #[cfg(loom)]
+        return self.inner.lock().expect("a loom model thread panicked while holding the lock");
+    }
+}
+
+/// A condition variable paired with [`Mutex`].
+#[derive(Debug, Default)]
+pub(crate) struct Condvar {
+    #[cfg(not(loom))]
+    inner: parking_lot::Condvar,
+    #[cfg(loom)]
+    inner: loom::sync::Condvar,
+}
+
+impl Condvar {
+    /// Waits for a notification, or until `deadline` if there is one. Spurious wake-ups
+    /// happen: callers re-check their condition. Loom's condition variable never times out.
+    ///
+    /// # Panics
+    ///
+    /// Under loom only, if a thread panicked while holding the lock (a failed model).
+    pub(crate) fn wait<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, T> {
+        #[cfg(not(loom))]
+        {
+            let mut guard = guard;
+            match deadline {
+                // Timed out or not, the caller re-checks the state and its own deadline.
+                Some(deadline) => drop(self.inner.wait_until(&mut guard, deadline)),
+                None => self.inner.wait(&mut guard),
+            }
+            guard
+        }
+        #[cfg(loom)]
+        {
+            let _ = deadline;
+            self.inner.wait(guard).expect("a loom model thread panicked while holding the lock")
+        }
+    }
+
+    pub(crate) fn notify_all(&self) {
+        self.inner.notify_all();
+    }
+}
+
+/// Whether the current thread is unwinding (under loom, never: loom models do not unwind
+/// on purpose).
+#[cfg(not(loom))]
+pub(crate) fn panicking() -> bool {
+    std::thread::panicking()
+}
+
+/// Whether the current thread is unwinding (under loom, never: loom models do not unwind
+/// on purpose).
+#[cfg(loom)]
+pub(crate) fn panicking() -> bool {
+    false
+}
