@@ -1,0 +1,140 @@
+//! Loom models of the promise's races. Run with `cargo xtask loom idem-future`.
+//!
+//! Each model opens with the race it covers and the invariant it asserts. The promise
+//! runs on loom's mutex, condition variable, atomics and `Arc` (the crate's `sync` shim),
+//! so loom explores every interleaving of the real code and checks for leaks.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Wake, Waker};
+
+use idem_future::{Error, promise};
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::thread;
+
+/// A waker that counts its wake-ups (std `Arc` for `Wake`; the counter is loom's).
+struct Counting(AtomicUsize);
+
+impl Wake for Counting {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counting() -> (std::sync::Arc<Counting>, Waker) {
+    let counter = std::sync::Arc::new(Counting(AtomicUsize::new(0)));
+    (counter.clone(), Waker::from(counter))
+}
+
+/// Race: two completers and a canceller settle one promise at once.
+/// Invariant: exactly one wins, and the reader sees the winner's outcome.
+#[test]
+fn racing_completers_one_winner() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let racers: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|v| {
+                let c = completer.clone();
+                thread::spawn(move || c.complete(v).is_ok().then_some(Ok(v)))
+            })
+            .collect();
+        let cancelled = completer.cancel().then_some(Err(Error::Cancelled));
+        let mut winners: Vec<_> = racers.into_iter().filter_map(|r| r.join().unwrap()).collect();
+        winners.extend(cancelled);
+        assert_eq!(winners.len(), 1, "winners: {winners:?}");
+        assert_eq!(future.wait(), winners[0]);
+    });
+}
+
+/// Race: a callback is registered while the promise completes.
+/// Invariant: the callback runs exactly once, whichever side runs it.
+#[test]
+fn callback_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let completing = thread::spawn(move || completer.complete(1).is_ok());
+        let counter = runs.clone();
+        future.on_complete(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(completing.join().unwrap());
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// Race: the reader polls twice with different wakers while the promise completes.
+/// Invariant: if the last poll was pending, the completion woke that poll's waker, and
+/// never the replaced one; either way the next poll is ready.
+#[test]
+fn poll_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let completing = thread::spawn(move || completer.complete(5).is_ok());
+        let mut future = pin!(future);
+        let (first, first_waker) = counting();
+        let (second, second_waker) = counting();
+        let mut cx = Context::from_waker(&first_waker);
+        if let Poll::Ready(outcome) = future.as_mut().poll(&mut cx) {
+            assert_eq!(outcome, Ok(5));
+            assert!(completing.join().unwrap());
+            return;
+        }
+        let mut cx = Context::from_waker(&second_waker);
+        let last = future.as_mut().poll(&mut cx);
+        assert!(completing.join().unwrap());
+        match last {
+            Poll::Ready(outcome) => assert_eq!(outcome, Ok(5)),
+            Poll::Pending => {
+                assert_eq!(second.0.load(Ordering::SeqCst), 1, "the latest waker is woken");
+                assert_eq!(first.0.load(Ordering::SeqCst), 0, "the replaced waker is not");
+                assert_eq!(future.as_mut().poll(&mut cx), Poll::Ready(Ok(5)));
+            }
+        }
+    });
+}
+
+/// Race: the reader drops the future while a completer stores a value.
+/// Invariant: the value is dropped exactly once, never leaked (loom checks that every
+/// loom `Arc` is freed when the model ends) and never dropped twice.
+#[test]
+fn drop_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<Arc<u32>, ()>();
+        let completing = thread::spawn(move || completer.complete(Arc::new(7)).is_ok());
+        drop(future);
+        assert!(completing.join().unwrap(), "a dropped reader does not refuse the value");
+    });
+}
+
+/// Race: a thread blocks in `wait` while another completes (a lost wake-up if the
+/// completion lands between the waiter's check and its sleep).
+/// Invariant: the waiter always wakes with the value; loom reports a lost wake-up as a
+/// deadlock, since its condition variable never times out.
+#[test]
+fn blocking_waiter_wakes() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let waiter = thread::spawn(move || future.wait());
+        assert!(completer.complete(3).is_ok());
+        assert_eq!(waiter.join().unwrap(), Ok(3));
+    });
+}
+
+/// Race: one completer completes and then drops while the other completer drops.
+/// Invariant: the completion wins over abandonment (it came first on its own thread),
+/// and the reader never sees `Abandoned`.
+#[test]
+fn abandonment_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let other = completer.clone();
+        let completing = thread::spawn(move || completer.complete(4).is_ok());
+        drop(other);
+        assert!(completing.join().unwrap());
+        assert_eq!(future.wait(), Ok(4));
+    });
+}
