@@ -1,6 +1,7 @@
 //! `cargo xtask demo`: the retry storm table.
 //!
-//! Each crate's `examples/retry_storm.rs` prints one line:
+//! Each crate's `examples/retry_storm.rs` (target `retry_storm_<crate without idem->`)
+//! prints one line:
 //! `retry_storm<TAB>scenario<TAB>intents<TAB>attempts<TAB>naive side effects<TAB>idem side effects`.
 
 use std::path::Path;
@@ -25,7 +26,10 @@ pub(crate) fn run(_root: &Path) -> Result {
     let mut rows = Vec::new();
     for name in &crates {
         let mut command = cargo();
-        command.args(["run", "--quiet", "--release", "-p", name, "--example", "retry_storm"]);
+        // Each crate names its example `retry_storm_<crate without idem->`, so that the
+        // workspace's examples do not collide in target/.
+        let example = format!("retry_storm_{}", name.trim_start_matches("idem-"));
+        command.args(["run", "--quiet", "--release", "-p", name, "--example", &example]);
         rows.push(parse(name, &output(name, &mut command)?)?);
     }
     print_table(&rows);
