@@ -1,6 +1,8 @@
 //! idem-core's integration tests: one binary, one module per concern.
 
+mod config;
 mod conformance;
 mod fingerprint;
 mod key;
 mod model;
+mod stress;

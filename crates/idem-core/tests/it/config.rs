@@ -1,0 +1,97 @@
+//! Store configuration: defaults, validation at the limits, and the counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{
+    Claim, ConfigError, Fingerprint, KeyStore, ManualClock, MemoryStore, ScopedKey, StoreConfig,
+    StoreError, Timestamp,
+};
+
+#[test]
+fn defaults_are_documented_values() {
+    let c = StoreConfig::default();
+    assert_eq!(c.result_ttl(), Duration::from_secs(24 * 3600));
+    assert_eq!(c.lease(), Duration::from_secs(30));
+    assert_eq!(c.capacity(), 1_000_000);
+    assert_eq!(c.sweep_batch_max(), 1024);
+    assert_eq!(StoreConfig::builder().build(), Ok(c));
+}
+
+#[test]
+fn invalid_settings_are_refused_by_name() {
+    let b = StoreConfig::builder;
+    let ms = Duration::from_millis;
+    let cases: Vec<(Result<StoreConfig, ConfigError>, ConfigError)> = vec![
+        (b().lease(ms(0)).build(), ConfigError::TooShort { name: "lease", value: ms(0) }),
+        (
+            b().result_ttl(Duration::from_micros(999)).build(),
+            ConfigError::TooShort { name: "result_ttl", value: Duration::from_micros(999) },
+        ),
+        (
+            b().capacity(0).build(),
+            ConfigError::OutOfRange { name: "capacity", value: 0, max: StoreConfig::CAPACITY_MAX },
+        ),
+        (
+            b().capacity(StoreConfig::CAPACITY_MAX + 1).build(),
+            ConfigError::OutOfRange {
+                name: "capacity",
+                value: StoreConfig::CAPACITY_MAX + 1,
+                max: StoreConfig::CAPACITY_MAX,
+            },
+        ),
+        (
+            b().sweep_batch_max(0).build(),
+            ConfigError::OutOfRange {
+                name: "sweep_batch_max",
+                value: 0,
+                max: StoreConfig::SWEEP_BATCH_MAX,
+            },
+        ),
+    ];
+    for (got, expected) in cases {
+        assert_eq!(got, Err(expected));
+    }
+    assert_eq!(
+        ConfigError::TooShort { name: "lease", value: ms(0) }.to_string(),
+        "lease must be at least 1ms, got 0ns"
+    );
+    assert!(b().lease(ms(1)).capacity(StoreConfig::CAPACITY_MAX).build().is_ok());
+}
+
+#[test]
+fn counters_count_each_answer() {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
+    let config = StoreConfig::builder().capacity(1).build().expect("valid");
+    let store = MemoryStore::<u8>::with_clock(config, clock.clone());
+    let (a, b) =
+        (ScopedKey::parse("s", "a").expect("key"), ScopedKey::parse("s", "b").expect("key"));
+    let fp = |n| Fingerprint::builder("t").u64("n", n).finish();
+    let Claim::Acquired(first) = store.claim(&a, &fp(1)).expect("claim") else { panic!() };
+    let _ = store.claim(&a, &fp(1)).expect("in flight");
+    assert!(matches!(store.claim(&a, &fp(2)), Err(StoreError::KeyReused { .. })));
+    assert!(matches!(store.claim(&b, &fp(1)), Err(StoreError::StoreFull { capacity: 1 })));
+    clock.advance(config.lease());
+    let Claim::Recover(second) = store.claim(&a, &fp(1)).expect("claim") else { panic!() };
+    assert!(store.complete(&first, 1).is_err());
+    store.complete(&second, 2).expect("complete");
+    let _ = store.claim(&a, &fp(1)).expect("replay");
+    clock.advance(config.result_ttl());
+    assert_eq!(store.sweep().expect("sweep"), 1);
+    let stats = store.stats();
+    let expected = idem_core::StoreStats {
+        records: 0,
+        acquired: 1,
+        in_flight: 1,
+        replayed: 1,
+        recovered: 1,
+        key_reused: 1,
+        store_full: 1,
+        completed: 1,
+        released: 0,
+        lease_lost: 1,
+        swept: 1,
+    };
+    assert_eq!(stats, expected);
+    assert!(store.is_empty());
+}
