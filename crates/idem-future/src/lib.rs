@@ -69,6 +69,7 @@
 //! cancelled, and [`Error::Abandoned`] says every completer was dropped without
 //! completing: a reader never hangs on a promise nobody can complete.
 
+mod cell;
 mod promise;
 mod shared;
 mod sync;

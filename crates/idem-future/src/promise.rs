@@ -7,9 +7,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::sync::{
-    Arc, AtomicBool, AtomicUsize, Condvar, Duration, Instant, Mutex, MutexGuard, Ordering,
-};
+use crate::cell::Slot;
+use crate::sync::{Arc, AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering};
 
 /// Why a promise finished without a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,110 +59,182 @@ impl Completion {
 
 pub(crate) type Callback = Box<dyn FnOnce(Completion) + Send>;
 
-pub(crate) enum Slot<T, E> {
-    Pending,
-    Ready(Result<T, Error<E>>),
-    /// The single-owner future took the outcome, which finished like this.
-    Taken(Completion),
+impl Completion {
+    const ALL: [Self; 4] = [Self::Completed, Self::Failed, Self::Cancelled, Self::Abandoned];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn from_index(index: usize) -> Self {
+        Self::ALL[index]
+    }
 }
 
-pub(crate) struct State<T, E> {
-    pub(crate) slot: Slot<T, E>,
+/// Everything that waits for the outcome: registered under the mutex, served by the
+/// winning completer if it saw the slot's `WAITING` flag, or by the registrant itself if
+/// the outcome was published first.
+#[derive(Default)]
+struct Waiting {
     /// The single-owner future's waker: the one registered by its latest poll.
     waker: Option<Waker>,
     /// Each shared future clone's latest waker, by clone id.
-    pub(crate) shared_wakers: Vec<(u64, Waker)>,
+    shared_wakers: Vec<(u64, Waker)>,
     callbacks: Vec<Callback>,
-    /// Threads blocked in a `wait`: completion notifies the condition variable only then.
+    /// Threads blocked in a `wait`: the completer notifies the condition variable only then.
     blocked: usize,
 }
 
-/// The state completers and futures share. The slot changes from `Pending` exactly once,
-/// under the lock; `done` mirrors that for a lock-free `is_completed`.
+/// The state completers and futures share.
 pub(crate) struct Inner<T, E> {
-    done: AtomicBool,
+    /// The outcome, written once (see `cell.rs`).
+    slot: Slot<Result<T, Error<E>>>,
     completers: AtomicUsize,
-    pub(crate) next_shared_id: AtomicUsize,
-    pub(crate) state: Mutex<State<T, E>>,
+    next_shared_id: AtomicUsize,
+    waiting: Mutex<Waiting>,
     changed: Condvar,
 }
 
 impl<T, E> Inner<T, E> {
     pub(crate) fn is_completed(&self) -> bool {
-        // ORDERING: Acquire pairs with the Release store in `settle`: whoever sees `true`
-        // also sees everything the winner did before completing.
-        self.done.load(Ordering::Acquire)
+        self.slot.snapshot().is_done()
     }
 
     /// Stores `outcome` if the promise is still pending; otherwise hands it back.
     ///
     /// RACE (first write wins): completers racing each other and the last completer's
-    /// drop. The pending check and the store happen under one lock acquisition, so exactly
-    /// one outcome is ever stored. Loom model: `racing_completers_one_winner`.
+    /// drop. The slot's compare-and-swap lets exactly one outcome in. Loom model:
+    /// `racing_completers_one_winner`.
     fn settle(&self, outcome: Result<T, Error<E>>) -> Result<(), Result<T, Error<E>>> {
-        let mut state = self.state.lock();
-        if !matches!(state.slot, Slot::Pending) {
-            return Err(outcome);
-        }
         let completion = Completion::of(&outcome);
-        state.slot = Slot::Ready(outcome);
-        // ORDERING: Release publishes the winner's prior writes to `is_completed` readers.
-        self.done.store(true, Ordering::Release);
-        let waker = state.waker.take();
-        let shared_wakers = mem::take(&mut state.shared_wakers);
-        let callbacks = mem::take(&mut state.callbacks);
-        let blocked = state.blocked > 0;
-        drop(state);
-        // Nothing below runs under the lock: a waker or callback may re-enter this promise.
+        let before = self.slot.set(outcome, completion.index())?;
+        if before.is_waiting() {
+            self.serve_waiting(completion);
+        }
+        Ok(())
+    }
+
+    /// Wakes and runs everything registered before the outcome was published. Nothing
+    /// runs under the lock: a waker or callback may re-enter this promise.
+    fn serve_waiting(&self, completion: Completion) {
+        let mut waiting = self.waiting.lock();
+        let waker = waiting.waker.take();
+        let shared_wakers = mem::take(&mut waiting.shared_wakers);
+        let callbacks = mem::take(&mut waiting.callbacks);
+        let blocked = waiting.blocked > 0;
+        drop(waiting);
         if blocked {
             self.changed.notify_all();
         }
         waker.into_iter().chain(shared_wakers.into_iter().map(|(_, w)| w)).for_each(Waker::wake);
         run_callbacks(callbacks, completion);
-        Ok(())
     }
 
     /// Runs `callback` once: now, on this thread, if the promise is complete; otherwise
     /// on the completing thread when it completes.
     ///
-    /// RACE (register vs complete): the state check and the push happen under the lock
-    /// that `settle` takes to drain the list, so a callback is either drained by `settle`
-    /// or sees the completion here, never both, never neither. Loom model:
+    /// RACE (register vs complete): the callback is pushed under the lock and then the
+    /// slot's `WAITING` flag is set; the flag and the completer's publish are both
+    /// read-modify-writes of one word, so exactly one sees the other: either the completer
+    /// sees `WAITING` and drains the list, or we see the outcome and pop our own callback
+    /// back (still under the lock, so the completer cannot have drained it). Loom model:
     /// `callback_races_completion`.
     pub(crate) fn on_complete(&self, callback: Callback) {
-        let mut state = self.state.lock();
-        let completion = match &state.slot {
-            Slot::Pending => {
-                state.callbacks.push(callback);
-                return;
-            }
-            Slot::Ready(outcome) => Completion::of(outcome),
-            Slot::Taken(completion) => *completion,
-        };
-        drop(state);
-        run_callbacks(vec![callback], completion);
+        let now = self.slot.snapshot();
+        if now.is_done() {
+            return run_callbacks(vec![callback], Completion::from_index(now.kind()));
+        }
+        let mut waiting = self.waiting.lock();
+        waiting.callbacks.push(callback);
+        let before = self.slot.mark_waiting();
+        if before.is_done() {
+            let mine = waiting.callbacks.pop().into_iter().collect();
+            drop(waiting);
+            run_callbacks(mine, Completion::from_index(before.kind()));
+        }
     }
 
-    /// Blocks until the slot is no longer pending or `deadline` passes, then hands the
-    /// locked state to `read`.
-    pub(crate) fn wait_with<R>(
-        &self,
-        deadline: Option<Instant>,
-        read: impl FnOnce(&mut State<T, E>) -> R,
-    ) -> Option<R> {
-        let mut state = self.state.lock();
-        while matches!(state.slot, Slot::Pending) {
+    /// Registers `waker` for the single-owner future; returns whether the outcome was
+    /// published first (then the caller takes it at once).
+    ///
+    /// RACE (waker swap): a poll with a new waker races the completion. The waker is
+    /// replaced under the lock and then `WAITING` is set; a completer that published
+    /// first is seen here, one that publishes later sees `WAITING` and takes the waker
+    /// under the same lock: the latest waker is woken. Loom model: `poll_races_completion`.
+    fn register_waker(&self, waker: &Waker) -> bool {
+        let mut waiting = self.waiting.lock();
+        match &mut waiting.waker {
+            Some(current) if current.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        self.slot.mark_waiting().is_done()
+    }
+
+    /// Registers `waker` for the shared clone `id`; returns whether the outcome was
+    /// published first. Same protocol as `register_waker`.
+    pub(crate) fn register_shared_waker(&self, id: u64, waker: &Waker) -> bool {
+        let mut waiting = self.waiting.lock();
+        match waiting.shared_wakers.iter_mut().find(|(i, _)| *i == id) {
+            Some((_, current)) if current.will_wake(waker) => {}
+            Some((_, current)) => *current = waker.clone(),
+            None => waiting.shared_wakers.push((id, waker.clone())),
+        }
+        self.slot.mark_waiting().is_done()
+    }
+
+    /// Forgets the shared clone `id`'s waker.
+    pub(crate) fn forget_shared_waker(&self, id: u64) {
+        self.waiting.lock().shared_wakers.retain(|(i, _)| *i != id);
+    }
+
+    /// Blocks until the outcome is published or `deadline` passes; `None` on timeout.
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Option<Completion> {
+        loop {
+            let now = self.slot.snapshot();
+            if now.is_done() {
+                return Some(Completion::from_index(now.kind()));
+            }
+            let mut waiting = self.waiting.lock();
+            if self.slot.mark_waiting().is_done() {
+                continue;
+            }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return None;
             }
-            // RACE (lost wake-up): `settle` reads `blocked` under the lock we hold until
-            // the condition variable atomically releases it. Loom model:
-            // `blocking_waiter_wakes`.
-            state.blocked += 1;
-            state = self.changed.wait(state, deadline);
-            state.blocked -= 1;
+            // RACE (lost wake-up): we hold the lock from setting `WAITING` until the
+            // condition variable releases it atomically, and the completer must take the
+            // lock to read `blocked`: it cannot miss us. Loom model: `blocking_waiter_wakes`.
+            waiting.blocked += 1;
+            waiting = self.changed.wait(waiting, deadline);
+            waiting.blocked -= 1;
         }
-        Some(read(&mut state))
+    }
+
+    pub(crate) fn next_shared_id(&self) -> u64 {
+        // ORDERING: a unique id source; nothing else is published through it.
+        self.next_shared_id.fetch_add(1, Ordering::Relaxed) as u64
+    }
+
+    /// A clone of the published outcome, for shared readers.
+    pub(crate) fn read_clone(&self) -> Option<Result<T, Error<E>>>
+    where
+        T: Clone + Sync,
+        E: Clone + Sync,
+    {
+        self.slot.read(Clone::clone)
+    }
+
+    /// Moves the published outcome out, for the single-owner reader.
+    ///
+    /// # Panics
+    ///
+    /// If the outcome was taken already (a poll after `Ready`, then another read).
+    fn take(&self) -> Option<Result<T, Error<E>>> {
+        let taken = self.slot.take();
+        if taken.is_none() && self.slot.snapshot().is_taken() {
+            panic!("PromiseFuture polled after it returned Ready");
+        }
+        taken
     }
 }
 
@@ -196,16 +267,10 @@ fn run_callbacks(callbacks: Vec<Callback>, completion: Completion) {
 /// ```
 pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
     let inner = Arc::new(Inner {
-        done: AtomicBool::new(false),
+        slot: Slot::new(),
         completers: AtomicUsize::new(1),
         next_shared_id: AtomicUsize::new(0),
-        state: Mutex::new(State {
-            slot: Slot::Pending,
-            waker: None,
-            shared_wakers: Vec::new(),
-            callbacks: Vec::new(),
-            blocked: 0,
-        }),
+        waiting: Mutex::new(Waiting::default()),
         changed: Condvar::default(),
     });
     (Completer { inner: inner.clone() }, PromiseFuture { inner })
@@ -291,6 +356,12 @@ impl<T, E> Clone for Completer<T, E> {
 
 impl<T, E> Drop for Completer<T, E> {
     fn drop(&mut self) {
+        // Once the promise is settled, abandonment is moot: skip the count (one atomic
+        // read-modify-write saved on the common path, complete-then-drop). The count then
+        // stays above the number of live completers, which no one reads any more.
+        if self.inner.is_completed() {
+            return;
+        }
         // ORDERING: AcqRel, so the last dropper sees every other dropper's writes before it
         // abandons the promise (as `Arc`'s drop does before freeing).
         if self.inner.completers.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -329,10 +400,16 @@ impl<T, E> PromiseFuture<T, E> {
     /// # Errors
     ///
     /// [`Error::Failed`], [`Error::Cancelled`] or [`Error::Abandoned`], as it finished.
+    ///
+    /// # Panics
+    ///
+    /// If this future already returned `Ready` from `poll` (the outcome was moved out).
     pub fn wait(self) -> Result<T, Error<E>> {
-        match self.inner.wait_with(None, take) {
-            Some(outcome) => outcome,
-            None => unreachable!("a wait without deadline returns only when ready"),
+        loop {
+            self.inner.wait_until(None);
+            if let Some(outcome) = self.inner.take() {
+                return outcome;
+            }
         }
     }
 
@@ -341,10 +418,14 @@ impl<T, E> PromiseFuture<T, E> {
     /// # Errors
     ///
     /// `Err(self)` if it is still pending after `timeout`, to wait again later.
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Self::wait).
     pub fn wait_timeout(self, timeout: Duration) -> TryResult<T, E> {
         let deadline = Instant::now().checked_add(timeout);
-        match self.inner.wait_with(deadline, take) {
-            Some(outcome) => Ok(outcome),
+        match self.inner.wait_until(deadline) {
+            Some(_) => self.try_get(),
             None => Err(self),
         }
     }
@@ -354,15 +435,15 @@ impl<T, E> PromiseFuture<T, E> {
     /// # Errors
     ///
     /// `Err(self)` if it is still pending.
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Self::wait).
     pub fn try_get(self) -> TryResult<T, E> {
-        let mut state = self.inner.state.lock();
-        if matches!(state.slot, Slot::Pending) {
-            drop(state);
-            return Err(self);
+        match self.inner.take() {
+            Some(outcome) => Ok(outcome),
+            None => Err(self),
         }
-        let outcome = take(&mut state);
-        drop(state);
-        Ok(outcome)
     }
 
     /// Runs `callback` exactly once with how the promise finished; see
@@ -376,32 +457,20 @@ impl<T, E> PromiseFuture<T, E> {
     }
 
     /// Turns this future into one that many readers can clone and wait on.
+    ///
+    /// # Panics
+    ///
+    /// If this future already returned `Ready` from `poll` (the outcome was moved out).
     pub fn shared(self) -> crate::SharedFuture<T, E>
     where
-        T: Clone,
-        E: Clone,
+        T: Clone + Send + Sync,
+        E: Clone + Send + Sync,
     {
+        assert!(
+            !self.inner.slot.share().is_taken(),
+            "PromiseFuture::shared after it returned Ready"
+        );
         crate::shared::SharedFuture::new(self.inner.clone())
-    }
-}
-
-/// Takes a ready outcome out of the slot, leaving a record of how it finished.
-///
-/// # Panics
-///
-/// If the slot is pending or taken: callers check first, and a single-owner future that
-/// returned its outcome is consumed or panics on the next poll before reaching here.
-fn take<T, E>(state: &mut State<T, E>) -> Result<T, Error<E>> {
-    match mem::replace(&mut state.slot, Slot::Taken(Completion::Abandoned)) {
-        Slot::Ready(outcome) => {
-            state.slot = Slot::Taken(Completion::of(&outcome));
-            outcome
-        }
-        other => {
-            let was_pending = matches!(other, Slot::Pending);
-            state.slot = other;
-            panic!("take from a slot that is not ready (pending: {was_pending})");
-        }
     }
 }
 
@@ -413,25 +482,16 @@ impl<T, E> Future for PromiseFuture<T, E> {
     /// If polled again after it returned `Ready` (the outcome was moved out), as futures
     /// generally may.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.inner.state.lock();
-        match state.slot {
-            Slot::Ready(_) => Poll::Ready(take(&mut state)),
-            Slot::Taken(_) => panic!("PromiseFuture polled after it returned Ready"),
-            Slot::Pending => {
-                // RACE (waker swap): a poll with a new waker races the completion. The
-                // waker is replaced under the lock `settle` takes to take it, so the
-                // completion wakes the latest waker. Loom model: `poll_races_completion`.
-                register(&mut state, cx.waker());
-                Poll::Pending
+        if let Some(outcome) = self.inner.take() {
+            return Poll::Ready(outcome);
+        }
+        if self.inner.register_waker(cx.waker()) {
+            // Published while we registered: the completer will not wake us, so take now.
+            if let Some(outcome) = self.inner.take() {
+                return Poll::Ready(outcome);
             }
         }
-    }
-}
-
-fn register<T, E>(state: &mut MutexGuard<'_, State<T, E>>, waker: &Waker) {
-    match &mut state.waker {
-        Some(current) if current.will_wake(waker) => {}
-        slot => *slot = Some(waker.clone()),
+        Poll::Pending
     }
 }
 

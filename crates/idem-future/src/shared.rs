@@ -5,8 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::promise::{Error, Inner, Slot};
-use crate::sync::{Arc, Duration, Instant, Ordering};
+use crate::promise::{Error, Inner};
+use crate::sync::{Arc, Duration, Instant};
 
 /// A future many readers can clone and wait on; each gets a clone of the outcome.
 ///
@@ -33,10 +33,9 @@ pub struct SharedFuture<T, E> {
     id: u64,
 }
 
-impl<T: Clone, E: Clone> SharedFuture<T, E> {
+impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
     pub(crate) fn new(inner: Arc<Inner<T, E>>) -> Self {
-        // ORDERING: a unique id source; nothing else is published through it.
-        let id = inner.next_shared_id.fetch_add(1, Ordering::Relaxed) as u64;
+        let id = inner.next_shared_id();
         Self { inner, id }
     }
 
@@ -51,24 +50,24 @@ impl<T: Clone, E: Clone> SharedFuture<T, E> {
     ///
     /// [`Error::Failed`], [`Error::Cancelled`] or [`Error::Abandoned`], as it finished.
     pub fn wait(&self) -> Result<T, Error<E>> {
-        match self.inner.wait_with(None, |state| read(&state.slot)) {
-            Some(outcome) => outcome,
-            None => unreachable!("a wait without deadline returns only when ready"),
+        loop {
+            self.inner.wait_until(None);
+            if let Some(outcome) = self.inner.read_clone() {
+                return outcome;
+            }
         }
     }
 
     /// Blocks up to `timeout`; `None` if the promise is still pending then.
     pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<T, Error<E>>> {
         let deadline = Instant::now().checked_add(timeout);
-        self.inner.wait_with(deadline, |state| read(&state.slot))
+        self.inner.wait_until(deadline)?;
+        self.inner.read_clone()
     }
 
     /// A clone of the outcome if the promise has finished; `None` if it is pending.
     pub fn try_get(&self) -> Option<Result<T, Error<E>>> {
-        match &self.inner.state.lock().slot {
-            Slot::Pending => None,
-            slot => Some(read(slot)),
-        }
+        self.inner.read_clone()
     }
 
     /// Runs `callback` exactly once with a clone of the outcome: on the completing thread
@@ -79,32 +78,21 @@ impl<T: Clone, E: Clone> SharedFuture<T, E> {
     /// If the promise is already complete and `callback` panics (it runs on this thread).
     pub fn on_complete(&self, callback: impl FnOnce(Result<T, Error<E>>) + Send + 'static)
     where
-        T: Send + 'static,
-        E: Send + 'static,
+        T: 'static,
+        E: 'static,
     {
         // The callback holds the shared state until it runs; completion (at the latest,
         // abandonment when the last completer drops) runs it and so breaks the cycle.
         let inner = self.inner.clone();
         self.inner.on_complete(Box::new(move |_| {
-            let outcome = read(&inner.state.lock().slot);
-            callback(outcome);
+            if let Some(outcome) = inner.read_clone() {
+                callback(outcome);
+            }
         }));
     }
 }
 
-/// A clone of a finished slot's outcome.
-///
-/// # Panics
-///
-/// If the slot is pending or taken: shared futures never take, and callers check first.
-fn read<T: Clone, E: Clone>(slot: &Slot<T, E>) -> Result<T, Error<E>> {
-    match slot {
-        Slot::Ready(outcome) => outcome.clone(),
-        Slot::Pending | Slot::Taken(_) => panic!("read from a slot that is not ready"),
-    }
-}
-
-impl<T: Clone, E: Clone> Clone for SharedFuture<T, E> {
+impl<T: Clone + Send + Sync, E: Clone + Send + Sync> Clone for SharedFuture<T, E> {
     fn clone(&self) -> Self {
         Self::new(self.inner.clone())
     }
@@ -113,24 +101,21 @@ impl<T: Clone, E: Clone> Clone for SharedFuture<T, E> {
 impl<T, E> Drop for SharedFuture<T, E> {
     fn drop(&mut self) {
         // Forget this clone's waker, so dropped readers do not pile up in the state.
-        let mut state = self.inner.state.lock();
-        state.shared_wakers.retain(|(id, _)| *id != self.id);
+        self.inner.forget_shared_waker(self.id);
     }
 }
 
-impl<T: Clone, E: Clone> Future for SharedFuture<T, E> {
+impl<T: Clone + Send + Sync, E: Clone + Send + Sync> Future for SharedFuture<T, E> {
     type Output = Result<T, Error<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.inner.state.lock();
-        if !matches!(state.slot, Slot::Pending) {
-            return Poll::Ready(read(&state.slot));
+        if let Some(outcome) = self.inner.read_clone() {
+            return Poll::Ready(outcome);
         }
-        let waker = cx.waker();
-        match state.shared_wakers.iter_mut().find(|(id, _)| *id == self.id) {
-            Some((_, current)) if current.will_wake(waker) => {}
-            Some((_, current)) => *current = waker.clone(),
-            None => state.shared_wakers.push((self.id, waker.clone())),
+        if self.inner.register_shared_waker(self.id, cx.waker()) {
+            if let Some(outcome) = self.inner.read_clone() {
+                return Poll::Ready(outcome);
+            }
         }
         Poll::Pending
     }

@@ -7,13 +7,13 @@ pub(crate) use std::time::{Duration, Instant};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
     Arc,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicUsize, Ordering},
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
     Arc,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicUsize, Ordering},
 };
 
 /// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).
@@ -106,3 +106,26 @@ pub(crate) fn panicking() -> bool {
 pub(crate) fn panicking() -> bool {
     false
 }
+
+/// An `UnsafeCell` with loom's closure API, so loom can check every access in `cell.rs`.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
