@@ -138,3 +138,26 @@ fn abandonment_races_completion() {
         assert_eq!(future.wait(), Ok(4));
     });
 }
+
+/// Race: a shared reader polls while the promise completes, and a second shared reader
+/// exists (its own waker slot).
+/// Invariant: if the poll was pending, the completion woke its waker, and both readers
+/// then see the same value.
+#[test]
+fn shared_poll_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let shared = future.shared();
+        let other = shared.clone();
+        let completing = thread::spawn(move || completer.complete(6).is_ok());
+        let mut reader = pin!(shared);
+        let (woken, waker) = counting();
+        let first = reader.as_mut().poll(&mut Context::from_waker(&waker));
+        assert!(completing.join().unwrap());
+        if first.is_pending() {
+            assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the pending reader is woken");
+        }
+        assert_eq!(reader.as_mut().poll(&mut Context::from_waker(&waker)), Poll::Ready(Ok(6)));
+        assert_eq!(other.try_get(), Some(Ok(6)));
+    });
+}
