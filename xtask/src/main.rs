@@ -5,6 +5,7 @@
 //! * `loom [crate]`: every loom model (`tests/loom.rs`) under `--cfg loom`.
 //! * `bench [crate] [--write]`: the criterion benches and a ratio table against the anchors.
 //! * `ci`: fmt check, clippy with warnings denied, tests, docs with warnings denied, loom.
+//! * `miri`: idem-future (the crate with unsafe code) under Miri, where nightly has it.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ const TASKS: &[(&str, &str)] = &[
     ("loom [crate]", "every loom model, release mode, LOOM_MAX_PREEMPTIONS=3 by default"),
     ("bench [crate] [--write]", "criterion benches; ratio table (--write: docs/benchmarks.md)"),
     ("ci", "fmt check, clippy -D warnings, tests, docs -D warnings, loom"),
+    ("miri", "idem-future's tests under Miri (needs nightly with miri; not part of ci)"),
 ];
 
 fn main() -> ExitCode {
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
         Some("loom") => loom(args.get(1).map(String::as_str)),
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("ci") => ci(),
+        Some("miri") => miri(),
         Some(other) => Err(format!("unknown task {other:?}\n{}", usage())),
         None => {
             println!("{}", usage());
@@ -126,4 +129,19 @@ fn ci() -> Result {
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
     loom(None)
+}
+
+/// Runs the crate with unsafe code under Miri. Skips the proptest model (real threads in
+/// many cases, hours under Miri); every other test runs.
+fn miri() -> Result {
+    // `+nightly` needs the rustup proxy, not the cargo binary that runs xtask.
+    let mut command = Command::new("rustup");
+    command.current_dir(root());
+    run(
+        "miri",
+        command
+            .args(["run", "nightly", "cargo", "miri", "test", "-p", "idem-future", "--test", "it"])
+            .args(["--", "--skip", "model::"])
+            .env("MIRIFLAGS", "-Zmiri-disable-isolation -Zmiri-permissive-provenance"),
+    )
 }
