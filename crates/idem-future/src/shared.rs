@@ -112,10 +112,10 @@ impl<T: Clone + Send + Sync, E: Clone + Send + Sync> Future for SharedFuture<T, 
         if let Some(outcome) = self.inner.read_clone() {
             return Poll::Ready(outcome);
         }
-        if self.inner.register_shared_waker(self.id, cx.waker()) {
-            if let Some(outcome) = self.inner.read_clone() {
-                return Poll::Ready(outcome);
-            }
+        if self.inner.register_shared_waker(self.id, cx.waker())
+            && let Some(outcome) = self.inner.read_clone()
+        {
+            return Poll::Ready(outcome);
         }
         Poll::Pending
     }
