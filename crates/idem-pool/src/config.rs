@@ -1,0 +1,232 @@
+//! The pool's limits, built and validated by [`Builder`].
+
+use std::fmt;
+use std::time::Duration;
+
+use idem_core::{Clock, SystemClock};
+
+/// Whether a connection is checked (with [`Manager::is_valid`](crate::Manager::is_valid))
+/// each time it is lent out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HealthCheck {
+    /// Check every connection on checkout; a failing one is discarded and another lent.
+    OnCheckout,
+    /// Never check on checkout (broken connections are still caught on return).
+    Never,
+}
+
+/// The pool configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `max_size` was zero or above [`Builder::MAX_SIZE_LIMIT`].
+    #[error("max_size must be between 1 and {max}, got {value}")]
+    MaxSize {
+        /// The refused value.
+        value: usize,
+        /// The largest accepted value.
+        max: usize,
+    },
+    /// `min_idle` was above `max_size`.
+    #[error("min_idle ({min_idle}) must not exceed max_size ({max_size})")]
+    MinIdle {
+        /// The refused value.
+        min_idle: usize,
+        /// The configured maximum.
+        max_size: usize,
+    },
+    /// A duration was zero (or below one millisecond, the clock's resolution).
+    #[error("{name} must be at least 1ms, got {value:?}")]
+    TooShort {
+        /// Which setting.
+        name: &'static str,
+        /// The refused value.
+        value: Duration,
+    },
+    /// `waiters_max` was zero.
+    #[error("waiters_max must be at least 1")]
+    WaitersMax,
+}
+
+/// Validated settings; see [`Builder`] for each default.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) max_size: usize,
+    pub(crate) min_idle: usize,
+    pub(crate) connection_timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) max_lifetime: Option<Duration>,
+    pub(crate) health_check: HealthCheck,
+    pub(crate) leak_threshold: Option<Duration>,
+    pub(crate) maintenance_interval: Option<Duration>,
+    pub(crate) waiters_max: usize,
+    pub(crate) clock: std::sync::Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("max_size", &self.max_size)
+            .field("min_idle", &self.min_idle)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_lifetime", &self.max_lifetime)
+            .field("health_check", &self.health_check)
+            .field("leak_threshold", &self.leak_threshold)
+            .field("maintenance_interval", &self.maintenance_interval)
+            .field("waiters_max", &self.waiters_max)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Pool`](crate::Pool); every setter names its default.
+///
+/// ```
+/// use std::time::Duration;
+/// # use std::convert::Infallible;
+/// # #[derive(Debug)] struct Noop;
+/// # impl idem_pool::Manager for Noop {
+/// #     type Connection = (); type Error = Infallible;
+/// #     fn connect(&self) -> Result<(), Infallible> { Ok(()) }
+/// #     fn is_valid(&self, _: &mut ()) -> Result<(), Infallible> { Ok(()) }
+/// #     fn has_broken(&self, _: &mut ()) -> bool { false }
+/// # }
+/// let pool = idem_pool::Pool::builder()
+///     .max_size(4)
+///     .min_idle(1)
+///     .connection_timeout(Duration::from_secs(2))
+///     .build(Noop)?;
+/// assert_eq!(pool.state().size, 1); // min_idle is filled at build
+/// # Ok::<(), idem_pool::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    config: Config,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            config: Config {
+                max_size: 10,
+                min_idle: 0,
+                connection_timeout: Duration::from_secs(30),
+                idle_timeout: Some(Duration::from_secs(10 * 60)),
+                max_lifetime: Some(Duration::from_secs(30 * 60)),
+                health_check: HealthCheck::OnCheckout,
+                leak_threshold: None,
+                maintenance_interval: Some(Duration::from_secs(30)),
+                waiters_max: 10_000,
+                clock: std::sync::Arc::new(SystemClock),
+            },
+        }
+    }
+}
+
+impl Builder {
+    /// The largest accepted `max_size`.
+    pub const MAX_SIZE_LIMIT: usize = 1 << 16;
+
+    /// The most connections, idle and lent together; default 10, at most 65,536.
+    #[must_use]
+    pub fn max_size(mut self, max_size: usize) -> Self {
+        self.config.max_size = max_size;
+        self
+    }
+
+    /// Connections kept idle by maintenance (and made at build); default 0, at most
+    /// `max_size`.
+    #[must_use]
+    pub fn min_idle(mut self, min_idle: usize) -> Self {
+        self.config.min_idle = min_idle;
+        self
+    }
+
+    /// How long `get` waits for a connection; default 30 seconds.
+    #[must_use]
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connection_timeout = timeout;
+        self
+    }
+
+    /// An idle connection older than this is closed instead of lent; default 10 minutes,
+    /// `None` to keep idle connections forever.
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.idle_timeout = timeout;
+        self
+    }
+
+    /// A connection older than this is closed instead of lent or kept; default 30 minutes,
+    /// `None` for no limit.
+    #[must_use]
+    pub fn max_lifetime(mut self, lifetime: Option<Duration>) -> Self {
+        self.config.max_lifetime = lifetime;
+        self
+    }
+
+    /// Whether connections are checked on checkout; default [`HealthCheck::OnCheckout`].
+    #[must_use]
+    pub fn health_check(mut self, check: HealthCheck) -> Self {
+        self.config.health_check = check;
+        self
+    }
+
+    /// A connection lent for longer than this is counted as a suspected leak (once) by
+    /// maintenance; default `None` (off).
+    #[must_use]
+    pub fn leak_threshold(mut self, threshold: Option<Duration>) -> Self {
+        self.config.leak_threshold = threshold;
+        self
+    }
+
+    /// How often a background thread runs [`Pool::maintain`](crate::Pool::maintain);
+    /// default 30 seconds, `None` for no thread (call `maintain` yourself). The thread
+    /// stops when the pool is closed or its last handle dropped.
+    #[must_use]
+    pub fn maintenance_interval(mut self, interval: Option<Duration>) -> Self {
+        self.config.maintenance_interval = interval;
+        self
+    }
+
+    /// The most threads waiting in `get` at once; one more is refused with
+    /// [`Error::TooManyWaiters`](crate::Error::TooManyWaiters); default 10,000.
+    #[must_use]
+    pub fn waiters_max(mut self, waiters_max: usize) -> Self {
+        self.config.waiters_max = waiters_max;
+        self
+    }
+
+    /// The clock that lifetimes, idle timeouts and leaks are measured by; default
+    /// [`SystemClock`]. Tests pass a [`ManualClock`](idem_core::ManualClock).
+    #[must_use]
+    pub fn clock(mut self, clock: std::sync::Arc<dyn Clock>) -> Self {
+        self.config.clock = clock;
+        self
+    }
+
+    pub(crate) fn validate(self) -> Result<Config, ConfigError> {
+        let c = self.config;
+        if c.max_size == 0 || c.max_size > Self::MAX_SIZE_LIMIT {
+            return Err(ConfigError::MaxSize { value: c.max_size, max: Self::MAX_SIZE_LIMIT });
+        }
+        if c.min_idle > c.max_size {
+            return Err(ConfigError::MinIdle { min_idle: c.min_idle, max_size: c.max_size });
+        }
+        let durations = [
+            ("connection_timeout", Some(c.connection_timeout)),
+            ("idle_timeout", c.idle_timeout),
+            ("max_lifetime", c.max_lifetime),
+            ("leak_threshold", c.leak_threshold),
+            ("maintenance_interval", c.maintenance_interval),
+        ];
+        for (name, value) in durations {
+            if let Some(value) = value.filter(|v| *v < Duration::from_millis(1)) {
+                return Err(ConfigError::TooShort { name, value });
+            }
+        }
+        if c.waiters_max == 0 {
+            return Err(ConfigError::WaitersMax);
+        }
+        Ok(c)
+    }
+}

@@ -1,0 +1,121 @@
+//! A blocking connection pool whose release is idempotent.
+//!
+//! A pool lends scarce connections. Code that releases a connection twice is common: an
+//! explicit release plus the guard's drop, an error handler plus a `finally`, a retried
+//! cleanup. In a naive pool the second release puts the connection on the free list
+//! twice, and two borrowers later share one connection. Here every loan is named by a
+//! slot and a generation, and a release only acts on the loan it names.
+//!
+//! # Guarantee
+//!
+//! A connection is lent to at most one holder at a time. A second release of a loan, or a
+//! release of a loan whose slot has since been lent again, changes nothing and is counted
+//! in [`PoolState`].
+//!
+//! # Examples
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use idem_pool::{Manager, Pool};
+//!
+//! #[derive(Debug)]
+//! struct Numbers;
+//!
+//! impl Manager for Numbers {
+//!     type Connection = Vec<u8>;
+//!     type Error = Infallible;
+//!     fn connect(&self) -> Result<Vec<u8>, Infallible> { Ok(Vec::new()) }
+//!     fn is_valid(&self, _: &mut Vec<u8>) -> Result<(), Infallible> { Ok(()) }
+//!     fn has_broken(&self, _: &mut Vec<u8>) -> bool { false }
+//! }
+//!
+//! let pool = Pool::builder().max_size(1).build(Numbers)?;
+//! let first = pool.get()?.detach();     // a lease, releasable from anywhere
+//! let cleanup = first.clone();           // a second cleanup path holds it too
+//! assert!(first.release());              // the connection goes back
+//! let mut second = pool.get()?;          // and is lent again
+//! second.push(7);
+//! assert!(!cleanup.release());           // the stale release touches nothing
+//! assert_eq!(*second, vec![7]);
+//! assert_eq!(pool.state().stale_releases, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What is idempotent here, and how
+//!
+//! * **By shape:** [`Pool::close`] (a second close does nothing) and
+//!   [`PooledConnection::release`] (a second call returns `false`).
+//! * **By id:** a [`Lease`] names its loan by slot index and generation; the pool
+//!   generates the id at checkout, and remembers only the current generation of each
+//!   slot, which is all a stale release needs to be refused.
+//!
+//! # Why the guard alone is not enough
+//!
+//! r2d2's guard gives its connection back exactly once because the guard owns it: Rust
+//! moves make a double return impossible. That stops being true as soon as a loan outlives
+//! its guard: a cleanup handed to another thread, a callback registered with an external
+//! system, two error paths that both "make sure" the connection goes back. A detached
+//! [`Lease`] is that loan as a value, and the generation check is what keeps its stale
+//! copies from ever touching the next borrower's connection.
+
+mod config;
+mod conn;
+mod manager;
+mod pool;
+mod state;
+mod sync;
+
+pub use config::{Builder, ConfigError, HealthCheck};
+pub use conn::{Lease, PooledConnection};
+pub use manager::Manager;
+pub use pool::{NeverManager, Pool};
+
+use std::time::Duration;
+
+/// Why `get` failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// No connection became available in time.
+    #[error("timed out after {waited:?} waiting for a connection")]
+    Timeout {
+        /// How long the caller waited.
+        waited: Duration,
+        /// The last error from connecting or a health check, if any.
+        #[source]
+        last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The pool was closed.
+    #[error("the pool is closed")]
+    Closed,
+    /// Too many threads were already waiting.
+    #[error("{waiters_max} threads are already waiting for a connection")]
+    TooManyWaiters {
+        /// The configured limit.
+        waiters_max: usize,
+    },
+}
+
+/// Counts for metrics and tests, from [`Pool::state`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolState {
+    /// Connections that exist: idle plus in use.
+    pub size: usize,
+    /// Connections on the idle list.
+    pub idle: usize,
+    /// Connections lent (in a guard, detached, or handed to a waking waiter).
+    pub in_use: usize,
+    /// Threads waiting in `get`.
+    pub waiters: usize,
+    /// Connections made so far.
+    pub created: u64,
+    /// Connections closed by the pool (broken, expired, failed check, closed pool).
+    pub discarded: u64,
+    /// `get` calls that timed out.
+    pub timeouts: u64,
+    /// Releases of a loan that was already released (no-ops).
+    pub double_releases: u64,
+    /// Releases of a loan whose slot was since lent again (no-ops).
+    pub stale_releases: u64,
+    /// Loans held past the leak threshold, each counted once by maintenance.
+    pub leaks_suspected: u64,
+}

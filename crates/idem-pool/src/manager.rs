@@ -1,0 +1,43 @@
+//! What the pool needs to know about a connection.
+
+/// Creates and checks connections; the pool calls it, never the user.
+///
+/// ```
+/// use std::convert::Infallible;
+///
+/// #[derive(Debug)]
+/// struct Counter;
+///
+/// impl idem_pool::Manager for Counter {
+///     type Connection = u64;
+///     type Error = Infallible;
+///     fn connect(&self) -> Result<u64, Infallible> { Ok(0) }
+///     fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> { Ok(()) }
+///     fn has_broken(&self, _: &mut u64) -> bool { false }
+/// }
+/// ```
+pub trait Manager: Send + Sync + 'static {
+    /// The pooled resource.
+    type Connection: Send + 'static;
+    /// Why a connection could not be made or failed its check.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Opens a new connection. Called outside the pool's lock; it may be slow.
+    ///
+    /// # Errors
+    ///
+    /// The reason the connection could not be made; `get` retries with backoff and
+    /// reports the last such error if its timeout passes.
+    fn connect(&self) -> Result<Self::Connection, Self::Error>;
+
+    /// A health check on checkout (for example `SELECT 1`), when enabled.
+    ///
+    /// # Errors
+    ///
+    /// The reason the connection is unusable; the pool discards it and lends another.
+    fn is_valid(&self, connection: &mut Self::Connection) -> Result<(), Self::Error>;
+
+    /// A cheap check on return (no I/O): is this connection known to be broken? A broken
+    /// connection is discarded instead of going back to the idle list.
+    fn has_broken(&self, connection: &mut Self::Connection) -> bool;
+}

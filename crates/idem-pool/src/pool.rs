@@ -1,0 +1,650 @@
+//! The pool: checkout, return, close and maintenance.
+
+use std::fmt;
+
+use idem_core::Timestamp;
+
+use crate::config::{Builder, Config, HealthCheck};
+use crate::conn::{Lease, PooledConnection};
+
+use crate::state::{Grant, Phase, State, Waiter};
+use crate::sync::{Arc, Condvar, Duration, Instant, Mutex, MutexGuard};
+use crate::{ConfigError, Error, Manager, PoolState};
+
+/// The shortest and longest pause between connection attempts while `get` waits.
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Everything the pool handles, guards and leases share.
+pub(crate) struct Shared<M: Manager> {
+    pub(crate) manager: M,
+    pub(crate) config: Config,
+    pub(crate) state: Mutex<State<M::Connection>>,
+}
+
+/// A blocking connection pool whose release is idempotent. Cheap to clone: clones share
+/// one pool.
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # #[derive(Debug)] struct Noop;
+/// # impl idem_pool::Manager for Noop {
+/// #     type Connection = (); type Error = Infallible;
+/// #     fn connect(&self) -> Result<(), Infallible> { Ok(()) }
+/// #     fn is_valid(&self, _: &mut ()) -> Result<(), Infallible> { Ok(()) }
+/// #     fn has_broken(&self, _: &mut ()) -> bool { false }
+/// # }
+/// let pool = idem_pool::Pool::builder().max_size(2).build(Noop)?;
+/// let mut conn = pool.get()?;
+/// assert!(conn.release());  // back in the pool
+/// assert!(!conn.release()); // a second release is a counted no-op
+/// assert_eq!(pool.state().double_releases, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Pool<M: Manager> {
+    handle: Arc<Handle<M>>,
+}
+
+/// The owner of the maintenance thread's stop signal: when the last `Pool` clone goes,
+/// the thread is told to stop (guards and leases keep only `Shared`).
+struct Handle<M: Manager> {
+    shared: Arc<Shared<M>>,
+    stop: Arc<Stop>,
+}
+
+#[derive(Default)]
+struct Stop {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Stop {
+    fn signal(&self) {
+        *self.stopped.lock() = true;
+        self.cv.notify_one();
+    }
+}
+
+impl<M: Manager> Drop for Handle<M> {
+    fn drop(&mut self) {
+        self.stop.signal();
+    }
+}
+
+impl<M: Manager> Clone for Pool<M> {
+    fn clone(&self) -> Self {
+        Self { handle: self.handle.clone() }
+    }
+}
+
+impl<M: Manager + fmt::Debug> fmt::Debug for Pool<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool")
+            .field("manager", &self.handle.shared.manager)
+            .field("config", &self.handle.shared.config)
+            .field("state", &self.state())
+            .finish()
+    }
+}
+
+impl Pool<NeverManager> {
+    /// A builder with the defaults (`max_size` 10, `connection_timeout` 30 s, ...).
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl Builder {
+    /// Validates the settings, makes `min_idle` connections (best effort: a failure here
+    /// is reported by the first `get`), and starts the maintenance thread if configured.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first setting out of range.
+    pub fn build<M: Manager>(self, manager: M) -> Result<Pool<M>, ConfigError> {
+        let config = self.validate()?;
+        let state = Mutex::new(State::new(config.max_size));
+        let shared = Arc::new(Shared { manager, config, state });
+        let handle = Arc::new(Handle { shared, stop: Arc::new(Stop::default()) });
+        let pool = Pool { handle };
+        pool.maintain();
+        pool.start_maintenance();
+        Ok(pool)
+    }
+}
+
+impl<M: Manager> Pool<M> {
+    fn shared(&self) -> &Arc<Shared<M>> {
+        &self.handle.shared
+    }
+
+    /// Waits up to the configured connection timeout for a connection.
+    ///
+    /// # Errors
+    ///
+    /// As [`get_timeout`](Self::get_timeout).
+    pub fn get(&self) -> Result<PooledConnection<M>, Error> {
+        self.get_timeout(self.shared().config.connection_timeout)
+    }
+
+    /// Waits up to `timeout` for a connection: an idle one, a new one if the pool is below
+    /// `max_size`, or one returned by another thread (waiters are served in arrival order).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] (with the last connection error, if any) when `timeout` passes,
+    /// [`Error::Closed`] if the pool is or gets closed, [`Error::TooManyWaiters`] if
+    /// `waiters_max` threads are already waiting.
+    pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<M>, Error> {
+        self.shared().checkout(Some(timeout))
+    }
+
+    /// A connection if one is idle or can be made at once; never waits for a return.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`] (with a zero wait) if none is available now,
+    /// [`Error::Closed`] if the pool is closed.
+    pub fn try_get(&self) -> Result<PooledConnection<M>, Error> {
+        self.shared().checkout(None)
+    }
+
+    /// Releases a detached lease; see [`Lease::release`].
+    pub fn release(&self, lease: &Lease<M>) -> bool {
+        lease.release()
+    }
+
+    /// Closes the pool: every waiter wakes with [`Error::Closed`], idle connections are
+    /// dropped now, lent ones when they come back, and `get` fails from now on. Idempotent
+    /// by its shape: closing twice changes nothing more.
+    pub fn close(&self) {
+        self.handle.stop.signal();
+        let idle = {
+            let mut state = self.shared().state.lock();
+            if state.closed {
+                return;
+            }
+            state.closed = true;
+            for waiter in state.waiters.iter_mut().filter(|w| w.grant.is_none()) {
+                waiter.grant = Some(Grant::Closed);
+                waiter.cv.notify_one();
+            }
+            let idle = std::mem::take(&mut state.idle);
+            idle.into_iter().filter_map(|i| state.discard(i)).collect::<Vec<_>>()
+        };
+        // Connections are closed outside the lock: closing one may be slow.
+        drop(idle);
+    }
+
+    /// The manager the pool was built with.
+    pub fn manager(&self) -> &M {
+        &self.shared().manager
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared().state.lock().closed
+    }
+
+    /// Counts for metrics: size, idle, in use, waiters, and what happened so far.
+    pub fn state(&self) -> PoolState {
+        self.shared().state.lock().snapshot()
+    }
+
+    /// Closes idle connections past their idle timeout or lifetime, counts lent ones held
+    /// past the leak threshold, and makes connections up to `min_idle`. The maintenance
+    /// thread calls it; with no thread configured, call it yourself.
+    pub fn maintain(&self) {
+        self.shared().maintain();
+    }
+
+    /// Checks the pool's internal invariants; tests call it after every step.
+    ///
+    /// # Panics
+    ///
+    /// If an invariant is broken (a bug in this crate, never a caller's error).
+    pub fn assert_invariants(&self) {
+        let shared = self.shared();
+        shared.state.lock().assert_invariants(shared.config.max_size);
+    }
+
+    #[cfg(not(loom))]
+    fn start_maintenance(&self) {
+        let Some(interval) = self.shared().config.maintenance_interval else { return };
+        let weak = crate::sync::Weak::clone(&Arc::downgrade(self.shared()));
+        let stop = self.handle.stop.clone();
+        std::thread::Builder::new()
+            .name("idem-pool-maintenance".into())
+            .spawn(move || maintenance_loop(&weak, &stop, interval))
+            .map(drop)
+            // Without a thread the pool still works; maintenance runs on `maintain`.
+            .unwrap_or(());
+    }
+
+    /// Loom models run without the maintenance thread.
+    #[cfg(loom)]
+    fn start_maintenance(&self) {}
+}
+
+#[cfg(not(loom))]
+fn maintenance_loop<M: Manager>(
+    shared: &crate::sync::Weak<Shared<M>>,
+    stop: &Stop,
+    interval: Duration,
+) {
+    loop {
+        {
+            let stopped = stop.stopped.lock();
+            let stopped = if *stopped {
+                stopped
+            } else {
+                stop.cv.wait_until(stopped, Instant::now() + interval)
+            };
+            if *stopped {
+                return;
+            }
+        }
+        match shared.upgrade() {
+            Some(shared) if !shared.state.lock().closed => shared.maintain(),
+            _ => return,
+        }
+    }
+}
+
+/// A manager type only for naming `Pool::builder()`; it is never built.
+#[derive(Debug)]
+pub enum NeverManager {}
+
+impl Manager for NeverManager {
+    type Connection = ();
+    type Error = std::convert::Infallible;
+    fn connect(&self) -> Result<(), Self::Error> {
+        match *self {}
+    }
+    fn is_valid(&self, _: &mut ()) -> Result<(), Self::Error> {
+        match *self {}
+    }
+    fn has_broken(&self, _: &mut ()) -> bool {
+        match *self {}
+    }
+}
+
+/// What one locked step of a checkout decided.
+enum Step<C> {
+    Lend(C, usize, u64),
+    Retry,
+    Create(usize),
+    Wait,
+    Fail(Error),
+}
+
+impl<M: Manager> Shared<M> {
+    fn now(&self) -> Timestamp {
+        self.config.clock.now()
+    }
+
+    /// Whether an idle connection must be closed rather than lent.
+    fn expired(&self, slot: &crate::state::Slot<M::Connection>, now: Timestamp) -> bool {
+        let c = &self.config;
+        c.max_lifetime.is_some_and(|l| slot.created_at.saturating_add(l) <= now)
+            || c.idle_timeout.is_some_and(|t| slot.returned_at.saturating_add(t) <= now)
+    }
+
+    /// One locked decision: lend an idle connection, reserve a slot to connect into, or
+    /// wait. An expired idle connection met on the way is moved into `trash` (to be closed
+    /// outside the lock) and the caller decides again.
+    fn step(
+        &self,
+        state: &mut State<M::Connection>,
+        now: Timestamp,
+        trash: &mut Vec<M::Connection>,
+    ) -> Step<M::Connection> {
+        if state.closed {
+            return Step::Fail(Error::Closed);
+        }
+        // Waiters are served first: a newcomer takes nothing while someone waits.
+        if state.waiters.iter().all(|w| w.grant.is_some()) {
+            if let Some(slot) = state.idle.pop() {
+                if self.expired(&state.slots[slot], now) {
+                    trash.extend(state.discard(slot));
+                    return Step::Retry;
+                }
+                let (conn, generation) = state.lend(slot, now);
+                return Step::Lend(conn, slot, generation);
+            }
+            if let Some(slot) = state.free.pop() {
+                state.slots[slot].phase = Phase::Creating;
+                return Step::Create(slot);
+            }
+        }
+        Step::Wait
+    }
+
+    /// Checks a connection out, waiting up to `timeout` (`None`: never wait).
+    pub(crate) fn checkout(
+        self: &Arc<Self>,
+        timeout: Option<Duration>,
+    ) -> Result<PooledConnection<M>, Error> {
+        let started = Instant::now();
+        let deadline = timeout.map(|t| started.checked_add(t).unwrap_or(started + BACKOFF_MAX));
+        let mut backoff = BACKOFF_MIN;
+        // After a failed connect: wait (as a waiter, so a return still reaches us) until
+        // this instant before trying again.
+        let mut pause: Option<Instant> = None;
+        loop {
+            let mut trash = Vec::new();
+            let now = self.now();
+            let mut state = self.state.lock();
+            let step = match pause {
+                Some(_) if !state.closed => Step::Wait,
+                _ => self.step(&mut state, now, &mut trash),
+            };
+            let slot = match step {
+                Step::Retry => {
+                    // Close the expired connection outside the lock, then decide again.
+                    drop(state);
+                    drop(trash);
+                    continue;
+                }
+                Step::Fail(error) => return Err(error),
+                Step::Lend(conn, slot, generation) => {
+                    drop(state);
+                    match self.validated(conn, slot, generation) {
+                        Ok(guard) => return Ok(guard),
+                        Err(()) => continue,
+                    }
+                }
+                Step::Create(slot) => {
+                    drop(state);
+                    slot
+                }
+                Step::Wait => {
+                    let Some(deadline) = deadline else {
+                        state.counters.timeouts += 1;
+                        return Err(self.timeout(&state, Duration::ZERO));
+                    };
+                    match self.wait(state, deadline, pause.take(), started)? {
+                        Waited::Guard(guard) => return Ok(guard),
+                        Waited::Create(slot) => slot,
+                        Waited::Again => continue,
+                    }
+                }
+            };
+            match self.create(slot) {
+                Ok(guard) => return Ok(guard),
+                Err(()) => {
+                    let Some(deadline) = deadline else {
+                        let mut state = self.state.lock();
+                        state.counters.timeouts += 1;
+                        return Err(self.timeout(&state, Duration::ZERO));
+                    };
+                    pause = Some(deadline.min(Instant::now() + backoff));
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    fn timeout(&self, state: &State<M::Connection>, waited: Duration) -> Error {
+        Error::Timeout { waited, last_error: state.last_error.clone() }
+    }
+
+    /// Queues this thread as a waiter until a grant, `wake` (a backoff pause) or the
+    /// deadline. Returns with the lock released.
+    fn wait(
+        self: &Arc<Self>,
+        mut state: MutexGuard<'_, State<M::Connection>>,
+        deadline: Instant,
+        wake: Option<Instant>,
+        started: Instant,
+    ) -> Result<Waited<M>, Error> {
+        let queued = state.waiters.iter().filter(|w| w.grant.is_none()).count();
+        if queued >= self.config.waiters_max {
+            return Err(Error::TooManyWaiters { waiters_max: self.config.waiters_max });
+        }
+        let id = state.next_waiter_id;
+        state.next_waiter_id += 1;
+        let cv = Arc::new(Condvar::default());
+        state.waiters.push_back(Waiter { id, cv: cv.clone(), grant: None });
+        // With empty slots around (a connect failed), do not sleep past a backoff pause,
+        // so that someone retries when the server comes back.
+        let retry = (!state.free.is_empty()).then(|| Instant::now() + BACKOFF_MAX);
+        let until = [Some(deadline), wake, retry].into_iter().flatten().min().unwrap_or(deadline);
+        loop {
+            // RACE (lost wake-up): a releaser grants us a connection between our check and
+            // our sleep. The grant is written under the lock we hold until the condition
+            // variable releases it, and each waiter has its own condition variable, so
+            // the notification cannot go to anyone else. Loom model:
+            // `release_wakes_waiting_get`.
+            let position = state.waiters.iter().position(|w| w.id == id);
+            let position = position.expect("a waiter leaves the queue only by itself");
+            if let Some(grant) = state.waiters[position].grant {
+                state.waiters.remove(position);
+                return self.granted(state, grant);
+            }
+            if Instant::now() >= until {
+                state.waiters.remove(position);
+                if until >= deadline {
+                    state.counters.timeouts += 1;
+                    return Err(self.timeout(&state, started.elapsed()));
+                }
+                return Ok(Waited::Again);
+            }
+            state = cv.wait_until(state, until);
+        }
+    }
+
+    fn granted(
+        self: &Arc<Self>,
+        mut state: MutexGuard<'_, State<M::Connection>>,
+        grant: Grant,
+    ) -> Result<Waited<M>, Error> {
+        match grant {
+            Grant::Closed => Err(Error::Closed),
+            Grant::Create { slot } => Ok(Waited::Create(slot)),
+            Grant::Conn { slot, generation } => {
+                let (conn, lent) = state.lend(slot, self.now());
+                debug_assert_eq!(lent, generation);
+                drop(state);
+                Ok(match self.validated(conn, slot, generation) {
+                    Ok(guard) => Waited::Guard(guard),
+                    Err(()) => Waited::Again,
+                })
+            }
+        }
+    }
+
+    /// Health-checks a freshly lent connection; a failing one is discarded.
+    fn validated(
+        self: &Arc<Self>,
+        mut conn: M::Connection,
+        slot: usize,
+        generation: u64,
+    ) -> Result<PooledConnection<M>, ()> {
+        if self.config.health_check == HealthCheck::OnCheckout
+            && let Err(error) = self.manager.is_valid(&mut conn)
+        {
+            let mut state = self.state.lock();
+            state.last_error = Some(std::sync::Arc::new(error));
+            state.slots[slot].phase = Phase::Empty;
+            state.counters.discarded += 1;
+            state.give_free(slot);
+            drop(state);
+            drop(conn);
+            return Err(());
+        }
+        Ok(PooledConnection::new(self.clone(), conn, slot, generation))
+    }
+
+    /// Connects into the reserved slot `slot` and lends the new connection to the caller.
+    fn create(self: &Arc<Self>, slot: usize) -> Result<PooledConnection<M>, ()> {
+        let result = self.manager.connect();
+        let now = self.now();
+        let mut state = self.state.lock();
+        match result {
+            Ok(conn) => {
+                let s = &mut state.slots[slot];
+                s.generation += 1;
+                s.phase = Phase::Lent;
+                s.created_at = now;
+                s.lent_at = now;
+                s.leak_counted = false;
+                let generation = s.generation;
+                state.counters.created += 1;
+                // Closed while connecting: the caller still gets it; it is closed on return.
+                drop(state);
+                Ok(PooledConnection::new(self.clone(), conn, slot, generation))
+            }
+            Err(error) => {
+                state.last_error = Some(std::sync::Arc::new(error));
+                state.slots[slot].phase = Phase::Empty;
+                if state.closed {
+                    return Err(());
+                }
+                // Not handed to a waiter: that would retry at once, without backoff.
+                state.free.push(slot);
+                Err(())
+            }
+        }
+    }
+
+    /// Takes back a connection lent under `generation`. `broken` discards it.
+    pub(crate) fn give_back(
+        &self,
+        slot: usize,
+        generation: u64,
+        mut conn: M::Connection,
+        broken: bool,
+    ) {
+        let broken = broken || self.manager.has_broken(&mut conn);
+        let now = self.now();
+        let mut state = self.state.lock();
+        let s = &state.slots[slot];
+        assert!(
+            s.generation == generation && s.phase == Phase::Lent,
+            "a connection comes back only to the loan it left under"
+        );
+        let lifetime_over =
+            self.config.max_lifetime.is_some_and(|l| s.created_at.saturating_add(l) <= now);
+        if state.closed || broken || lifetime_over {
+            state.slots[slot].phase = Phase::Empty;
+            state.counters.discarded += 1;
+            state.give_free(slot);
+            drop(state);
+            drop(conn);
+            return;
+        }
+        state.give_idle(slot, conn, now);
+    }
+
+    fn maintain(&self) {
+        let now = self.now();
+        let mut trash = Vec::new();
+        {
+            let mut state = self.state.lock();
+            if state.closed {
+                return;
+            }
+            let idle = std::mem::take(&mut state.idle);
+            for slot in idle {
+                if self.expired(&state.slots[slot], now) {
+                    trash.extend(state.discard(slot));
+                } else {
+                    state.idle.push(slot);
+                }
+            }
+            if let Some(threshold) = self.config.leak_threshold {
+                let mut leaks = 0;
+                for s in state.slots.iter_mut() {
+                    let lent = matches!(s.phase, Phase::Lent | Phase::Detached);
+                    if lent && !s.leak_counted && s.lent_at.saturating_add(threshold) <= now {
+                        s.leak_counted = true;
+                        leaks += 1;
+                    }
+                }
+                state.counters.leaks_suspected += leaks;
+            }
+        }
+        drop(trash);
+        self.fill_min_idle();
+    }
+
+    /// Makes connections until `min_idle` are idle, one at a time, outside the lock;
+    /// stops at the first failure (the next round retries).
+    fn fill_min_idle(&self) {
+        loop {
+            let slot = {
+                let mut state = self.state.lock();
+                let waiting = state.waiters.iter().any(|w| w.grant.is_none());
+                if state.closed || waiting || state.idle.len() >= self.config.min_idle {
+                    return;
+                }
+                let Some(slot) = state.free.pop() else { return };
+                state.slots[slot].phase = Phase::Creating;
+                slot
+            };
+            let result = self.manager.connect();
+            let now = self.now();
+            let mut state = self.state.lock();
+            match result {
+                Ok(conn) => {
+                    state.counters.created += 1;
+                    state.slots[slot].created_at = now;
+                    if state.closed {
+                        state.slots[slot].phase = Phase::Empty;
+                        drop(state);
+                        drop(conn);
+                        return;
+                    }
+                    state.give_idle(slot, conn, now);
+                }
+                Err(error) => {
+                    state.last_error = Some(std::sync::Arc::new(error));
+                    state.slots[slot].phase = Phase::Empty;
+                    state.give_free(slot);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Releases a detached lease: returns the connection if the lease still holds it.
+    pub(crate) fn release_lease(&self, slot: usize, generation: u64) -> bool {
+        let mut state = self.state.lock();
+        let s = &mut state.slots[slot];
+        if s.generation != generation {
+            state.counters.stale_releases += 1;
+            return false;
+        }
+        if s.phase != Phase::Detached {
+            state.counters.double_releases += 1;
+            return false;
+        }
+        s.phase = Phase::Lent;
+        let conn = s.conn.take().expect("a detached slot holds its connection");
+        drop(state);
+        self.give_back(slot, generation, conn, false);
+        true
+    }
+
+    /// Parks a guard's connection in its slot, for a lease to release later.
+    pub(crate) fn detach(&self, slot: usize, generation: u64, conn: M::Connection) {
+        let mut state = self.state.lock();
+        let s = &mut state.slots[slot];
+        assert!(s.generation == generation && s.phase == Phase::Lent, "detach of a live loan");
+        s.conn = Some(conn);
+        s.phase = Phase::Detached;
+    }
+
+    /// Counts a release of a guard that was already released.
+    pub(crate) fn count_double_release(&self) {
+        self.state.lock().counters.double_releases += 1;
+    }
+}
+
+/// How a wait ended.
+enum Waited<M: Manager> {
+    Guard(PooledConnection<M>),
+    Create(usize),
+    Again,
+}

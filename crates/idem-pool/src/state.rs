@@ -1,0 +1,226 @@
+//! The pool's state under its one lock: slots with generations, the idle and free lists,
+//! and the queue of waiters. Everything here runs under the lock and never blocks.
+
+use std::collections::VecDeque;
+
+use idem_core::Timestamp;
+
+use crate::PoolState;
+use crate::sync::{Arc, Condvar};
+
+/// What a slot holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// No connection; the slot is on the free list (or reserved by a grant).
+    Empty,
+    /// Reserved for a caller that is connecting outside the lock.
+    Creating,
+    /// A connection on the idle list.
+    Idle,
+    /// Lent: the connection is inside a guard, not here.
+    Lent,
+    /// Lent, but the guard was detached into a [`Lease`](crate::Lease): the connection is
+    /// back here, and only a release with this generation returns it.
+    Detached,
+    /// Handed to a waiter that has not woken yet: the connection is here, reserved.
+    Granted,
+}
+
+/// One connection place. The generation grows each time the slot is lent, so a handle
+/// from an earlier loan can be recognised and refused.
+#[derive(Debug)]
+pub(crate) struct Slot<C> {
+    pub(crate) conn: Option<C>,
+    pub(crate) generation: u64,
+    pub(crate) phase: Phase,
+    pub(crate) created_at: Timestamp,
+    pub(crate) returned_at: Timestamp,
+    pub(crate) lent_at: Timestamp,
+    pub(crate) leak_counted: bool,
+}
+
+/// What a releaser or `close` hands a waiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// A connection, already lent to the waiter under this generation.
+    Conn { slot: usize, generation: u64 },
+    /// An empty slot, reserved for the waiter to connect into.
+    Create { slot: usize },
+    /// The pool closed.
+    Closed,
+}
+
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub(crate) id: u64,
+    pub(crate) cv: Arc<Condvar>,
+    pub(crate) grant: Option<Grant>,
+}
+
+#[derive(Debug)]
+pub(crate) struct State<C> {
+    pub(crate) slots: Vec<Slot<C>>,
+    /// Idle slots, most recently returned last (lent first: warm connections stay warm).
+    pub(crate) idle: Vec<usize>,
+    /// Empty slots not reserved by anyone.
+    pub(crate) free: Vec<usize>,
+    /// Waiters in arrival order; the front is served first.
+    pub(crate) waiters: VecDeque<Waiter>,
+    pub(crate) next_waiter_id: u64,
+    pub(crate) closed: bool,
+    pub(crate) last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+    pub(crate) counters: PoolState,
+}
+
+impl<C> State<C> {
+    pub(crate) fn new(max_size: usize) -> Self {
+        let slots = (0..max_size)
+            .map(|_| Slot {
+                conn: None,
+                generation: 0,
+                phase: Phase::Empty,
+                created_at: Timestamp::ZERO,
+                returned_at: Timestamp::ZERO,
+                lent_at: Timestamp::ZERO,
+                leak_counted: false,
+            })
+            .collect();
+        Self {
+            slots,
+            idle: Vec::with_capacity(max_size),
+            // Reversed so that slot 0 is used first.
+            free: (0..max_size).rev().collect(),
+            waiters: VecDeque::new(),
+            next_waiter_id: 0,
+            closed: false,
+            last_error: None,
+            counters: PoolState::default(),
+        }
+    }
+
+    /// The first waiter without a grant.
+    fn first_ungranted(&mut self) -> Option<&mut Waiter> {
+        self.waiters.iter_mut().find(|w| w.grant.is_none())
+    }
+
+    /// Gives an empty slot to the longest waiter to connect into, or to the free list.
+    pub(crate) fn give_free(&mut self, slot: usize) {
+        debug_assert_eq!(self.slots[slot].phase, Phase::Empty);
+        if self.closed {
+            return;
+        }
+        match self.first_ungranted() {
+            Some(waiter) => {
+                waiter.grant = Some(Grant::Create { slot });
+                waiter.cv.notify_one();
+                self.slots[slot].phase = Phase::Creating;
+            }
+            None => self.free.push(slot),
+        }
+    }
+
+    /// Puts a healthy connection back: straight to the longest waiter if there is one
+    /// (lent again under a new generation), else onto the idle list.
+    pub(crate) fn give_idle(&mut self, slot: usize, conn: C, now: Timestamp) {
+        let s = &mut self.slots[slot];
+        s.conn = Some(conn);
+        s.returned_at = now;
+        let next_generation = s.generation + 1;
+        match self.waiters.iter_mut().find(|w| w.grant.is_none()) {
+            Some(waiter) => {
+                waiter.grant = Some(Grant::Conn { slot, generation: next_generation });
+                waiter.cv.notify_one();
+                let s = &mut self.slots[slot];
+                s.generation = next_generation;
+                s.phase = Phase::Granted;
+                s.lent_at = now;
+                s.leak_counted = false;
+            }
+            None => {
+                self.slots[slot].phase = Phase::Idle;
+                self.idle.push(slot);
+            }
+        }
+    }
+
+    /// Lends slot `slot` (idle or granted): bumps its generation unless a grant already
+    /// did, and moves the connection out.
+    ///
+    /// # Panics
+    ///
+    /// If the slot holds no connection (a bug in this crate).
+    pub(crate) fn lend(&mut self, slot: usize, now: Timestamp) -> (C, u64) {
+        let s = &mut self.slots[slot];
+        if s.phase == Phase::Idle {
+            s.generation += 1;
+            s.lent_at = now;
+            s.leak_counted = false;
+        }
+        s.phase = Phase::Lent;
+        let conn = s.conn.take().expect("an idle or granted slot holds its connection");
+        (conn, s.generation)
+    }
+
+    /// Empties a slot whose connection is being discarded, and hands the place on.
+    pub(crate) fn discard(&mut self, slot: usize) -> Option<C> {
+        let s = &mut self.slots[slot];
+        let conn = s.conn.take();
+        s.phase = Phase::Empty;
+        self.counters.discarded += 1;
+        self.give_free(slot);
+        conn
+    }
+
+    /// Counts what `state()` reports from the slots.
+    pub(crate) fn snapshot(&self) -> PoolState {
+        let mut state = self.counters;
+        state.idle = self.idle.len();
+        state.in_use = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Lent | Phase::Detached | Phase::Granted))
+            .count();
+        state.size = state.idle + state.in_use;
+        state.waiters = self.waiters.iter().filter(|w| w.grant.is_none()).count();
+        state
+    }
+
+    /// # Panics
+    ///
+    /// If an invariant is broken (a bug in this crate): every slot is in exactly the list
+    /// its phase says, idle slots hold a connection, lent ones do not, granted slots
+    /// belong to exactly one waiter's grant.
+    pub(crate) fn assert_invariants(&self, max_size: usize) {
+        assert_eq!(self.slots.len(), max_size);
+        let mut seen = vec![0u8; max_size];
+        for &i in self.idle.iter().chain(&self.free) {
+            seen[i] += 1;
+        }
+        for (i, s) in self.slots.iter().enumerate() {
+            let listed = seen[i];
+            match s.phase {
+                Phase::Idle => assert!(listed == 1 && s.conn.is_some(), "idle slot {i}"),
+                Phase::Empty => assert!(listed <= 1 && s.conn.is_none(), "empty slot {i}"),
+                Phase::Lent | Phase::Creating => {
+                    assert!(listed == 0 && s.conn.is_none(), "lent slot {i}: {:?}", s.phase);
+                }
+                Phase::Detached | Phase::Granted => {
+                    assert!(listed == 0 && s.conn.is_some(), "held slot {i}");
+                }
+            }
+            if s.phase == Phase::Idle {
+                assert!(self.idle.contains(&i));
+            }
+            if s.phase == Phase::Granted {
+                let grants = self
+                    .waiters
+                    .iter()
+                    .filter(|w| w.grant == Some(Grant::Conn { slot: i, generation: s.generation }))
+                    .count();
+                assert_eq!(grants, 1, "granted slot {i} belongs to one waiter");
+            }
+        }
+        let snapshot = self.snapshot();
+        assert!(snapshot.size <= max_size && snapshot.idle + snapshot.in_use == snapshot.size);
+    }
+}

@@ -1,0 +1,84 @@
+//! The one place that names synchronisation primitives: parking_lot and std normally,
+//! loom's under `--cfg loom`, so the models in `tests/loom.rs` explore the real pool.
+
+pub(crate) use std::time::{Duration, Instant};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Arc, Weak};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
+/// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T> {
+    #[cfg(not(loom))]
+    inner: parking_lot::Mutex<T>,
+    #[cfg(loom)]
+    inner: loom::sync::Mutex<T>,
+}
+
+#[cfg(not(loom))]
+pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+impl<T> Mutex<T> {
+    pub(crate) fn new(value: T) -> Self {
+        #[cfg(not(loom))]
+        let inner = parking_lot::Mutex::new(value);
+        #[cfg(loom)]
+        let inner = loom::sync::Mutex::new(value);
+        Self { inner }
+    }
+
+    /// # Panics
+    ///
+    /// Under loom only, if a thread panicked while holding the lock (a failed model).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        #[cfg(not(loom))]
+        return self.inner.lock();
+        #[cfg(loom)]
+        return self.inner.lock().expect("a loom model thread panicked while holding the lock");
+    }
+}
+
+/// A condition variable paired with [`Mutex`]; each waiter of the pool has its own.
+#[derive(Debug, Default)]
+pub(crate) struct Condvar {
+    #[cfg(not(loom))]
+    inner: parking_lot::Condvar,
+    #[cfg(loom)]
+    inner: loom::sync::Condvar,
+}
+
+impl Condvar {
+    /// Waits for a notification or until `deadline`. Spurious wake-ups happen: callers
+    /// re-check their condition. Loom's condition variable never times out.
+    ///
+    /// # Panics
+    ///
+    /// Under loom only, if a thread panicked while holding the lock (a failed model).
+    pub(crate) fn wait_until<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline: Instant,
+    ) -> MutexGuard<'a, T> {
+        #[cfg(not(loom))]
+        {
+            let mut guard = guard;
+            // Timed out or not, the caller re-checks its grant and its deadline.
+            let _ = self.inner.wait_until(&mut guard, deadline);
+            guard
+        }
+        #[cfg(loom)]
+        {
+            let _ = deadline;
+            self.inner.wait(guard).expect("a loom model thread panicked while holding the lock")
+        }
+    }
+
+    pub(crate) fn notify_one(&self) {
+        self.inner.notify_one();
+    }
+}

@@ -1,0 +1,305 @@
+//! One test per documented behaviour.
+
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::Duration;
+
+use idem_pool::{ConfigError, Error, HealthCheck, Pool};
+
+use crate::{TestManager, pool};
+
+#[test]
+fn drop_gives_back_and_the_connection_is_reused() {
+    let (pool, _) = pool(2, |b| b);
+    let id = pool.get().expect("get").id;
+    assert_eq!(pool.state().idle, 1);
+    assert_eq!(pool.get().expect("get").id, id, "the idle connection is reused");
+    assert_eq!(pool.state().created, 1);
+    pool.assert_invariants();
+}
+
+#[test]
+fn double_release_is_a_counted_no_op() {
+    let (pool, _) = pool(1, |b| b);
+    let mut conn = pool.get().expect("get");
+    assert!(conn.release());
+    assert!(conn.is_released());
+    assert!(!conn.release());
+    drop(conn); // the drop after a release is a no-op too
+    let state = pool.state();
+    assert_eq!((state.idle, state.in_use, state.double_releases), (1, 0, 1));
+    pool.assert_invariants();
+}
+
+#[test]
+#[should_panic(expected = "use of a PooledConnection after release")]
+fn use_after_release_panics_instead_of_touching_the_next_holder() {
+    let (pool, _) = pool(1, |b| b);
+    let mut conn = pool.get().expect("get");
+    conn.release();
+    let _next = pool.get().expect("get");
+    let _ = conn.id;
+}
+
+#[test]
+fn stale_lease_after_relend_leaves_the_new_holder_alone() {
+    let (pool, _) = pool(1, |b| b);
+    let lease = pool.get().expect("get").detach();
+    let stale = lease.clone();
+    assert!(lease.release());
+    assert!(!lease.release(), "double release");
+    let holder = pool.get().expect("get");
+    holder.hold();
+    assert!(!stale.release(), "stale release");
+    assert!(!pool.release(&stale));
+    let state = pool.state();
+    assert_eq!((state.in_use, state.double_releases, state.stale_releases), (1, 1, 2));
+    assert!(pool.try_get().is_err(), "the holder still has the only connection");
+    holder.unhold();
+    pool.assert_invariants();
+}
+
+#[test]
+fn lease_released_from_another_thread() {
+    let (pool, _) = pool(1, |b| b);
+    let lease = pool.get().expect("get").detach();
+    assert_eq!(pool.state().in_use, 1);
+    let released = thread::spawn(move || lease.release()).join().expect("thread");
+    assert!(released);
+    assert_eq!(pool.state().idle, 1);
+}
+
+#[test]
+fn broken_connections_are_discarded_never_lent() {
+    let (pool, _) = pool(1, |b| b);
+    let mut conn = pool.get().expect("get");
+    let first = conn.id;
+    conn.mark_broken();
+    drop(conn);
+    let conn = pool.get().expect("get");
+    assert_ne!(conn.id, first, "a broken connection is replaced");
+    pool.manager().broken.lock().expect("lock").insert(conn.id);
+    let second = conn.id;
+    drop(conn);
+    assert_ne!(pool.get().expect("get").id, second, "has_broken on return discards");
+    assert_eq!(pool.state().discarded, 2);
+}
+
+#[test]
+fn failed_health_check_discards_and_lends_another() {
+    let (pool, _) = pool(2, |b| b);
+    let first = pool.get().expect("get").id;
+    pool.manager().fail_checks.store(true, Ordering::SeqCst);
+    // The idle connection fails its check and is closed; a new one is made (a connection
+    // just made is not checked again).
+    let conn = pool.get().expect("get");
+    assert_ne!(conn.id, first);
+    let state = pool.state();
+    assert_eq!((state.discarded, state.created, state.size), (1, 2, 1));
+}
+
+#[test]
+fn no_health_check_when_disabled() {
+    let (pool, _) = pool(1, |b| b.health_check(HealthCheck::Never));
+    drop(pool.get().expect("get"));
+    pool.manager().fail_checks.store(true, Ordering::SeqCst);
+    assert!(pool.get().is_ok());
+}
+
+#[test]
+fn max_lifetime_closes_old_connections() {
+    let (pool, clock) =
+        pool(1, |b| b.max_lifetime(Some(Duration::from_secs(60))).idle_timeout(None));
+    let first = pool.get().expect("get").id;
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(pool.get().expect("get").id, first);
+    clock.advance(Duration::from_secs(1));
+    assert_ne!(pool.get().expect("get").id, first, "past its lifetime: replaced");
+}
+
+#[test]
+fn idle_timeout_closes_idle_connections() {
+    let (pool, clock) = pool(2, |b| b.idle_timeout(Some(Duration::from_secs(10))));
+    let first = pool.get().expect("get").id;
+    clock.advance(Duration::from_secs(10));
+    pool.maintain();
+    assert_eq!(pool.state().size, 0, "maintenance closed the idle connection");
+    assert_ne!(pool.get().expect("get").id, first);
+}
+
+#[test]
+fn timeout_error_carries_the_last_cause() {
+    let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_millis(50)));
+    pool.manager().refuse_connect.store(true, Ordering::SeqCst);
+    match pool.get() {
+        Err(Error::Timeout { waited, last_error: Some(cause) }) => {
+            assert!(waited >= Duration::from_millis(50));
+            assert_eq!(cause.to_string(), "connection refused");
+        }
+        other => panic!("expected a timeout with a cause, got {other:?}"),
+    }
+    assert_eq!(pool.state().timeouts, 1);
+    pool.manager().refuse_connect.store(false, Ordering::SeqCst);
+    assert!(pool.get().is_ok(), "the pool recovers when connecting works again");
+}
+
+#[test]
+fn timeout_when_every_connection_is_lent() {
+    let (pool, _) = pool(1, |b| b);
+    let _held = pool.get().expect("get");
+    let error = pool.get_timeout(Duration::from_millis(20)).expect_err("none free");
+    assert!(matches!(error, Error::Timeout { last_error: None, .. }));
+    assert!(matches!(pool.try_get(), Err(Error::Timeout { .. })));
+    assert_eq!(pool.state().timeouts, 2);
+}
+
+#[test]
+fn close_wakes_waiters_and_is_idempotent() {
+    let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_secs(30)));
+    let held = pool.get().expect("get");
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let pool = pool.clone();
+            thread::spawn(move || pool.get().map(|_| ()))
+        })
+        .collect();
+    while pool.state().waiters < 3 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    pool.close();
+    pool.close();
+    for waiter in waiters {
+        assert!(matches!(waiter.join().expect("waiter"), Err(Error::Closed)));
+    }
+    assert!(matches!(pool.get(), Err(Error::Closed)));
+    drop(held);
+    assert_eq!(pool.state().size, 0, "a connection returned to a closed pool is closed");
+    assert!(pool.is_closed());
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_secs(30)));
+    let held = pool.get().expect("get");
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..4 {
+        let (waiting, order) = (pool.clone(), order.clone());
+        waiters.push(thread::spawn(move || {
+            let conn = waiting.get().expect("get");
+            order.lock().expect("lock").push(i);
+            drop(conn);
+        }));
+        while pool.state().waiters < i + 1 {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    drop(held);
+    for waiter in waiters {
+        waiter.join().expect("waiter");
+    }
+    assert_eq!(*order.lock().expect("lock"), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn min_idle_is_made_at_build_and_refilled_after_discards() {
+    let (pool, _) = pool(4, |b| b.min_idle(2));
+    assert_eq!(pool.state().idle, 2);
+    let mut a = pool.get().expect("get");
+    let mut b = pool.get().expect("get");
+    a.mark_broken();
+    b.mark_broken();
+    drop((a, b));
+    assert_eq!(pool.state().idle, 0);
+    pool.maintain();
+    let state = pool.state();
+    assert_eq!((state.idle, state.created, state.discarded), (2, 4, 2));
+}
+
+#[test]
+fn leak_threshold_counts_each_long_loan_once() {
+    let (pool, clock) = pool(2, |b| b.leak_threshold(Some(Duration::from_secs(5))));
+    let _held = pool.get().expect("get");
+    pool.maintain();
+    assert_eq!(pool.state().leaks_suspected, 0);
+    clock.advance(Duration::from_secs(5));
+    pool.maintain();
+    pool.maintain();
+    assert_eq!(pool.state().leaks_suspected, 1);
+}
+
+#[test]
+fn too_many_waiters_is_refused() {
+    let (pool, _) = pool(1, |b| b.waiters_max(1).connection_timeout(Duration::from_secs(30)));
+    let held = pool.get().expect("get");
+    let waiter = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.get().map(|_| ()))
+    };
+    while pool.state().waiters < 1 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let refused = pool.get();
+    assert!(matches!(refused, Err(Error::TooManyWaiters { waiters_max: 1 })), "{refused:?}");
+    drop(held);
+    assert!(waiter.join().expect("waiter").is_ok());
+}
+
+#[test]
+fn invalid_settings_are_refused_by_name() {
+    let ms = Duration::from_millis;
+    let cases: Vec<(idem_pool::Builder, ConfigError)> = vec![
+        (Pool::builder().max_size(0), ConfigError::MaxSize { value: 0, max: 1 << 16 }),
+        (
+            Pool::builder().max_size((1 << 16) + 1),
+            ConfigError::MaxSize { value: (1 << 16) + 1, max: 1 << 16 },
+        ),
+        (
+            Pool::builder().max_size(2).min_idle(3),
+            ConfigError::MinIdle { min_idle: 3, max_size: 2 },
+        ),
+        (
+            Pool::builder().connection_timeout(ms(0)),
+            ConfigError::TooShort { name: "connection_timeout", value: ms(0) },
+        ),
+        (
+            Pool::builder().idle_timeout(Some(ms(0))),
+            ConfigError::TooShort { name: "idle_timeout", value: ms(0) },
+        ),
+        (
+            Pool::builder().max_lifetime(Some(ms(0))),
+            ConfigError::TooShort { name: "max_lifetime", value: ms(0) },
+        ),
+        (Pool::builder().waiters_max(0), ConfigError::WaitersMax),
+    ];
+    for (builder, expected) in cases {
+        assert_eq!(
+            builder.build(TestManager::default()).map(|_| ()).expect_err("refused"),
+            expected
+        );
+    }
+    assert_eq!(
+        ConfigError::MinIdle { min_idle: 3, max_size: 2 }.to_string(),
+        "min_idle (3) must not exceed max_size (2)"
+    );
+}
+
+#[test]
+fn maintenance_thread_stops_with_the_pool() {
+    let pool = Pool::builder()
+        .max_size(1)
+        .maintenance_interval(Some(Duration::from_millis(5)))
+        .build(TestManager::default())
+        .expect("valid");
+    thread::sleep(Duration::from_millis(20));
+    drop(pool); // the thread is told to stop; nothing to join, nothing left running
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Pool<TestManager>>();
+    send_sync::<idem_pool::PooledConnection<TestManager>>();
+    send_sync::<idem_pool::Lease<TestManager>>();
+    send_sync::<Error>();
+}

@@ -1,0 +1,85 @@
+//! idem-pool's integration tests: one binary, one module per concern.
+
+mod behaviour;
+mod model;
+mod stress;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use idem_core::{ManualClock, Timestamp};
+use idem_pool::{Builder, HealthCheck, Manager, Pool};
+
+/// A connection that knows whether someone holds it, so a test can catch two holders.
+#[derive(Debug)]
+pub(crate) struct TestConn {
+    pub(crate) id: u64,
+    held: Arc<AtomicBool>,
+}
+
+impl TestConn {
+    /// Marks this connection held by the caller; panics if someone else holds it.
+    pub(crate) fn hold(&self) {
+        assert!(!self.held.swap(true, Ordering::SeqCst), "connection {} lent twice", self.id);
+    }
+
+    /// Marks this connection no longer held (call before giving it back).
+    pub(crate) fn unhold(&self) {
+        self.held.store(false, Ordering::SeqCst);
+    }
+}
+
+/// A manager with switches: refuse to connect, fail health checks, report broken ids.
+#[derive(Debug, Default)]
+pub(crate) struct TestManager {
+    next_id: AtomicU64,
+    pub(crate) refuse_connect: AtomicBool,
+    pub(crate) fail_checks: AtomicBool,
+    pub(crate) broken: Mutex<HashSet<u64>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct TestError(&'static str);
+
+impl Manager for TestManager {
+    type Connection = TestConn;
+    type Error = TestError;
+
+    fn connect(&self) -> Result<TestConn, TestError> {
+        if self.refuse_connect.load(Ordering::SeqCst) {
+            return Err(TestError("connection refused"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        Ok(TestConn { id, held: Arc::new(AtomicBool::new(false)) })
+    }
+
+    fn is_valid(&self, _: &mut TestConn) -> Result<(), TestError> {
+        if self.fail_checks.load(Ordering::SeqCst) {
+            return Err(TestError("health check failed"));
+        }
+        Ok(())
+    }
+
+    fn has_broken(&self, conn: &mut TestConn) -> bool {
+        self.broken.lock().expect("not poisoned").contains(&conn.id)
+    }
+}
+
+/// A pool on a manual clock, with no maintenance thread.
+pub(crate) fn pool(
+    max_size: usize,
+    tune: impl FnOnce(Builder) -> Builder,
+) -> (Pool<TestManager>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let builder = Pool::builder()
+        .max_size(max_size)
+        .connection_timeout(Duration::from_millis(200))
+        .health_check(HealthCheck::OnCheckout)
+        .maintenance_interval(None)
+        .clock(clock.clone());
+    let pool = tune(builder).build(TestManager::default()).expect("valid config");
+    (pool, clock)
+}
