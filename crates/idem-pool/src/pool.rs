@@ -391,9 +391,9 @@ impl<M: Manager> Shared<M> {
 
     /// Queues this thread as a waiter until a grant, `wake` (a backoff pause) or the
     /// deadline. Returns with the lock released.
-    fn wait(
-        self: &Arc<Self>,
-        mut state: MutexGuard<'_, State<M::Connection>>,
+    fn wait<'a>(
+        self: &'a Arc<Self>,
+        mut state: MutexGuard<'a, State<M::Connection>>,
         deadline: Instant,
         wake: Option<Instant>,
         started: Instant,

@@ -3,11 +3,12 @@
 
 pub(crate) use std::time::{Duration, Instant};
 
+/// Shared ownership of the pool's state. std's `Arc` under loom too: the state it shares
+/// is guarded by the modelled mutex, and methods take `self: &Arc<Self>`, which loom's
+/// `Arc` does not support.
+pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
-pub(crate) use std::sync::{Arc, Weak};
-
-#[cfg(loom)]
-pub(crate) use loom::sync::Arc;
+pub(crate) use std::sync::Weak;
 
 /// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).
 #[derive(Debug, Default)]
