@@ -1,2 +1,98 @@
-//! placeholder
-fn main() {}
+//! get + drop cycles: idem-pool (`idem`) beside r2d2 0.8 with the same no-op manager, in
+//! one run. 4 connections shared by 1, 2, 8 and 16 threads, and 1 connection on 1 thread.
+//! Both pools use their defaults otherwise (health check on checkout, idle timeout, max
+//! lifetime). `cargo xtask bench idem-pool`.
+
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+#[derive(Debug)]
+struct Noop;
+
+impl idem_pool::Manager for Noop {
+    type Connection = u64;
+    type Error = Infallible;
+    fn connect(&self) -> Result<u64, Infallible> {
+        Ok(0)
+    }
+    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
+        Ok(())
+    }
+    fn has_broken(&self, _: &mut u64) -> bool {
+        false
+    }
+}
+
+impl r2d2::ManageConnection for Noop {
+    type Connection = u64;
+    type Error = Infallible;
+    fn connect(&self) -> Result<u64, Infallible> {
+        Ok(0)
+    }
+    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
+        Ok(())
+    }
+    fn has_broken(&self, _: &mut u64) -> bool {
+        false
+    }
+}
+
+/// Runs `iters` get+drop cycles split over `threads`, timing only the cycles.
+fn cycles(threads: usize, iters: u64, cycle: impl Fn() + Sync) -> Duration {
+    let per_thread = iters.div_ceil(threads as u64);
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let (barrier, cycle) = (&barrier, &cycle);
+            scope.spawn(move || {
+                barrier.wait();
+                (0..per_thread).for_each(|_| cycle());
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    })
+    .elapsed()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("get_drop");
+    for (connections, threads) in [(1, 1), (4, 1), (4, 2), (4, 8), (4, 16)] {
+        let param = format!("{connections} conns, {threads} threads");
+        let idem = idem_pool::Pool::builder()
+            .max_size(connections)
+            .min_idle(connections)
+            .build(Noop)
+            .expect("valid config");
+        group.bench_function(BenchmarkId::new("idem", &param), |b| {
+            b.iter_custom(|iters| {
+                cycles(threads, iters, || drop(black_box(idem.get().expect("get"))))
+            })
+        });
+        let r2d2 =
+            r2d2::Pool::builder().max_size(connections as u32).build(Noop).expect("r2d2 pool");
+        group.bench_function(BenchmarkId::new("r2d2", &param), |b| {
+            b.iter_custom(|iters| {
+                cycles(threads, iters, || drop(black_box(r2d2.get().expect("get"))))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = pool;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(pool);

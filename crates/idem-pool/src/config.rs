@@ -148,8 +148,10 @@ impl Builder {
         self
     }
 
-    /// An idle connection older than this is closed instead of lent; default 10 minutes,
-    /// `None` to keep idle connections forever.
+    /// A connection idle for longer than this is closed instead of lent; default 10
+    /// minutes, `None` to keep idle connections forever. Idle time counts from the start
+    /// of the connection's last loan (the pool reads no clock on return), so a long loan
+    /// makes a connection look idle sooner: at worst it is replaced early, never late.
     #[must_use]
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.config.idle_timeout = timeout;

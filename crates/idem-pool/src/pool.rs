@@ -279,8 +279,15 @@ enum Step<C> {
 }
 
 impl<M: Manager> Shared<M> {
+    /// The clock, read only when a time rule is configured (lifetime, idle timeout, leak
+    /// threshold); otherwise the epoch, which no rule looks at.
     fn now(&self) -> Timestamp {
-        self.config.clock.now()
+        let c = &self.config;
+        if c.max_lifetime.is_some() || c.idle_timeout.is_some() || c.leak_threshold.is_some() {
+            c.clock.now()
+        } else {
+            Timestamp::ZERO
+        }
     }
 
     /// Whether an idle connection must be closed rather than lent.
@@ -325,8 +332,14 @@ impl<M: Manager> Shared<M> {
         self: &Arc<Self>,
         timeout: Option<Duration>,
     ) -> Result<PooledConnection<M>, Error> {
-        let started = Instant::now();
-        let deadline = timeout.map(|t| started.checked_add(t).unwrap_or(started + BACKOFF_MAX));
+        // Real time is read only once this call has to wait: the fast path never does.
+        let mut started: Option<(Instant, Option<Instant>)> = None;
+        let deadline_of = |started: &mut Option<(Instant, Option<Instant>)>| {
+            *started.get_or_insert_with(|| {
+                let now = Instant::now();
+                (now, timeout.map(|t| now.checked_add(t).unwrap_or(now + BACKOFF_MAX)))
+            })
+        };
         let mut backoff = BACKOFF_MIN;
         // After a failed connect: wait (as a waiter, so a return still reaches us) until
         // this instant before trying again.
@@ -359,7 +372,7 @@ impl<M: Manager> Shared<M> {
                     slot
                 }
                 Step::Wait => {
-                    let Some(deadline) = deadline else {
+                    let (started, Some(deadline)) = deadline_of(&mut started) else {
                         state.counters.timeouts += 1;
                         return Err(self.timeout(&state, Duration::ZERO));
                     };
@@ -373,7 +386,7 @@ impl<M: Manager> Shared<M> {
             match self.create(slot) {
                 Ok(guard) => return Ok(guard),
                 Err(()) => {
-                    let Some(deadline) = deadline else {
+                    let (_, Some(deadline)) = deadline_of(&mut started) else {
                         let mut state = self.state.lock();
                         state.counters.timeouts += 1;
                         return Err(self.timeout(&state, Duration::ZERO));
@@ -517,13 +530,16 @@ impl<M: Manager> Shared<M> {
         broken: bool,
     ) {
         let broken = broken || self.manager.has_broken(&mut conn);
-        let now = self.now();
         let mut state = self.state.lock();
         let s = &state.slots[slot];
         assert!(
             s.generation == generation && s.phase == Phase::Lent,
             "a connection comes back only to the loan it left under"
         );
+        // No clock read on return (it is half of a get+drop cycle's cost): the loan's start
+        // stands in for "now". A lifetime that ended during the loan is caught by the next
+        // checkout, which reads the clock; idle time counts from the loan's start.
+        let now = s.lent_at;
         let lifetime_over =
             self.config.max_lifetime.is_some_and(|l| s.created_at.saturating_add(l) <= now);
         if state.closed || broken || lifetime_over {

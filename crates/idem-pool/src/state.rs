@@ -133,8 +133,6 @@ impl<C> State<C> {
                 let s = &mut self.slots[slot];
                 s.generation = next_generation;
                 s.phase = Phase::Granted;
-                s.lent_at = now;
-                s.leak_counted = false;
             }
             None => {
                 self.slots[slot].phase = Phase::Idle;
@@ -153,9 +151,9 @@ impl<C> State<C> {
         let s = &mut self.slots[slot];
         if s.phase == Phase::Idle {
             s.generation += 1;
-            s.lent_at = now;
-            s.leak_counted = false;
         }
+        s.lent_at = now;
+        s.leak_counted = false;
         s.phase = Phase::Lent;
         let conn = s.conn.take().expect("an idle or granted slot holds its connection");
         (conn, s.generation)

@@ -49,6 +49,9 @@ enum Held {
 #[derive(Debug)]
 struct ModelSlot {
     created_ms: u64,
+    /// When the current (or last) loan started: the pool reads no clock on return and
+    /// judges a returned connection's lifetime by this.
+    lent_ms: u64,
     held: Held,
 }
 
@@ -75,9 +78,11 @@ impl Model {
         self.discarded += 1;
     }
 
-    /// A loan comes back: discarded if broken or past its lifetime, else idle.
+    /// A loan comes back: discarded if broken or past its lifetime at the loan's start,
+    /// else idle.
     fn give_back(&mut self, slot: usize, broken: bool) {
-        if broken || self.expired(slot) {
+        let s = &self.slots[&slot];
+        if broken || s.created_ms + LIFETIME_MS <= s.lent_ms {
             self.discard(slot);
         } else {
             self.slots.get_mut(&slot).expect("lent slot").held = Held::Idle;
@@ -120,7 +125,9 @@ fn check(ops: &[Op]) {
                         assert_eq!(got, slot, "the most recently returned idle connection");
                         let previous = m.generations.insert(slot, generation).unwrap_or(0);
                         assert!(generation > previous, "each loan gets a new generation");
-                        m.slots.get_mut(&slot).expect("idle slot").held = Held::Lent;
+                        let now_ms = m.now_ms;
+                        let s = m.slots.get_mut(&slot).expect("idle slot");
+                        (s.held, s.lent_ms) = (Held::Lent, now_ms);
                         conn.hold();
                         guards.push(Guard { conn, broken: false });
                     }
@@ -130,7 +137,11 @@ fn check(ops: &[Op]) {
                         assert!(!m.slots.contains_key(&slot), "a new connection in a free slot");
                         let previous = m.generations.insert(slot, generation).unwrap_or(0);
                         assert!(generation > previous);
-                        m.slots.insert(slot, ModelSlot { created_ms: m.now_ms, held: Held::Lent });
+                        let now_ms = m.now_ms;
+                        m.slots.insert(
+                            slot,
+                            ModelSlot { created_ms: now_ms, lent_ms: now_ms, held: Held::Lent },
+                        );
                         m.created += 1;
                         conn.hold();
                         guards.push(Guard { conn, broken: false });
