@@ -15,6 +15,19 @@ pub enum HealthCheck {
     Never,
 }
 
+/// Who gets a returned connection when threads are waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fairness {
+    /// The longest waiter, handed the connection directly: waiters are served in arrival
+    /// order and no thread is woken for nothing. With more threads than connections,
+    /// every loan costs a wake-up.
+    Fifo,
+    /// Whoever asks first (as r2d2): the connection goes back to the idle list and the
+    /// longest waiter is woken to compete for it with running threads. Faster when
+    /// threads outnumber connections; a waiter can be overtaken, and woken for nothing.
+    Barging,
+}
+
 /// The pool configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -56,6 +69,7 @@ pub(crate) struct Config {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) max_lifetime: Option<Duration>,
     pub(crate) health_check: HealthCheck,
+    pub(crate) fairness: Fairness,
     pub(crate) leak_threshold: Option<Duration>,
     pub(crate) maintenance_interval: Option<Duration>,
     pub(crate) waiters_max: usize,
@@ -71,6 +85,7 @@ impl fmt::Debug for Config {
             .field("idle_timeout", &self.idle_timeout)
             .field("max_lifetime", &self.max_lifetime)
             .field("health_check", &self.health_check)
+            .field("fairness", &self.fairness)
             .field("leak_threshold", &self.leak_threshold)
             .field("maintenance_interval", &self.maintenance_interval)
             .field("waiters_max", &self.waiters_max)
@@ -113,6 +128,7 @@ impl Default for Builder {
                 idle_timeout: Some(Duration::from_secs(10 * 60)),
                 max_lifetime: Some(Duration::from_secs(30 * 60)),
                 health_check: HealthCheck::OnCheckout,
+                fairness: Fairness::Fifo,
                 leak_threshold: None,
                 maintenance_interval: Some(Duration::from_secs(30)),
                 waiters_max: 10_000,
@@ -170,6 +186,13 @@ impl Builder {
     #[must_use]
     pub fn health_check(mut self, check: HealthCheck) -> Self {
         self.config.health_check = check;
+        self
+    }
+
+    /// Who gets a returned connection while threads wait; default [`Fairness::Fifo`].
+    #[must_use]
+    pub fn fairness(mut self, fairness: Fairness) -> Self {
+        self.config.fairness = fairness;
         self
     }
 

@@ -65,7 +65,7 @@ mod pool;
 mod state;
 mod sync;
 
-pub use config::{Builder, ConfigError, HealthCheck};
+pub use config::{Builder, ConfigError, Fairness, HealthCheck};
 pub use conn::{Lease, PooledConnection};
 pub use manager::Manager;
 pub use pool::{NeverManager, Pool};

@@ -4,7 +4,7 @@ use std::fmt;
 
 use idem_core::Timestamp;
 
-use crate::config::{Builder, Config, HealthCheck};
+use crate::config::{Builder, Config, Fairness, HealthCheck};
 use crate::conn::{Lease, PooledConnection};
 
 use crate::state::{Grant, Phase, State, Waiter};
@@ -309,8 +309,9 @@ impl<M: Manager> Shared<M> {
         if state.closed {
             return Step::Fail(Error::Closed);
         }
-        // Waiters are served first: a newcomer takes nothing while someone waits.
-        if state.waiters.iter().all(|w| w.grant.is_some()) {
+        // Fifo: waiters are served first, a newcomer takes nothing while someone waits.
+        let fifo = self.config.fairness == Fairness::Fifo;
+        if !fifo || state.waiters.iter().all(|w| w.grant.is_some()) {
             if let Some(slot) = state.idle.pop() {
                 if self.expired(&state.slots[slot], now) {
                     trash.extend(state.discard(slot));
@@ -418,7 +419,7 @@ impl<M: Manager> Shared<M> {
         let id = state.next_waiter_id;
         state.next_waiter_id += 1;
         let cv = Arc::new(Condvar::default());
-        state.waiters.push_back(Waiter { id, cv: cv.clone(), grant: None });
+        state.waiters.push_back(Waiter { id, cv: cv.clone(), grant: None, woken: false });
         // With empty slots around (a connect failed), do not sleep past a backoff pause,
         // so that someone retries when the server comes back.
         let retry = (!state.free.is_empty()).then(|| Instant::now() + BACKOFF_MAX);
@@ -434,6 +435,11 @@ impl<M: Manager> Shared<M> {
             if let Some(grant) = state.waiters[position].grant {
                 state.waiters.remove(position);
                 return self.granted(state, grant);
+            }
+            // Barging: woken to compete for an idle connection; leave the queue and try.
+            if std::mem::take(&mut state.waiters[position].woken) && !state.idle.is_empty() {
+                state.waiters.remove(position);
+                return Ok(Waited::Again);
             }
             if Instant::now() >= until {
                 state.waiters.remove(position);
@@ -550,7 +556,7 @@ impl<M: Manager> Shared<M> {
             drop(conn);
             return;
         }
-        state.give_idle(slot, conn, now);
+        state.give_idle(slot, conn, now, self.config.fairness);
     }
 
     fn maintain(&self) {
@@ -612,7 +618,7 @@ impl<M: Manager> Shared<M> {
                         drop(conn);
                         return;
                     }
-                    state.give_idle(slot, conn, now);
+                    state.give_idle(slot, conn, now, self.config.fairness);
                 }
                 Err(error) => {
                     state.last_error = Some(std::sync::Arc::new(error));

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use idem_core::Timestamp;
 
-use crate::PoolState;
 use crate::sync::{Arc, Condvar};
+use crate::{Fairness, PoolState};
 
 /// What a slot holds now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,8 @@ pub(crate) struct Waiter {
     pub(crate) id: u64,
     pub(crate) cv: Arc<Condvar>,
     pub(crate) grant: Option<Grant>,
+    /// Barging only: woken to compete for an idle connection, not yet back to sleep.
+    pub(crate) woken: bool,
 }
 
 #[derive(Debug)]
@@ -121,11 +123,23 @@ impl<C> State<C> {
 
     /// Puts a healthy connection back: straight to the longest waiter if there is one
     /// (lent again under a new generation), else onto the idle list.
-    pub(crate) fn give_idle(&mut self, slot: usize, conn: C, now: Timestamp) {
+    pub(crate) fn give_idle(&mut self, slot: usize, conn: C, now: Timestamp, fairness: Fairness) {
         let s = &mut self.slots[slot];
         s.conn = Some(conn);
         s.returned_at = now;
         let next_generation = s.generation + 1;
+        if fairness == Fairness::Barging {
+            self.slots[slot].phase = Phase::Idle;
+            self.idle.push(slot);
+            // Wake one waiter that has not been woken yet, to compete for it. Each idle
+            // return wakes a different waiter, so none is left asleep beside an idle
+            // connection.
+            if let Some(waiter) = self.waiters.iter_mut().find(|w| w.grant.is_none() && !w.woken) {
+                waiter.woken = true;
+                waiter.cv.notify_one();
+            }
+            return;
+        }
         match self.waiters.iter_mut().find(|w| w.grant.is_none()) {
             Some(waiter) => {
                 waiter.grant = Some(Grant::Conn { slot, generation: next_generation });

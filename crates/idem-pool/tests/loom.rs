@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use idem_pool::{Error, HealthCheck, Manager, Pool};
+use idem_pool::{Error, Fairness, HealthCheck, Manager, Pool};
 use loom::thread;
 
 #[derive(Debug)]
@@ -28,8 +28,13 @@ impl Manager for Noop {
 }
 
 fn one_connection_pool() -> Pool<Noop> {
+    pool_with(Fairness::Fifo)
+}
+
+fn pool_with(fairness: Fairness) -> Pool<Noop> {
     Pool::builder()
         .max_size(1)
+        .fairness(fairness)
         .health_check(HealthCheck::Never)
         .maintenance_interval(None)
         .connection_timeout(Duration::from_secs(3600))
@@ -62,8 +67,20 @@ fn racing_lease_releases() {
 /// time out, so a lost wake-up is reported as a deadlock.
 #[test]
 fn release_wakes_waiting_get() {
-    loom::model(|| {
-        let pool = one_connection_pool();
+    release_wakes_waiting_get_with(Fairness::Fifo);
+}
+
+/// The same race with `Fairness::Barging`: the connection goes to the idle list and the
+/// waiter is woken to take it (no handoff).
+/// Invariant: as above, the waiter always gets the connection.
+#[test]
+fn release_wakes_waiting_get_barging() {
+    release_wakes_waiting_get_with(Fairness::Barging);
+}
+
+fn release_wakes_waiting_get_with(fairness: Fairness) {
+    loom::model(move || {
+        let pool = pool_with(fairness);
         let held = pool.get().expect("get");
         let waiter = {
             let pool = pool.clone();

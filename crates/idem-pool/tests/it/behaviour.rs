@@ -303,3 +303,49 @@ fn public_types_are_send_and_sync() {
     send_sync::<idem_pool::Lease<TestManager>>();
     send_sync::<Error>();
 }
+
+#[test]
+fn barging_lets_a_running_thread_take_a_returned_connection() {
+    let (pool, _) = pool(1, |b| {
+        b.fairness(idem_pool::Fairness::Barging).connection_timeout(Duration::from_secs(30))
+    });
+    let held = pool.get().expect("get");
+    let waiter = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.get().map(|conn| conn.id))
+    };
+    while pool.state().waiters < 1 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(held);
+    // The connection went back to the idle list: this thread may take it before the
+    // woken waiter does (with Fifo it could not: it was handed to the waiter).
+    if let Ok(again) = pool.try_get() {
+        drop(again);
+    }
+    assert!(waiter.join().expect("waiter").is_ok(), "the waiter still gets it");
+    pool.assert_invariants();
+}
+
+#[test]
+fn fifo_hands_a_returned_connection_to_the_waiter_not_to_a_newcomer() {
+    let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_secs(30)));
+    let held = pool.get().expect("get");
+    let release_waiter = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let waiter = {
+        let (pool, release_waiter) = (pool.clone(), release_waiter.clone());
+        thread::spawn(move || {
+            let conn = pool.get();
+            release_waiter.wait();
+            conn.map(|conn| conn.id)
+        })
+    };
+    while pool.state().waiters < 1 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(held);
+    // Handed to the waiter (granted or already taken): never to this newcomer.
+    assert!(pool.try_get().is_err(), "the returned connection is the waiter's");
+    release_waiter.wait();
+    assert!(waiter.join().expect("waiter").is_ok());
+}

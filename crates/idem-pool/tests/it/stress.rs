@@ -7,14 +7,25 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
+use idem_pool::Fairness;
+
 use crate::pool;
 
 const THREADS: u64 = 16;
 const ROUNDS: u64 = 300;
 
 #[test]
-fn sixteen_threads_four_connections() {
-    let (pool, _) = pool(4, |b| b.connection_timeout(Duration::from_secs(30)));
+fn sixteen_threads_four_connections_fifo() {
+    sixteen_threads_four_connections(Fairness::Fifo);
+}
+
+#[test]
+fn sixteen_threads_four_connections_barging() {
+    sixteen_threads_four_connections(Fairness::Barging);
+}
+
+fn sixteen_threads_four_connections(fairness: Fairness) {
+    let (pool, _) = pool(4, |b| b.connection_timeout(Duration::from_secs(30)).fairness(fairness));
     let double = AtomicU64::new(0);
     let stale_or_double = AtomicU64::new(0);
     thread::scope(|s| {
