@@ -1,7 +1,8 @@
 //! get + drop cycles: idem-pool (`idem`) beside r2d2 0.8 with the same no-op manager, in
 //! one run. 4 connections shared by 1, 2, 8 and 16 threads, and 1 connection on 1 thread.
 //! Both pools use their defaults otherwise (health check on checkout, idle timeout, max
-//! lifetime). `cargo xtask bench idem-pool`.
+//! lifetime). Group `get_drop` runs idem-pool's default `Fairness::Fifo`, group
+//! `get_drop_barging` its r2d2-like `Fairness::Barging`. `cargo xtask bench idem-pool`.
 
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
@@ -63,12 +64,19 @@ fn cycles(threads: usize, iters: u64, cycle: impl Fn() + Sync) -> Duration {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut group = c.benchmark_group("get_drop");
+    group(c, "get_drop", idem_pool::Fairness::Fifo);
+    group(c, "get_drop_barging", idem_pool::Fairness::Barging);
+}
+
+/// One group per fairness mode, each with its own r2d2 run beside it.
+fn group(c: &mut Criterion, name: &str, fairness: idem_pool::Fairness) {
+    let mut group = c.benchmark_group(name);
     for (connections, threads) in [(1, 1), (4, 1), (4, 2), (4, 8), (4, 16)] {
         let param = format!("{connections} conns, {threads} threads");
         let idem = idem_pool::Pool::builder()
             .max_size(connections)
             .min_idle(connections)
+            .fairness(fairness)
             .build(Noop)
             .expect("valid config");
         group.bench_function(BenchmarkId::new("idem", &param), |b| {
