@@ -11,7 +11,7 @@ use hashbrown::HashTable;
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
-use crate::store::{Claim, FencingToken, KeyStore, Lease, StoreConfig, StoreError};
+use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
 use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
 
 /// The key hash: SipHash with per-store random keys, because keys come from callers and a
@@ -486,5 +486,30 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
 
     fn sweep(&self) -> Result<usize, StoreError> {
         Ok(self.sweep_all())
+    }
+
+    /// Scans the shards: the cost grows with the records held, so call it at a
+    /// reconciliation interval, not per request.
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        let now = self.clock.now();
+        let mut found = Vec::new();
+        for shard in self.shards.iter() {
+            let state = shard.state.lock();
+            for record in &state.table {
+                if found.len() >= max {
+                    return Ok(found);
+                }
+                if let Phase::InFlight { lease_expires_at } = record.phase
+                    && lease_expires_at <= now
+                {
+                    found.push(PendingClaim {
+                        key: record.key.clone(),
+                        fingerprint: record.fingerprint,
+                        lease_expired_at: lease_expires_at,
+                    });
+                }
+            }
+        }
+        Ok(found)
     }
 }

@@ -363,4 +363,25 @@ pub trait KeyStore<R>: Send + Sync {
     ///
     /// [`StoreError::Storage`] if the backend failed.
     fn sweep(&self) -> Result<usize, StoreError>;
+
+    /// Up to `max` in-flight claims whose lease has run out: their holder crashed or hung
+    /// after claiming, and the side effect may or may not have happened. A reconciler
+    /// claims each (getting [`Claim::Recover`]), checks the real side effect, and
+    /// completes or releases. Listing changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Storage`] if the backend failed.
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError>;
+}
+
+/// An in-flight claim whose lease has run out, as listed by [`KeyStore::pending`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingClaim {
+    /// The claimed key.
+    pub key: ScopedKey,
+    /// The fingerprint of the request that claimed it: a reconciler claims with it.
+    pub fingerprint: Fingerprint,
+    /// When its lease ran out.
+    pub lease_expired_at: Timestamp,
 }

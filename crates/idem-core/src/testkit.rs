@@ -320,6 +320,30 @@ pub fn sweep_removes_only_expired_results<S: KeyStore<String>>(
     let _ = recover(&f.store, &pending, 1);
 }
 
+/// `pending` lists exactly the in-flight claims whose lease ran out (at the deadline
+/// instant), with their fingerprints, up to `max`; never live or finished ones.
+pub fn pending_lists_expired_claims<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let (crashed, live, done) = (key("s", "crashed"), key("s", "live"), key("s", "done"));
+    let _lost = acquire(&f.store, &crashed, 1);
+    let finished = acquire(&f.store, &done, 3);
+    f.store.complete(&finished, "ok".into()).expect("complete");
+    f.clock.advance(LEASE - ms(1));
+    assert!(f.store.pending(10).expect("pending").is_empty(), "nothing has run out yet");
+    let _held = acquire(&f.store, &live, 2);
+    f.clock.advance(ms(1));
+    let pending = f.store.pending(10).expect("pending");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!((&pending[0].key, pending[0].fingerprint), (&crashed, request(1)));
+    assert_eq!(pending[0].lease_expired_at, START.saturating_add(LEASE));
+    assert!(f.store.pending(0).expect("pending").is_empty(), "bounded by max");
+    // Recovering the claim renews its lease: it is no longer pending.
+    let _recovered = recover(&f.store, &crashed, 1);
+    assert!(f.store.pending(10).expect("pending").is_empty());
+}
+
 /// `claim_wait` on an absent key acquires at once.
 pub fn claim_wait_absent_acquires<S: KeyStore<String>>(
     make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
@@ -410,7 +434,7 @@ macro_rules! conformance_tests {
             result_expires_at_ttl, scopes_are_separate, capacity_refuses_new_keys,
             sweep_removes_only_expired_results, claim_wait_absent_acquires,
             claim_wait_times_out, claim_wait_sees_completion, claim_wait_sees_release,
-            racing_claimers_one_owner);
+            racing_claimers_one_owner, pending_lists_expired_claims);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(
