@@ -83,5 +83,6 @@ pub use fingerprint::{Fingerprint, FingerprintBuilder};
 pub use key::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey};
 pub use memory::{MemoryStore, StoreStats};
 pub use store::{
-    Claim, ConfigError, FencingToken, KeyStore, Lease, StoreConfig, StoreConfigBuilder, StoreError,
+    Claim, ConfigError, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig,
+    StoreConfigBuilder, StoreError,
 };

@@ -1,0 +1,152 @@
+//! Validated payment requests: amounts in minor units, known currencies, customers.
+
+use std::fmt;
+
+use idem_core::Fingerprint;
+
+/// Why a payment request was refused before anything was claimed or charged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationError {
+    /// The amount was zero or negative.
+    #[error("amount must be positive, got {0} minor units")]
+    NonPositiveAmount(i64),
+    /// The currency is not one this processor accepts.
+    #[error("unknown currency {0:?}")]
+    UnknownCurrency(String),
+    /// The customer id was empty, too long or not printable ASCII.
+    #[error("invalid customer id: {0}")]
+    Customer(idem_core::KeyError),
+}
+
+/// A positive amount in minor units (cents, pence, yen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Amount(u64);
+
+impl Amount {
+    /// Validates an amount in minor units.
+    ///
+    /// # Errors
+    ///
+    /// [`ValidationError::NonPositiveAmount`] for zero or a negative amount.
+    pub fn from_minor(minor: i64) -> Result<Self, ValidationError> {
+        u64::try_from(minor)
+            .ok()
+            .filter(|m| *m > 0)
+            .map(Self)
+            .ok_or(ValidationError::NonPositiveAmount(minor))
+    }
+
+    /// The amount in minor units.
+    pub fn minor(self) -> u64 {
+        self.0
+    }
+}
+
+/// The currencies this processor accepts (ISO 4217).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Currency {
+    /// Euro.
+    Eur,
+    /// US dollar.
+    Usd,
+    /// Pound sterling.
+    Gbp,
+    /// Yen (no minor unit: amounts are whole yen).
+    Jpy,
+    /// Swiss franc.
+    Chf,
+}
+
+impl Currency {
+    /// Parses an ISO 4217 code, upper case.
+    ///
+    /// # Errors
+    ///
+    /// [`ValidationError::UnknownCurrency`] for any other text.
+    pub fn parse(code: &str) -> Result<Self, ValidationError> {
+        Ok(match code {
+            "EUR" => Self::Eur,
+            "USD" => Self::Usd,
+            "GBP" => Self::Gbp,
+            "JPY" => Self::Jpy,
+            "CHF" => Self::Chf,
+            other => return Err(ValidationError::UnknownCurrency(other.to_string())),
+        })
+    }
+
+    /// The ISO 4217 code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Eur => "EUR",
+            Self::Usd => "USD",
+            Self::Gbp => "GBP",
+            Self::Jpy => "JPY",
+            Self::Chf => "CHF",
+        }
+    }
+}
+
+impl fmt::Display for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// What a customer asked to pay: validated at construction, so a `PaymentRequest` that
+/// exists is one the processor may claim a key for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PaymentRequest {
+    customer: idem_core::Scope,
+    amount: Amount,
+    currency: Currency,
+}
+
+impl PaymentRequest {
+    /// Validates every field.
+    ///
+    /// # Errors
+    ///
+    /// The first [`ValidationError`]: customer, then amount, then currency.
+    ///
+    /// ```
+    /// use idem_payments::{PaymentRequest, ValidationError};
+    ///
+    /// let ok = PaymentRequest::new("cus_42", 1250, "EUR")?;
+    /// assert_eq!(ok.amount().minor(), 1250);
+    /// assert_eq!(PaymentRequest::new("cus_42", 0, "EUR"), Err(ValidationError::NonPositiveAmount(0)));
+    /// assert!(matches!(PaymentRequest::new("cus_42", 5, "XXX"), Err(ValidationError::UnknownCurrency(_))));
+    /// # Ok::<(), ValidationError>(())
+    /// ```
+    pub fn new(customer: &str, amount_minor: i64, currency: &str) -> Result<Self, ValidationError> {
+        let customer = idem_core::Scope::new(customer).map_err(ValidationError::Customer)?;
+        Ok(Self {
+            customer,
+            amount: Amount::from_minor(amount_minor)?,
+            currency: Currency::parse(currency)?,
+        })
+    }
+
+    /// The customer paying.
+    pub fn customer(&self) -> &str {
+        self.customer.as_str()
+    }
+
+    /// The amount.
+    pub fn amount(&self) -> Amount {
+        self.amount
+    }
+
+    /// The currency.
+    pub fn currency(&self) -> Currency {
+        self.currency
+    }
+
+    /// The request's fingerprint: the same key with another fingerprint is refused.
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::builder("idem-payments/pay")
+            .str("customer", self.customer.as_str())
+            .u64("amount_minor", self.amount.0)
+            .str("currency", self.currency.code())
+            .finish()
+    }
+}

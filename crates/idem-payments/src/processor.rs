@@ -1,0 +1,316 @@
+//! The processor: claim the key, charge, store the outcome, replay it; reconcile what a
+//! crash or a lost answer left pending.
+
+use std::time::Duration;
+
+use idem_core::{Claim, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError};
+
+use crate::gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
+use crate::money::{PaymentRequest, ValidationError};
+
+/// The stored, replayed outcome of a payment: a charge, or a definitive decline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentOutcome {
+    /// The card was charged.
+    Charged(Charge),
+    /// The card was declined; retrying the same key replays the decline.
+    Declined(String),
+}
+
+/// What `pay` returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    /// The outcome: identical on every replay.
+    pub outcome: PaymentOutcome,
+    /// Whether this answer is a replay of an earlier attempt's outcome (no new charge).
+    pub replayed: bool,
+}
+
+/// Why `pay` did not return an outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum PayError {
+    /// The request was invalid: nothing was claimed or charged.
+    #[error("invalid payment: {0}")]
+    Invalid(#[from] ValidationError),
+    /// The key was used for a different request; the original payment is untouched.
+    #[error("idempotency key {0} was used for a different payment")]
+    KeyReused(ScopedKey),
+    /// Another attempt with this key is in flight: retry after `retry_after`, or use
+    /// `pay_wait`.
+    #[error("a payment with this key is in progress; retry after {retry_after:?}")]
+    InProgress {
+        /// How long until that attempt's lease runs out.
+        retry_after: Duration,
+    },
+    /// The gateway's answer was lost after sending, or it cannot say what happened: the
+    /// payment may or may not have been charged. The claim stays pending and
+    /// [`Processor::reconcile`] settles it; a retry with the same key never charges twice.
+    #[error("payment {0} is pending: its outcome is unknown until reconciled")]
+    Pending(ScopedKey),
+    /// The gateway refused before charging: nothing was charged and the key is free again,
+    /// so a retry with the same key may charge.
+    #[error("gateway unavailable, nothing charged: {0}")]
+    Unavailable(String),
+    /// The claimed-key store refused or failed.
+    #[error("key store: {0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for PayError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::KeyReused { key } => Self::KeyReused(key),
+            other => Self::Store(other),
+        }
+    }
+}
+
+/// What one [`Processor::reconcile`] pass did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Pending claims the gateway had charged or declined: completed with that outcome.
+    pub completed: usize,
+    /// Pending claims the gateway never charged: released, so a retry may charge.
+    pub released: usize,
+    /// Pending claims the gateway could not answer for: left pending, listed here.
+    pub unresolved: Vec<ScopedKey>,
+    /// Claims another caller settled or recovered first (fencing): left to it.
+    pub skipped: usize,
+    /// Claims whose store operation failed; the rest of the batch went on.
+    pub failed: Vec<(ScopedKey, String)>,
+}
+
+/// A payment processor over a [`Gateway`] and a claimed-key store.
+///
+/// ```
+/// use idem_core::{IdempotencyKey, MemoryStore};
+/// use idem_payments::{PaymentOutcome, PaymentRequest, Processor, SimulatedGateway};
+///
+/// let processor = Processor::new("shop", SimulatedGateway::new(), MemoryStore::new(Default::default()))?;
+/// let key = IdempotencyKey::new("checkout-7f3a")?;
+/// let request = PaymentRequest::new("cus_42", 1250, "EUR")?;
+///
+/// let first = processor.pay(&key, &request)?;
+/// let retry = processor.pay(&key, &request)?; // the network hiccuped; the client retries
+/// assert_eq!(retry.outcome, first.outcome);    // the same charge
+/// assert!(retry.replayed);                     // and no new one
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Processor<G, S> {
+    merchant: String,
+    gateway: G,
+    store: S,
+}
+
+impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
+    /// A processor for `merchant`: keys are scoped to the merchant and the customer.
+    ///
+    /// # Errors
+    ///
+    /// [`ValidationError::Customer`] if `merchant` is not a valid scope part.
+    pub fn new(merchant: &str, gateway: G, store: S) -> Result<Self, ValidationError> {
+        Scope::new(merchant).map_err(ValidationError::Customer)?;
+        Ok(Self { merchant: merchant.to_string(), gateway, store })
+    }
+
+    /// The gateway (for tests and the demo).
+    pub fn gateway(&self) -> &G {
+        &self.gateway
+    }
+
+    /// The store (for tests and the demo).
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The store key of `key` for this request's customer: merchant and customer scoped,
+    /// so two customers who pick the same key never meet.
+    ///
+    /// # Errors
+    ///
+    /// [`ValidationError::Customer`] if merchant and customer together exceed a scope.
+    pub fn scoped_key(
+        &self,
+        key: &IdempotencyKey,
+        request: &PaymentRequest,
+    ) -> Result<ScopedKey, ValidationError> {
+        let scope = format!("{}/{}", self.merchant, request.customer());
+        let scope = Scope::new(&scope).map_err(ValidationError::Customer)?;
+        Ok(ScopedKey::new(scope, key.clone()))
+    }
+
+    /// Pays once per key: the first call charges, every repeat with the same key and
+    /// request replays the stored outcome without charging.
+    ///
+    /// # Errors
+    ///
+    /// [`PayError`]: invalid, key reused, in progress, pending (ambiguous), unavailable
+    /// (nothing charged), or a store failure.
+    pub fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> Result<Payment, PayError> {
+        let scoped = self.scoped_key(key, request)?;
+        let claim = self.store.claim(&scoped, &request.fingerprint())?;
+        self.act(&scoped, request, claim)
+    }
+
+    /// As [`pay`](Self::pay), but while another attempt with this key is in flight, waits
+    /// up to `timeout` for its outcome instead of answering `InProgress`.
+    ///
+    /// # Errors
+    ///
+    /// As [`pay`](Self::pay); `InProgress` only if `timeout` passes first.
+    pub fn pay_wait(
+        &self,
+        key: &IdempotencyKey,
+        request: &PaymentRequest,
+        timeout: Duration,
+    ) -> Result<Payment, PayError> {
+        let scoped = self.scoped_key(key, request)?;
+        let claim = self.store.claim_wait(&scoped, &request.fingerprint(), timeout)?;
+        self.act(&scoped, request, claim)
+    }
+
+    fn act(
+        &self,
+        scoped: &ScopedKey,
+        request: &PaymentRequest,
+        claim: Claim<PaymentOutcome>,
+    ) -> Result<Payment, PayError> {
+        match claim {
+            Claim::Replay(outcome) => Ok(Payment { outcome, replayed: true }),
+            Claim::InFlight { retry_after } => Err(PayError::InProgress { retry_after }),
+            Claim::Acquired(lease) => self.charge(scoped, request, &lease),
+            // An earlier attempt crashed or hung after claiming: ask the gateway what
+            // happened before charging, never charge blindly.
+            Claim::Recover(lease) => match self.settle_from_lookup(scoped, &lease)? {
+                Some(outcome) => Ok(Payment { outcome, replayed: true }),
+                None => self.charge(scoped, request, &lease),
+            },
+        }
+    }
+
+    /// Asks the gateway about `scoped` under a recovered lease: `Some(outcome)` if it was
+    /// charged or declined (now stored), `None` if never charged (the caller may charge),
+    /// `Err(Pending)` if the gateway cannot say (the claim stays pending).
+    fn settle_from_lookup(
+        &self,
+        scoped: &ScopedKey,
+        lease: &Lease,
+    ) -> Result<Option<PaymentOutcome>, PayError> {
+        let outcome = match self.gateway.lookup(&GatewayKey::derive(scoped)) {
+            Lookup::Charged(charge) => PaymentOutcome::Charged(charge),
+            Lookup::Declined(reason) => PaymentOutcome::Declined(reason),
+            Lookup::NotCharged => return Ok(None),
+            Lookup::Unknown => return Err(PayError::Pending(scoped.clone())),
+        };
+        self.store.complete(lease, outcome.clone())?;
+        Ok(Some(outcome))
+    }
+
+    fn charge(
+        &self,
+        scoped: &ScopedKey,
+        request: &PaymentRequest,
+        lease: &Lease,
+    ) -> Result<Payment, PayError> {
+        let gateway_key = GatewayKey::derive(scoped);
+        let answer = self.gateway.charge(
+            &gateway_key,
+            request.customer(),
+            request.amount(),
+            request.currency(),
+        );
+        let outcome = match answer {
+            Ok(charge) => PaymentOutcome::Charged(charge),
+            Err(GatewayError::Declined(reason)) => PaymentOutcome::Declined(reason),
+            Err(GatewayError::Refused(reason)) => {
+                // Known to have charged nothing: give the key back so a retry can charge.
+                self.store.release(lease)?;
+                return Err(PayError::Unavailable(reason));
+            }
+            // Maybe charged: keep the claim pending for reconciliation, never release it
+            // and never store an error as the final answer.
+            Err(GatewayError::Ambiguous(_)) => return Err(PayError::Pending(scoped.clone())),
+        };
+        match self.store.complete(lease, outcome.clone()) {
+            Ok(()) => Ok(Payment { outcome, replayed: false }),
+            // Our lease ran out and someone recovered the key meanwhile. The gateway
+            // deduplicates by key, so the recoverer's lookup finds this same outcome;
+            // the caller may have it too.
+            Err(StoreError::LeaseLost { .. }) => Ok(Payment { outcome, replayed: false }),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Settles up to `batch_max` pending claims whose lease ran out (their holder crashed,
+    /// hung, or lost the gateway's answer): charged or declined means complete with that
+    /// outcome, never charged means release, unknown means leave it and report it. One
+    /// failing claim does not stop the batch; a client retry racing a claim is fenced:
+    /// exactly one of them settles it.
+    pub fn reconcile(&self, batch_max: usize) -> ReconcileReport {
+        let mut report = ReconcileReport::default();
+        let pending = match self.store.pending(batch_max) {
+            Ok(pending) => pending,
+            Err(error) => {
+                report.failed.push((dummy_key(), error.to_string()));
+                return report;
+            }
+        };
+        for claim in pending {
+            if let Err(error) = self.reconcile_one(&claim, &mut report) {
+                report.failed.push((claim.key.clone(), error.to_string()));
+            }
+        }
+        report
+    }
+
+    fn reconcile_one(
+        &self,
+        pending: &idem_core::PendingClaim,
+        report: &mut ReconcileReport,
+    ) -> Result<(), PayError> {
+        let lease = match self.store.claim(&pending.key, &pending.fingerprint)? {
+            Claim::Recover(lease) => lease,
+            // Released meanwhile: the key is free; give it back untouched.
+            Claim::Acquired(lease) => {
+                self.store.release(&lease)?;
+                report.skipped += 1;
+                return Ok(());
+            }
+            Claim::InFlight { .. } | Claim::Replay(_) => {
+                report.skipped += 1;
+                return Ok(());
+            }
+        };
+        let gateway_key = GatewayKey::derive(&pending.key);
+        let outcome = match self.gateway.lookup(&gateway_key) {
+            Lookup::Charged(charge) => PaymentOutcome::Charged(charge),
+            Lookup::Declined(reason) => PaymentOutcome::Declined(reason),
+            Lookup::NotCharged => {
+                self.store.release(&lease)?;
+                report.released += 1;
+                return Ok(());
+            }
+            Lookup::Unknown => {
+                report.unresolved.push(pending.key.clone());
+                return Ok(());
+            }
+        };
+        self.store.complete(&lease, outcome)?;
+        report.completed += 1;
+        Ok(())
+    }
+
+    /// Marks a charge refunded at the gateway. An assignment to a named target, so it is
+    /// idempotent by its shape: calling it twice leaves the same state, and it needs no
+    /// idempotency key. Returns whether the charge exists.
+    pub fn mark_refunded(&self, charge: ChargeId) -> bool {
+        self.gateway.set_refunded(charge)
+    }
+}
+
+/// The key reported when the listing itself failed.
+fn dummy_key() -> ScopedKey {
+    // Both parts are valid constants.
+    ScopedKey::parse("reconcile", "pending-listing").unwrap_or_else(|_| unreachable!())
+}
