@@ -63,6 +63,7 @@ pub struct SimulatedGateway {
     plan: FaultPlan,
     latency: Duration,
     forget_after: Option<Duration>,
+    dedup: bool,
     clock: Arc<dyn Clock>,
 }
 
@@ -80,6 +81,7 @@ impl SimulatedGateway {
             plan: FaultPlan::default(),
             latency: Duration::ZERO,
             forget_after: None,
+            dedup: true,
             clock: Arc::new(SystemClock),
         }
     }
@@ -108,9 +110,23 @@ impl SimulatedGateway {
         self
     }
 
+    /// A gateway that does not deduplicate: every charge call charges, even with a key it
+    /// has seen (lookup still answers by key). Tests use it so that only the processor
+    /// stands between a retry and a second charge.
+    #[must_use]
+    pub fn without_dedup(mut self) -> Self {
+        self.dedup = false;
+        self
+    }
+
     /// Makes the next charge call fail with `fault` (faults queue up in order).
     pub fn inject(&self, fault: Fault) {
         self.state.lock().injected.push_back(fault);
+    }
+
+    /// Drops every injected fault not yet used.
+    pub fn clear_faults(&self) {
+        self.state.lock().injected.clear();
     }
 
     /// Real charges made with `key`.
@@ -182,7 +198,8 @@ impl Gateway for SimulatedGateway {
             _ => {}
         }
         // A key seen before (and not forgotten) answers what it answered then.
-        let outcome = match self.remembered(&state, key) {
+        let known = if self.dedup { self.remembered(&state, key) } else { None };
+        let outcome = match known {
             Some(entry) => entry.outcome.clone(),
             None => {
                 let outcome = match fault.clone() {

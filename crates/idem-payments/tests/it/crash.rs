@@ -1,0 +1,123 @@
+//! Crash windows: a worker dies at each point of the protocol; the gateway's charge
+//! counter for the key stays at 1 and every retry gets the original answer.
+
+use idem_core::{Claim, KeyStore};
+use idem_payments::{Fault, Gateway, GatewayKey, PayError, PaymentOutcome};
+
+use crate::{LEASE, charges, key, processor, request};
+
+#[test]
+fn crash_after_claim_before_charge() {
+    let (p, clock) = processor();
+    let (k, r) = (key("k"), request(10));
+    let scoped = p.scoped_key(&k, &r).expect("scope");
+    // The worker claims and dies before charging.
+    let Claim::Acquired(_lost) = p.store().claim(&scoped, &r.fingerprint()).expect("claim") else {
+        panic!("fresh key")
+    };
+    assert!(matches!(p.pay(&k, &r), Err(PayError::InProgress { .. })));
+    clock.advance(LEASE);
+    let report = p.reconcile(10);
+    assert_eq!((report.released, report.completed), (1, 0), "never charged: released");
+    assert!(!p.pay(&k, &r).expect("the retry charges").replayed);
+    assert_eq!(charges(&p, &k, &r), 1);
+}
+
+#[test]
+fn crash_after_charge_before_record_is_settled_by_reconcile() {
+    let (p, clock) = processor();
+    let (k, r) = (key("k"), request(10));
+    let scoped = p.scoped_key(&k, &r).expect("scope");
+    let Claim::Acquired(_lost) = p.store().claim(&scoped, &r.fingerprint()).expect("claim") else {
+        panic!("fresh key")
+    };
+    // The worker charges and dies before storing the outcome: the ambiguous window.
+    let charge = p
+        .gateway()
+        .charge(&GatewayKey::derive(&scoped), r.customer(), r.amount(), r.currency())
+        .expect("charged");
+    clock.advance(LEASE);
+    let report = p.reconcile(10);
+    assert_eq!((report.completed, report.released), (1, 0));
+    let retry = p.pay(&k, &r).expect("replay");
+    assert_eq!((retry.outcome, retry.replayed), (PaymentOutcome::Charged(charge), true));
+    assert_eq!(charges(&p, &k, &r), 1);
+}
+
+#[test]
+fn crash_after_record_before_reply_replays() {
+    let (p, _) = processor();
+    let (k, r) = (key("k"), request(10));
+    let first = p.pay(&k, &r).expect("pay"); // the reply is lost on its way to the client
+    let retry = p.pay(&k, &r).expect("the client retries");
+    assert_eq!((retry.outcome, retry.replayed), (first.outcome, true));
+    assert_eq!(charges(&p, &k, &r), 1);
+}
+
+#[test]
+fn a_stale_workers_late_completion_is_refused() {
+    let (p, clock) = processor();
+    let (k, r) = (key("k"), request(10));
+    let scoped = p.scoped_key(&k, &r).expect("scope");
+    let Claim::Acquired(stale) = p.store().claim(&scoped, &r.fingerprint()).expect("claim") else {
+        panic!("fresh key")
+    };
+    clock.advance(LEASE);
+    let paid = p.pay(&k, &r).expect("a retry recovers and charges");
+    let late = p.store().complete(&stale, PaymentOutcome::Declined("stale".into()));
+    assert!(matches!(late, Err(idem_core::StoreError::LeaseLost { .. })));
+    assert_eq!(p.pay(&k, &r).expect("replay").outcome, paid.outcome);
+    assert_eq!(charges(&p, &k, &r), 1);
+}
+
+#[test]
+fn reconcile_leaves_unknown_claims_and_reports_them() {
+    use std::sync::Arc;
+    use std::time::Duration;
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
+    let gateway = idem_payments::SimulatedGateway::new()
+        .forgetting_after(Duration::from_secs(10), clock.clone());
+    let config = idem_core::StoreConfig::builder().lease(LEASE).build().expect("valid");
+    let store = idem_core::MemoryStore::with_clock(config, clock.clone());
+    let p = idem_payments::Processor::new("shop", gateway, store).expect("valid");
+    let (k, r) = (key("k"), request(10));
+    p.gateway().inject(Fault::ChargeThenTimeout);
+    assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
+    clock.advance(LEASE); // past the gateway's 10 s memory: it cannot say any more
+    let report = p.reconcile(10);
+    assert_eq!(report.unresolved.len(), 1, "{report:?}");
+    assert!(
+        matches!(p.pay(&k, &r), Err(PayError::InProgress { .. })),
+        "still pending, not recharged"
+    );
+    clock.advance(LEASE);
+    assert!(
+        matches!(p.pay(&k, &r), Err(PayError::Pending(_))),
+        "a recovery does not charge blindly"
+    );
+    assert_eq!(charges(&p, &k, &r), 1);
+}
+
+#[test]
+fn reconcile_and_a_client_retry_race_safely() {
+    let (p, clock) = processor();
+    let (k, r) = (key("k"), request(10));
+    p.gateway().inject(Fault::ChargeThenTimeout);
+    assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
+    clock.advance(LEASE);
+    std::thread::scope(|s| {
+        let retry = s.spawn(|| p.pay(&k, &r));
+        let report = p.reconcile(10);
+        let retry = retry.join().expect("retry thread");
+        // Exactly one of them settled the claim; the other skipped or was told to wait.
+        let settled_by_reconcile = report.completed;
+        let settled_by_retry =
+            usize::from(matches!(&retry, Ok(pay) if pay.replayed && report.skipped == 1));
+        assert!(
+            settled_by_reconcile + settled_by_retry <= 1 || report.skipped == 0,
+            "{report:?} {retry:?}"
+        );
+    });
+    assert!(p.pay(&k, &r).expect("settled").replayed);
+    assert_eq!(charges(&p, &k, &r), 1);
+}
