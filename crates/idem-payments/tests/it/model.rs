@@ -86,8 +86,8 @@ fn check(ops: &[Op]) {
     for _ in 0..3 {
         clock.advance(LEASE);
         p.reconcile(100);
-        for i in 0..INTENTS {
-            record(i, p.pay(&intents[i].0, &intents[i].1));
+        for (i, (k, r)) in intents.iter().enumerate() {
+            record(i, p.pay(k, r));
         }
     }
     let mut charged_sum = 0;
