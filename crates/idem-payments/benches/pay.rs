@@ -1,2 +1,154 @@
-//! placeholder
-fn main() {}
+//! `pay` through a zero-latency simulated gateway: fresh keys and replays, at 1 and 2
+//! threads, beside the seed's design in the same run (one global lock around a map,
+//! checking and charging under it). `cargo xtask bench idem-payments`.
+
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use idem_core::{IdempotencyKey, MemoryStore, ScopedKey, StoreConfig};
+use idem_payments::{
+    Gateway, GatewayKey, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway,
+};
+
+const POOL: usize = 1 << 16;
+const HOT: usize = 1024;
+
+trait Payer: Sync {
+    fn fresh() -> Self;
+    fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> PaymentOutcome;
+}
+
+type Idem = Processor<SimulatedGateway, MemoryStore<PaymentOutcome>>;
+
+impl Payer for Idem {
+    fn fresh() -> Self {
+        let config = StoreConfig::builder().capacity(POOL * 2).build().expect("valid config");
+        Processor::new("bench", SimulatedGateway::new(), MemoryStore::new(config)).expect("valid")
+    }
+    fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> PaymentOutcome {
+        Processor::pay(self, key, request).expect("pay").outcome
+    }
+}
+
+/// The seed: check, charge and record under one global lock.
+struct Seed {
+    gateway: SimulatedGateway,
+    done: Mutex<HashMap<ScopedKey, PaymentOutcome>>,
+}
+
+impl Payer for Seed {
+    fn fresh() -> Self {
+        Self { gateway: SimulatedGateway::new(), done: Mutex::new(HashMap::new()) }
+    }
+    fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> PaymentOutcome {
+        let scope = idem_core::Scope::new(request.customer()).expect("valid scope");
+        let scoped = ScopedKey::new(scope, key.clone());
+        let mut done = self.done.lock().expect("not poisoned");
+        if let Some(outcome) = done.get(&scoped) {
+            return outcome.clone();
+        }
+        let charge = self
+            .gateway
+            .charge(
+                &GatewayKey::derive(&scoped),
+                request.customer(),
+                request.amount(),
+                request.currency(),
+            )
+            .expect("charge");
+        let outcome = PaymentOutcome::Charged(charge);
+        done.insert(scoped, outcome.clone());
+        outcome
+    }
+}
+
+fn timed<P: Payer>(p: &P, threads: usize, iters: u64, op: impl Fn(&P, usize) + Sync) -> Duration {
+    let per_thread = (iters as usize).div_ceil(threads);
+    let barrier = Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (barrier, op) = (&barrier, &op);
+            scope.spawn(move || {
+                barrier.wait();
+                (t * per_thread..(t + 1) * per_thread).for_each(|i| op(p, i));
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    })
+    .elapsed()
+}
+
+fn fresh_keys<P: Payer>(
+    keys: &[IdempotencyKey],
+    r: &PaymentRequest,
+    threads: usize,
+    iters: u64,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let chunk = left.min(POOL as u64);
+        let payer = P::fresh();
+        total += timed(&payer, threads, chunk, |p, i| {
+            black_box(p.pay(&keys[i % POOL], r));
+        });
+        left -= chunk;
+    }
+    total
+}
+
+fn replays<P: Payer>(
+    keys: &[IdempotencyKey],
+    r: &PaymentRequest,
+    threads: usize,
+    iters: u64,
+) -> Duration {
+    let payer = P::fresh();
+    for key in &keys[..HOT] {
+        payer.pay(key, r);
+    }
+    timed(&payer, threads, iters, |p, i| {
+        black_box(p.pay(&keys[i % HOT], r));
+    })
+}
+
+type Run = fn(&[IdempotencyKey], &PaymentRequest, usize, u64) -> Duration;
+
+fn bench(c: &mut Criterion) {
+    let keys: Vec<IdempotencyKey> =
+        (0..POOL).map(|i| IdempotencyKey::new(&format!("checkout-{i}")).expect("valid")).collect();
+    let request = PaymentRequest::new("cus_bench", 1250, "EUR").expect("valid");
+    let groups: [(&str, [(&str, Run); 2]); 2] = [
+        ("pay_fresh", [("idem", fresh_keys::<Idem>), ("seed_global_lock", fresh_keys::<Seed>)]),
+        ("pay_replay", [("idem", replays::<Idem>), ("seed_global_lock", replays::<Seed>)]),
+    ];
+    for (name, contenders) in groups {
+        let mut group = c.benchmark_group(name);
+        for threads in [1, 2] {
+            for (contender, run) in contenders {
+                let id = BenchmarkId::new(contender, format!("{threads} threads"));
+                group.bench_function(id, |b| {
+                    b.iter_custom(|iters| run(&keys, &request, threads, iters))
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = pay;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(pay);

@@ -99,6 +99,8 @@ pub struct PaymentRequest {
     customer: idem_core::Scope,
     amount: Amount,
     currency: Currency,
+    /// Computed once at construction: a SHA-256 is most of a replay's cost.
+    fingerprint: Fingerprint,
 }
 
 impl PaymentRequest {
@@ -119,11 +121,14 @@ impl PaymentRequest {
     /// ```
     pub fn new(customer: &str, amount_minor: i64, currency: &str) -> Result<Self, ValidationError> {
         let customer = idem_core::Scope::new(customer).map_err(ValidationError::Customer)?;
-        Ok(Self {
-            customer,
-            amount: Amount::from_minor(amount_minor)?,
-            currency: Currency::parse(currency)?,
-        })
+        let amount = Amount::from_minor(amount_minor)?;
+        let currency = Currency::parse(currency)?;
+        let fingerprint = Fingerprint::builder("idem-payments/pay")
+            .str("customer", customer.as_str())
+            .u64("amount_minor", amount.0)
+            .str("currency", currency.code())
+            .finish();
+        Ok(Self { customer, amount, currency, fingerprint })
     }
 
     /// The customer paying.
@@ -143,10 +148,6 @@ impl PaymentRequest {
 
     /// The request's fingerprint: the same key with another fingerprint is refused.
     pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::builder("idem-payments/pay")
-            .str("customer", self.customer.as_str())
-            .u64("amount_minor", self.amount.0)
-            .str("currency", self.currency.code())
-            .finish()
+        self.fingerprint
     }
 }
