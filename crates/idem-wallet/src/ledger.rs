@@ -1,0 +1,590 @@
+//! The ledger: a single-threaded state machine that applies batches of accounts and
+//! transfers. `Wallet` (in `wallet.rs`) shares it between threads.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use hashbrown::{HashMap, HashSet};
+use idem_core::Clock;
+
+use crate::types::{
+    Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
+    Transfer, TransferFlags, TransferId, TransferResult,
+};
+
+/// The most events in one batch (TigerBeetle's figure).
+pub const BATCH_MAX: usize = 8189;
+
+/// Capacities; a full ledger answers `AccountsFull` / `TransfersFull` per event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most accounts.
+    pub accounts_max: usize,
+    /// The most transfers remembered (applied or failed).
+    pub transfers_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { accounts_max: 1 << 20, transfers_max: 1 << 24 }
+    }
+}
+
+/// A batch was refused as a whole; nothing in it was applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    /// More than [`BATCH_MAX`] events.
+    #[error("batch of {len} events exceeds the limit of {BATCH_MAX}")]
+    TooLarge {
+        /// The refused batch's length.
+        len: usize,
+    },
+}
+
+/// One change, recorded so a failed linked chain can be rolled back.
+enum Undo {
+    Account(Account),
+    Transfer(TransferId),
+    Failed(TransferId),
+    Pending(TransferId, PendingState),
+}
+
+/// The in-memory ledger. Every method runs to completion; `Wallet` serialises callers.
+#[derive(Debug)]
+pub struct Ledger {
+    accounts: HashMap<AccountId, Account>,
+    transfers: HashMap<TransferId, StoredTransfer>,
+    failed: HashSet<TransferId>,
+    expiry: BinaryHeap<Reverse<(u64, TransferId)>>,
+    limits: Limits,
+    clock: Arc<dyn Clock>,
+    last_timestamp: u64,
+}
+
+impl Ledger {
+    /// An empty ledger reading time from `clock` (timestamps and pending timeouts).
+    pub fn new(limits: Limits, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            accounts: HashMap::new(),
+            transfers: HashMap::new(),
+            failed: HashSet::new(),
+            expiry: BinaryHeap::new(),
+            limits,
+            clock,
+            last_timestamp: 0,
+        }
+    }
+
+    /// A unique, increasing timestamp: nanoseconds-since-epoch resolution from the clock's
+    /// milliseconds, bumped by one when two events share a millisecond.
+    fn timestamp(&mut self) -> u64 {
+        let now = self.clock.now().as_millis().saturating_mul(1_000_000);
+        self.last_timestamp = now.max(self.last_timestamp + 1);
+        self.last_timestamp
+    }
+
+    /// Looks up an account.
+    pub fn account(&self, id: AccountId) -> Option<Account> {
+        self.accounts.get(&id).copied()
+    }
+
+    /// Looks up a transfer.
+    pub fn transfer(&self, id: TransferId) -> Option<StoredTransfer> {
+        self.transfers.get(&id).copied()
+    }
+
+    /// Transfers remembered (applied) and ids remembered as failed.
+    pub fn remembered(&self) -> (usize, usize) {
+        (self.transfers.len(), self.failed.len())
+    }
+
+    /// Closes an account: no new transfer may touch it. An assignment, idempotent by its
+    /// shape: closing twice leaves the same state. Returns whether the account exists.
+    pub fn close_account(&mut self, id: AccountId) -> bool {
+        match self.accounts.get_mut(&id) {
+            Some(account) => {
+                account.flags = account.flags | AccountFlags::CLOSED;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Creates accounts; one result per event, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] events; nothing is applied.
+    pub fn create_accounts(
+        &mut self,
+        batch: &[NewAccount],
+    ) -> Result<Vec<AccountResult>, BatchError> {
+        if batch.len() > BATCH_MAX {
+            return Err(BatchError::TooLarge { len: batch.len() });
+        }
+        Ok(batch.iter().map(|a| self.create_account(a)).collect())
+    }
+
+    fn create_account(&mut self, a: &NewAccount) -> AccountResult {
+        use AccountResult as R;
+        if a.id == 0 {
+            return R::IdMustNotBeZero;
+        }
+        if a.id == u128::MAX {
+            return R::IdMustNotBeIntMax;
+        }
+        if let Some(existing) = self.accounts.get(&a.id) {
+            return if existing.ledger != a.ledger {
+                R::ExistsWithDifferentLedger
+            } else if existing.code != a.code {
+                R::ExistsWithDifferentCode
+            } else if existing.flags != a.flags
+                && existing.flags.0 & !AccountFlags::CLOSED.0 != a.flags.0
+            {
+                R::ExistsWithDifferentFlags
+            } else {
+                R::Exists
+            };
+        }
+        let limits = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS
+            | AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS;
+        if a.flags.contains(limits) {
+            return R::FlagsAreMutuallyExclusive;
+        }
+        if a.ledger == 0 {
+            return R::LedgerMustNotBeZero;
+        }
+        if a.code == 0 {
+            return R::CodeMustNotBeZero;
+        }
+        if self.accounts.len() >= self.limits.accounts_max {
+            return R::AccountsFull;
+        }
+        let timestamp = self.timestamp();
+        self.accounts.insert(
+            a.id,
+            Account {
+                id: a.id,
+                ledger: a.ledger,
+                code: a.code,
+                flags: a.flags,
+                debits_pending: 0,
+                debits_posted: 0,
+                credits_pending: 0,
+                credits_posted: 0,
+                timestamp,
+            },
+        );
+        R::Created
+    }
+
+    /// Applies transfers; one result per event, in order. Linked chains apply
+    /// all-or-nothing. Pending transfers whose timeout passed are expired first.
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] events; nothing is applied.
+    pub fn create_transfers(
+        &mut self,
+        batch: &[Transfer],
+    ) -> Result<Vec<TransferResult>, BatchError> {
+        if batch.len() > BATCH_MAX {
+            return Err(BatchError::TooLarge { len: batch.len() });
+        }
+        self.expire_pending();
+        let mut results = Vec::with_capacity(batch.len());
+        let mut start = 0;
+        while start < batch.len() {
+            let end = batch[start..]
+                .iter()
+                .position(|t| !t.flags.contains(TransferFlags::LINKED))
+                .map(|offset| start + offset);
+            let Some(end) = end else {
+                // The batch ends inside a chain: nothing of it applies.
+                results.extend(std::iter::repeat_n(
+                    TransferResult::LinkedEventChainOpen,
+                    batch.len() - start,
+                ));
+                break;
+            };
+            self.apply_chain(&batch[start..=end], &mut results);
+            start = end + 1;
+        }
+        debug_assert!(self.check_invariants().is_ok(), "{:?}", self.check_invariants());
+        Ok(results)
+    }
+
+    fn apply_chain(&mut self, chain: &[Transfer], results: &mut Vec<TransferResult>) {
+        let linked = chain.len() > 1;
+        let mut undo = Vec::new();
+        let first = results.len();
+        for (offset, t) in chain.iter().enumerate() {
+            let result = self.apply(t, linked, &mut undo);
+            results.push(result);
+            if linked && result != TransferResult::Created {
+                self.rollback(undo);
+                for (i, r) in results[first..].iter_mut().enumerate() {
+                    if i != offset {
+                        *r = TransferResult::LinkedEventFailed;
+                    }
+                }
+                results.extend(std::iter::repeat_n(
+                    TransferResult::LinkedEventFailed,
+                    chain.len() - offset - 1,
+                ));
+                return;
+            }
+        }
+    }
+
+    fn rollback(&mut self, undo: Vec<Undo>) {
+        for change in undo.into_iter().rev() {
+            match change {
+                Undo::Account(before) => {
+                    self.accounts.insert(before.id, before);
+                }
+                Undo::Transfer(id) => {
+                    self.transfers.remove(&id);
+                }
+                Undo::Failed(id) => {
+                    self.failed.remove(&id);
+                }
+                Undo::Pending(id, state) => {
+                    if let Some(stored) = self.transfers.get_mut(&id) {
+                        stored.pending = Some(state);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies one transfer. `linked`: inside a chain, failures record nothing (the chain
+    /// rolls back as a whole).
+    fn apply(&mut self, t: &Transfer, linked: bool, undo: &mut Vec<Undo>) -> TransferResult {
+        use TransferResult as R;
+        if t.id == 0 {
+            return R::IdMustNotBeZero;
+        }
+        if t.id == u128::MAX {
+            return R::IdMustNotBeIntMax;
+        }
+        if let Some(stored) = self.transfers.get(&t.id) {
+            return exists(&stored.transfer, t);
+        }
+        if self.failed.contains(&t.id) {
+            return R::IdAlreadyFailed;
+        }
+        if let Err(malformed) = validate(t) {
+            return malformed;
+        }
+        if self.transfers.len() + self.failed.len() >= self.limits.transfers_max {
+            return R::TransfersFull;
+        }
+        let result = if t.flags.contains(TransferFlags::POST_PENDING)
+            || t.flags.contains(TransferFlags::VOID_PENDING)
+        {
+            self.settle_pending(t, undo)
+        } else {
+            self.move_money(t, undo)
+        };
+        if result != R::Created && result.uses_up_id() && !linked {
+            self.failed.insert(t.id);
+            undo.push(Undo::Failed(t.id));
+        }
+        result
+    }
+
+    /// A plain or pending transfer.
+    fn move_money(&mut self, t: &Transfer, undo: &mut Vec<Undo>) -> TransferResult {
+        use TransferResult as R;
+        let (Some(debit), Some(credit)) =
+            (self.accounts.get(&t.debit_account_id), self.accounts.get(&t.credit_account_id))
+        else {
+            return if self.accounts.contains_key(&t.debit_account_id) {
+                R::CreditAccountNotFound
+            } else {
+                R::DebitAccountNotFound
+            };
+        };
+        let (mut debit, mut credit) = (*debit, *credit);
+        if let Err(r) = check_accounts(&debit, &credit, t.ledger) {
+            return r;
+        }
+        let pending = t.flags.contains(TransferFlags::PENDING);
+        if let Err(r) = apply_amounts(&mut debit, &mut credit, t.amount, pending) {
+            return r;
+        }
+        let timestamp = self.timestamp();
+        self.commit(debit, credit, undo);
+        let state = pending.then_some(PendingState::Pending);
+        self.transfers.insert(
+            t.id,
+            StoredTransfer { transfer: *t, amount_applied: t.amount, timestamp, pending: state },
+        );
+        undo.push(Undo::Transfer(t.id));
+        if pending && t.timeout > 0 {
+            let expires_ms = self.clock.now().as_millis() + u64::from(t.timeout) * 1000;
+            self.expiry.push(Reverse((expires_ms, t.id)));
+        }
+        R::Created
+    }
+
+    /// A post or void of a pending transfer.
+    fn settle_pending(&mut self, t: &Transfer, undo: &mut Vec<Undo>) -> TransferResult {
+        use TransferResult as R;
+        let Some(stored) = self.transfers.get(&t.pending_id).copied() else {
+            return R::PendingTransferNotFound;
+        };
+        let p = stored.transfer;
+        match stored.pending {
+            None => return R::PendingTransferNotPending,
+            Some(PendingState::Posted) => return R::PendingTransferAlreadyPosted,
+            Some(PendingState::Voided) => return R::PendingTransferAlreadyVoided,
+            Some(PendingState::Expired) => return R::PendingTransferExpired,
+            Some(PendingState::Pending) => {}
+        }
+        let same = |mine: u128, theirs: u128| mine == 0 || mine == theirs;
+        if !same(t.debit_account_id, p.debit_account_id)
+            || !same(t.credit_account_id, p.credit_account_id)
+            || !(t.ledger == 0 || t.ledger == p.ledger)
+            || !(t.code == 0 || t.code == p.code)
+        {
+            return R::PendingTransferHasDifferentFields;
+        }
+        let post = t.flags.contains(TransferFlags::POST_PENDING);
+        let amount = if post && t.amount != 0 { t.amount } else { stored.amount_applied };
+        if amount > stored.amount_applied {
+            return R::ExceedsPendingTransferAmount;
+        }
+        let mut debit = self.accounts[&p.debit_account_id];
+        let mut credit = self.accounts[&p.credit_account_id];
+        if debit.flags.contains(AccountFlags::CLOSED) || credit.flags.contains(AccountFlags::CLOSED)
+        {
+            return R::AccountClosed;
+        }
+        debit.debits_pending -= stored.amount_applied;
+        credit.credits_pending -= stored.amount_applied;
+        if post {
+            debit.debits_posted += amount;
+            credit.credits_posted += amount;
+        }
+        let timestamp = self.timestamp();
+        self.commit(debit, credit, undo);
+        let settled = if post { PendingState::Posted } else { PendingState::Voided };
+        if let Some(pending) = self.transfers.get_mut(&t.pending_id) {
+            pending.pending = Some(settled);
+        }
+        undo.push(Undo::Pending(t.pending_id, PendingState::Pending));
+        let applied = if post { amount } else { 0 };
+        self.transfers.insert(
+            t.id,
+            StoredTransfer { transfer: *t, amount_applied: applied, timestamp, pending: None },
+        );
+        undo.push(Undo::Transfer(t.id));
+        R::Created
+    }
+
+    fn commit(&mut self, debit: Account, credit: Account, undo: &mut Vec<Undo>) {
+        for account in [debit, credit] {
+            if let Some(before) = self.accounts.insert(account.id, account) {
+                undo.push(Undo::Account(before));
+            }
+        }
+    }
+
+    /// Releases the reservations of pending transfers whose timeout passed.
+    fn expire_pending(&mut self) {
+        let now = self.clock.now().as_millis();
+        while let Some(Reverse((expires_ms, id))) = self.expiry.peek().copied() {
+            if expires_ms > now {
+                break;
+            }
+            self.expiry.pop();
+            let Some(stored) = self.transfers.get_mut(&id) else { continue };
+            if stored.pending != Some(PendingState::Pending) {
+                continue;
+            }
+            stored.pending = Some(PendingState::Expired);
+            let (amount, p) = (stored.amount_applied, stored.transfer);
+            if let Some(debit) = self.accounts.get_mut(&p.debit_account_id) {
+                debit.debits_pending -= amount;
+            }
+            if let Some(credit) = self.accounts.get_mut(&p.credit_account_id) {
+                credit.credits_pending -= amount;
+            }
+        }
+    }
+
+    /// Checks the ledger's invariants: debits equal credits (posted and pending), no
+    /// balance past its limit, pending reservations equal the pending transfers.
+    ///
+    /// # Errors
+    ///
+    /// A description of the first broken invariant (a bug in this crate).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let (mut dp, mut dq, mut cp, mut cq) = (0u128, 0u128, 0u128, 0u128);
+        for a in self.accounts.values() {
+            dp += a.debits_posted;
+            dq += a.debits_pending;
+            cp += a.credits_posted;
+            cq += a.credits_pending;
+            if a.flags.contains(AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS)
+                && a.debits_posted + a.debits_pending > a.credits_posted
+            {
+                return Err(format!("account {} exceeds its credits", a.id));
+            }
+            if a.flags.contains(AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS)
+                && a.credits_posted + a.credits_pending > a.debits_posted
+            {
+                return Err(format!("account {} exceeds its debits", a.id));
+            }
+        }
+        if dp != cp || dq != cq {
+            return Err(format!("debits {dp}/{dq} != credits {cp}/{cq} (posted/pending)"));
+        }
+        let reserved: u128 = self
+            .transfers
+            .values()
+            .filter(|t| t.pending == Some(PendingState::Pending))
+            .map(|t| t.amount_applied)
+            .sum();
+        if reserved != dq {
+            return Err(format!("pending transfers reserve {reserved}, accounts show {dq}"));
+        }
+        Ok(())
+    }
+}
+
+/// The exists check: identical fields answer `Exists`, else the first field that differs.
+fn exists(stored: &Transfer, t: &Transfer) -> TransferResult {
+    use TransferResult as R;
+    if stored.flags != t.flags {
+        R::ExistsWithDifferentFlags
+    } else if stored.pending_id != t.pending_id {
+        R::ExistsWithDifferentPendingId
+    } else if stored.timeout != t.timeout {
+        R::ExistsWithDifferentTimeout
+    } else if stored.debit_account_id != t.debit_account_id {
+        R::ExistsWithDifferentDebitAccountId
+    } else if stored.credit_account_id != t.credit_account_id {
+        R::ExistsWithDifferentCreditAccountId
+    } else if stored.amount != t.amount {
+        R::ExistsWithDifferentAmount
+    } else if stored.ledger != t.ledger {
+        R::ExistsWithDifferentLedger
+    } else if stored.code != t.code {
+        R::ExistsWithDifferentCode
+    } else if stored.user_data != t.user_data {
+        R::ExistsWithDifferentUserData
+    } else {
+        R::Exists
+    }
+}
+
+/// The malformed-request checks: they depend on the transfer alone and use up no id.
+fn validate(t: &Transfer) -> Result<(), TransferResult> {
+    use TransferResult as R;
+    let f = t.flags;
+    let kinds = [TransferFlags::PENDING, TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING]
+        .iter()
+        .filter(|k| f.contains(**k))
+        .count();
+    if kinds > 1 {
+        return Err(R::FlagsAreMutuallyExclusive);
+    }
+    let settles =
+        f.contains(TransferFlags::POST_PENDING) || f.contains(TransferFlags::VOID_PENDING);
+    if settles {
+        if t.pending_id == 0 {
+            return Err(R::PendingIdMustNotBeZero);
+        }
+        if t.pending_id == t.id {
+            return Err(R::PendingIdMustBeDifferent);
+        }
+        if t.timeout != 0 {
+            return Err(R::TimeoutReservedForPendingTransfer);
+        }
+        if t.debit_account_id != 0 && t.debit_account_id == t.credit_account_id {
+            return Err(R::AccountsMustBeDifferent);
+        }
+        return Ok(());
+    }
+    if t.pending_id != 0 {
+        return Err(R::PendingIdMustBeZero);
+    }
+    if t.timeout != 0 && !f.contains(TransferFlags::PENDING) {
+        return Err(R::TimeoutReservedForPendingTransfer);
+    }
+    if t.debit_account_id == 0 {
+        return Err(R::DebitAccountIdMustNotBeZero);
+    }
+    if t.credit_account_id == 0 {
+        return Err(R::CreditAccountIdMustNotBeZero);
+    }
+    if t.debit_account_id == t.credit_account_id {
+        return Err(R::AccountsMustBeDifferent);
+    }
+    if t.ledger == 0 {
+        return Err(R::LedgerMustNotBeZero);
+    }
+    if t.code == 0 {
+        return Err(R::CodeMustNotBeZero);
+    }
+    if t.amount == 0 {
+        return Err(R::AmountMustNotBeZero);
+    }
+    Ok(())
+}
+
+fn check_accounts(debit: &Account, credit: &Account, ledger: u32) -> Result<(), TransferResult> {
+    use TransferResult as R;
+    if debit.flags.contains(AccountFlags::CLOSED) || credit.flags.contains(AccountFlags::CLOSED) {
+        return Err(R::AccountClosed);
+    }
+    if debit.ledger != credit.ledger {
+        return Err(R::AccountsMustHaveTheSameLedger);
+    }
+    if ledger != debit.ledger {
+        return Err(R::TransferMustHaveTheSameLedgerAsAccounts);
+    }
+    Ok(())
+}
+
+/// Adds `amount` to the debit and credit sides (pending or posted), checking overflow and
+/// the balance limits.
+fn apply_amounts(
+    debit: &mut Account,
+    credit: &mut Account,
+    amount: u128,
+    pending: bool,
+) -> Result<(), TransferResult> {
+    use TransferResult as R;
+    let debits =
+        debit.debits_pending.checked_add(debit.debits_posted).and_then(|d| d.checked_add(amount));
+    let credits = credit
+        .credits_pending
+        .checked_add(credit.credits_posted)
+        .and_then(|c| c.checked_add(amount));
+    let (Some(debits), Some(credits)) = (debits, credits) else {
+        return Err(R::Overflow);
+    };
+    if debit.flags.contains(AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS)
+        && debits > debit.credits_posted
+    {
+        return Err(R::ExceedsCredits);
+    }
+    if credit.flags.contains(AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS)
+        && credits > credit.debits_posted
+    {
+        return Err(R::ExceedsDebits);
+    }
+    if pending {
+        debit.debits_pending += amount;
+        credit.credits_pending += amount;
+    } else {
+        debit.debits_posted += amount;
+        credit.credits_posted += amount;
+    }
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! A double-entry wallet where a transfer id makes a replayed transfer a no-op.
+//!
+//! A client that retries a transfer after a timeout, or a queue that redelivers it, must
+//! not move the money twice. The client chooses a transfer id once per intended transfer
+//! and sends it on every retry; the ledger remembers every id for its whole life, so a
+//! replay is answered (`Exists`), not applied. The semantics are TigerBeetle's, for a
+//! subset of its fields; the differences are listed below.
+//!
+//! # Guarantee
+//!
+//! A transfer id applies at most once for the life of the ledger; the sum of all debits
+//! always equals the sum of all credits; no balance passes its limit.
+//!
+//! # Examples
+//!
+//! ```
+//! use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferFlags, TransferResult, Wallet};
+//!
+//! let wallet = Wallet::new();
+//! let wallet_flags = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
+//! wallet.create_accounts(&[
+//!     NewAccount { id: 1, ledger: 1, code: 1, flags: AccountFlags::default() }, // the bank
+//!     NewAccount { id: 2, ledger: 1, code: 2, flags: wallet_flags },            // alice
+//! ])?;
+//! let t = |id, debit, credit, amount| Transfer {
+//!     id, debit_account_id: debit, credit_account_id: credit, amount, ledger: 1, code: 1,
+//!     ..Default::default()
+//! };
+//! // Top up alice, then a linked chain: two payments that apply together or not at all.
+//! let mut chain = [t(10, 2, 1, 30), t(11, 2, 1, 90)];
+//! chain[0].flags = TransferFlags::LINKED;
+//! let results = wallet.create_transfers(&[t(9, 1, 2, 100), chain[0], chain[1]])?;
+//! assert_eq!(results, [TransferResult::Created, TransferResult::LinkedEventFailed, TransferResult::ExceedsCredits]);
+//! assert_eq!(wallet.account(2).map(|a| a.debits_posted), Some(0), "nothing of the chain applied");
+//! # Ok::<(), idem_wallet::BatchError>(())
+//! ```
+//!
+//! # Which operations need an id, and the two failure classes
+//!
+//! * **Need an id:** every transfer. The client generates it once per intended transfer
+//!   and reuses it on every retry; ids are remembered forever (see `docs/wallet.md` for
+//!   what that costs). A retry is answered `Exists` (identical fields: treat it as
+//!   `Created`) or `ExistsWith…` naming the first field that differs.
+//! * **Failures that depend on the ledger's state** (account not found, exceeds credits,
+//!   pending transfer already posted, ...) use up the id: a retry is answered
+//!   `IdAlreadyFailed`, so a retry can never turn an old failure into a success after the
+//!   balance changed. [`TransferResult::uses_up_id`] says which.
+//! * **Failures of a malformed request** (zero amount, same account, bad flags, ...) do
+//!   not record the id: the request could never have succeeded, and fixing it under the
+//!   same id is allowed.
+//! * **Idempotent by shape, no id:** [`Wallet::close_account`] (an assignment), lookups.
+//!
+//! # Linked chains
+//!
+//! Events flagged `LINKED` chain to the next one; the chain applies all-or-nothing. When
+//! one fails, it reports its own result and every other event of the chain reports
+//! `LinkedEventFailed`; nothing of the chain is visible, and no id of it is recorded as
+//! failed. Replaying a chain that was applied answers `Exists` for its first event and
+//! `LinkedEventFailed` for the rest (the `Exists` stops the chain): a client reads a
+//! chain whose first event says `Exists` with identical fields as applied.
+//!
+//! # Two-phase transfers
+//!
+//! A `PENDING` transfer reserves its amount (counted against the balance limits) until a
+//! `POST_PENDING` (possibly of a smaller amount; 0 posts all) or `VOID_PENDING` transfer
+//! names it by `pending_id`, with its own new id. A second post or void answers
+//! `PendingTransferAlreadyPosted` / `AlreadyVoided` and moves nothing. A pending transfer
+//! with a timeout expires (by the injected clock) and can then not be posted.
+//!
+//! # Where this differs from TigerBeetle
+//!
+//! In memory only (durability is a later issue); a subset of fields (no `user_data_64/32`,
+//! no `history` or `balancing` flags, no account `imported` timestamps); one `Overflow`
+//! code instead of one per balance; a post may name the pending transfer's accounts, or
+//! leave them 0.
+
+mod ledger;
+mod types;
+mod wallet;
+
+pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits};
+pub use types::{
+    Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
+    Transfer, TransferFlags, TransferId, TransferResult,
+};
+pub use wallet::Wallet;

@@ -1,0 +1,289 @@
+//! Accounts, transfers and their result codes, as TigerBeetle defines them (a subset).
+
+/// An account id: any `u128` except 0 and `u128::MAX`.
+pub type AccountId = u128;
+/// A transfer id, chosen by the client once per intended transfer: any `u128` except 0
+/// and `u128::MAX`.
+pub type TransferId = u128;
+
+/// Account flags (bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AccountFlags(pub u16);
+
+impl AccountFlags {
+    /// Debits (pending and posted) may never exceed posted credits: a customer wallet.
+    pub const DEBITS_MUST_NOT_EXCEED_CREDITS: Self = Self(1 << 1);
+    /// Credits (pending and posted) may never exceed posted debits.
+    pub const CREDITS_MUST_NOT_EXCEED_DEBITS: Self = Self(1 << 2);
+    /// Closed: no new transfer may touch the account (set by `close_account`).
+    pub const CLOSED: Self = Self(1 << 3);
+
+    /// Whether every bit of `other` is set.
+    pub fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for AccountFlags {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// Transfer flags (bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TransferFlags(pub u16);
+
+impl TransferFlags {
+    /// Linked to the next event: the chain applies all-or-nothing.
+    pub const LINKED: Self = Self(1 << 0);
+    /// A pending (two-phase) transfer: reserves the amount until posted, voided or expired.
+    pub const PENDING: Self = Self(1 << 1);
+    /// Posts the pending transfer named by `pending_id`.
+    pub const POST_PENDING: Self = Self(1 << 2);
+    /// Voids the pending transfer named by `pending_id`.
+    pub const VOID_PENDING: Self = Self(1 << 3);
+
+    /// Whether every bit of `other` is set.
+    pub fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for TransferFlags {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// An account to create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NewAccount {
+    /// The account id.
+    pub id: AccountId,
+    /// The ledger (currency, asset); transfers only move money within one ledger.
+    pub ledger: u32,
+    /// A chart-of-accounts code, non-zero.
+    pub code: u16,
+    /// Balance limits.
+    pub flags: AccountFlags,
+}
+
+/// An account and its balances, in minor units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Account {
+    /// The account id.
+    pub id: AccountId,
+    /// The ledger.
+    pub ledger: u32,
+    /// The code.
+    pub code: u16,
+    /// The flags.
+    pub flags: AccountFlags,
+    /// Reserved by pending transfers that debit this account.
+    pub debits_pending: u128,
+    /// Posted debits.
+    pub debits_posted: u128,
+    /// Reserved by pending transfers that credit this account.
+    pub credits_pending: u128,
+    /// Posted credits.
+    pub credits_posted: u128,
+    /// When it was created (the ledger's timestamp).
+    pub timestamp: u64,
+}
+
+/// A transfer: move `amount` from `debit_account_id` to `credit_account_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Transfer {
+    /// The transfer id: the client's idempotency key for this transfer.
+    pub id: TransferId,
+    /// The account debited.
+    pub debit_account_id: AccountId,
+    /// The account credited.
+    pub credit_account_id: AccountId,
+    /// The amount; for a post, 0 posts the full pending amount.
+    pub amount: u128,
+    /// For a post or void: the pending transfer's id; otherwise 0.
+    pub pending_id: TransferId,
+    /// For a pending transfer: seconds until it expires (0: never).
+    pub timeout: u32,
+    /// The ledger; must match both accounts'.
+    pub ledger: u32,
+    /// A code, non-zero.
+    pub code: u16,
+    /// Flags.
+    pub flags: TransferFlags,
+    /// Opaque client data, stored and compared on replay.
+    pub user_data: u128,
+}
+
+/// The outcome of one account in a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccountResult {
+    /// Created now.
+    Created,
+    /// Already exists with identical fields: the replay, a no-op.
+    Exists,
+    /// Already exists with a different ledger.
+    ExistsWithDifferentLedger,
+    /// Already exists with a different code.
+    ExistsWithDifferentCode,
+    /// Already exists with different flags.
+    ExistsWithDifferentFlags,
+    /// The id was 0.
+    IdMustNotBeZero,
+    /// The id was `u128::MAX`.
+    IdMustNotBeIntMax,
+    /// The ledger was 0.
+    LedgerMustNotBeZero,
+    /// The code was 0.
+    CodeMustNotBeZero,
+    /// Both balance limits at once.
+    FlagsAreMutuallyExclusive,
+    /// The ledger holds its capacity of accounts.
+    AccountsFull,
+}
+
+/// The outcome of one transfer in a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransferResult {
+    /// Applied now.
+    Created,
+    /// Already applied with identical fields: the replay, a no-op.
+    Exists,
+    /// Already applied with different flags.
+    ExistsWithDifferentFlags,
+    /// Already applied with a different pending id.
+    ExistsWithDifferentPendingId,
+    /// Already applied with a different timeout.
+    ExistsWithDifferentTimeout,
+    /// Already applied with a different debit account.
+    ExistsWithDifferentDebitAccountId,
+    /// Already applied with a different credit account.
+    ExistsWithDifferentCreditAccountId,
+    /// Already applied with a different amount.
+    ExistsWithDifferentAmount,
+    /// Already applied with a different ledger.
+    ExistsWithDifferentLedger,
+    /// Already applied with a different code.
+    ExistsWithDifferentCode,
+    /// Already applied with different user data.
+    ExistsWithDifferentUserData,
+    /// This id failed before on the ledger's state: a retry cannot turn it into a success.
+    IdAlreadyFailed,
+    /// The id was 0.
+    IdMustNotBeZero,
+    /// The id was `u128::MAX`.
+    IdMustNotBeIntMax,
+    /// Another event of its linked chain failed; nothing of the chain was applied.
+    LinkedEventFailed,
+    /// The batch ended inside a linked chain.
+    LinkedEventChainOpen,
+    /// More than one of pending, post and void.
+    FlagsAreMutuallyExclusive,
+    /// The debit account id was 0.
+    DebitAccountIdMustNotBeZero,
+    /// The credit account id was 0.
+    CreditAccountIdMustNotBeZero,
+    /// Debit and credit account were the same.
+    AccountsMustBeDifferent,
+    /// A post or void without a pending id.
+    PendingIdMustNotBeZero,
+    /// A pending id on a transfer that is neither post nor void.
+    PendingIdMustBeZero,
+    /// A post or void naming itself.
+    PendingIdMustBeDifferent,
+    /// A timeout on a transfer that is not pending.
+    TimeoutReservedForPendingTransfer,
+    /// The ledger was 0.
+    LedgerMustNotBeZero,
+    /// The code was 0.
+    CodeMustNotBeZero,
+    /// The amount was 0 (allowed only for a post, meaning the full pending amount).
+    AmountMustNotBeZero,
+    /// No such debit account.
+    DebitAccountNotFound,
+    /// No such credit account.
+    CreditAccountNotFound,
+    /// The accounts are on different ledgers.
+    AccountsMustHaveTheSameLedger,
+    /// The transfer's ledger differs from the accounts'.
+    TransferMustHaveTheSameLedgerAsAccounts,
+    /// An account is closed.
+    AccountClosed,
+    /// No pending transfer with that id.
+    PendingTransferNotFound,
+    /// The named transfer is not a pending one.
+    PendingTransferNotPending,
+    /// The named pending transfer names other accounts, ledger or code.
+    PendingTransferHasDifferentFields,
+    /// The pending transfer was posted already.
+    PendingTransferAlreadyPosted,
+    /// The pending transfer was voided already.
+    PendingTransferAlreadyVoided,
+    /// The pending transfer expired.
+    PendingTransferExpired,
+    /// A post of more than the pending amount.
+    ExceedsPendingTransferAmount,
+    /// The debit account would owe more than its credits.
+    ExceedsCredits,
+    /// The credit account would hold more than its debits.
+    ExceedsDebits,
+    /// A balance would overflow `u128`.
+    Overflow,
+    /// The ledger holds its capacity of transfers.
+    TransfersFull,
+}
+
+impl TransferResult {
+    /// Whether this failure depends on the ledger's state (and so uses up the id), as
+    /// opposed to a malformed request (which does not).
+    pub fn uses_up_id(self) -> bool {
+        matches!(
+            self,
+            Self::DebitAccountNotFound
+                | Self::CreditAccountNotFound
+                | Self::AccountsMustHaveTheSameLedger
+                | Self::TransferMustHaveTheSameLedgerAsAccounts
+                | Self::AccountClosed
+                | Self::PendingTransferNotFound
+                | Self::PendingTransferNotPending
+                | Self::PendingTransferHasDifferentFields
+                | Self::PendingTransferAlreadyPosted
+                | Self::PendingTransferAlreadyVoided
+                | Self::PendingTransferExpired
+                | Self::ExceedsPendingTransferAmount
+                | Self::ExceedsCredits
+                | Self::ExceedsDebits
+                | Self::Overflow
+        )
+    }
+}
+
+/// What happened to a pending transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PendingState {
+    /// Reserving its amount.
+    Pending,
+    /// Posted by a later transfer.
+    Posted,
+    /// Voided by a later transfer.
+    Voided,
+    /// Its timeout passed.
+    Expired,
+}
+
+/// A stored transfer, with the ledger's timestamp and, for pending ones, their state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoredTransfer {
+    /// The transfer as submitted (compared field by field on a replay).
+    pub transfer: Transfer,
+    /// The amount actually moved (a post of 0 moves the full pending amount).
+    pub amount_applied: u128,
+    /// When it was applied.
+    pub timestamp: u64,
+    /// For a pending transfer, what became of it.
+    pub pending: Option<PendingState>,
+}

@@ -1,0 +1,96 @@
+//! The shared handle: any number of threads submit batches to one ledger.
+
+use std::sync::Arc;
+
+use idem_core::{Clock, SystemClock};
+use parking_lot::Mutex;
+
+use crate::ledger::{BatchError, Ledger, Limits};
+use crate::types::{
+    Account, AccountId, AccountResult, NewAccount, StoredTransfer, Transfer, TransferId,
+    TransferResult,
+};
+
+/// A ledger shared by threads. Each batch is applied under one lock acquisition, in the
+/// order batches arrive: nothing deadlocks (one lock, never held while waiting for
+/// anything else) and no update is lost (a batch sees every batch before it).
+///
+/// ```
+/// use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferResult, Wallet};
+///
+/// let wallet = Wallet::new();
+/// wallet.create_accounts(&[
+///     NewAccount { id: 1, ledger: 978, code: 1, flags: AccountFlags::default() },
+///     NewAccount { id: 2, ledger: 978, code: 1, flags: AccountFlags::default() },
+/// ])?;
+/// let pay = Transfer { id: 7, debit_account_id: 1, credit_account_id: 2, amount: 500, ledger: 978, code: 1, ..Default::default() };
+/// assert_eq!(wallet.create_transfers(&[pay])?, vec![TransferResult::Created]);
+/// // The client never heard back and retries with the same id: answered, not applied.
+/// assert_eq!(wallet.create_transfers(&[pay])?, vec![TransferResult::Exists]);
+/// assert_eq!(wallet.account(2).map(|a| a.credits_posted), Some(500));
+/// # Ok::<(), idem_wallet::BatchError>(())
+/// ```
+#[derive(Debug)]
+pub struct Wallet {
+    ledger: Mutex<Ledger>,
+}
+
+impl Default for Wallet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Wallet {
+    /// An empty wallet with the default limits, on the system clock.
+    pub fn new() -> Self {
+        Self::with(Limits::default(), Arc::new(SystemClock))
+    }
+
+    /// An empty wallet with these limits, reading time from `clock`.
+    pub fn with(limits: Limits, clock: Arc<dyn Clock>) -> Self {
+        Self { ledger: Mutex::new(Ledger::new(limits, clock)) }
+    }
+
+    /// Creates accounts; see [`Ledger::create_accounts`].
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`]; nothing is applied.
+    pub fn create_accounts(&self, batch: &[NewAccount]) -> Result<Vec<AccountResult>, BatchError> {
+        self.ledger.lock().create_accounts(batch)
+    }
+
+    /// Applies transfers; see [`Ledger::create_transfers`].
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`]; nothing is applied.
+    pub fn create_transfers(&self, batch: &[Transfer]) -> Result<Vec<TransferResult>, BatchError> {
+        self.ledger.lock().create_transfers(batch)
+    }
+
+    /// Looks up an account.
+    pub fn account(&self, id: AccountId) -> Option<Account> {
+        self.ledger.lock().account(id)
+    }
+
+    /// Looks up a transfer.
+    pub fn transfer(&self, id: TransferId) -> Option<StoredTransfer> {
+        self.ledger.lock().transfer(id)
+    }
+
+    /// Closes an account; idempotent by its shape. Returns whether it exists.
+    pub fn close_account(&self, id: AccountId) -> bool {
+        self.ledger.lock().close_account(id)
+    }
+
+    /// Checks the ledger's invariants.
+    ///
+    /// # Errors
+    ///
+    /// The first broken invariant (a bug in this crate).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.ledger.lock().check_invariants()
+    }
+}
