@@ -1,0 +1,223 @@
+//! A table-driven test per result code, the replay test, the two failure classes, linked
+//! chains, limits.
+
+use idem_wallet::{
+    AccountFlags, AccountResult, BATCH_MAX, BatchError, Limits, NewAccount, Transfer,
+    TransferFlags, TransferResult as R,
+};
+
+use crate::{ALICE, BANK, BOB, CAPPED, OTHER_LEDGER, t, wallet, wallet_with};
+
+/// Applies `transfer` to a fresh wallet and expects `result`.
+#[track_caller]
+fn check(transfer: Transfer, result: R) {
+    let (w, _) = wallet();
+    assert_eq!(w.create_transfers(&[transfer]).expect("batch"), vec![result], "{transfer:?}");
+    w.check_invariants().expect("invariants");
+}
+
+fn with(mut transfer: Transfer, edit: impl FnOnce(&mut Transfer)) -> Transfer {
+    edit(&mut transfer);
+    transfer
+}
+
+#[test]
+fn result_codes_table() {
+    let ok = t(1, ALICE, BOB, 10);
+    let cases: Vec<(Transfer, R)> = vec![
+        (ok, R::Created),
+        (with(ok, |t| t.id = 0), R::IdMustNotBeZero),
+        (with(ok, |t| t.id = u128::MAX), R::IdMustNotBeIntMax),
+        (with(ok, |t| t.credit_account_id = ALICE), R::AccountsMustBeDifferent),
+        (with(ok, |t| t.debit_account_id = 0), R::DebitAccountIdMustNotBeZero),
+        (with(ok, |t| t.credit_account_id = 0), R::CreditAccountIdMustNotBeZero),
+        (with(ok, |t| t.amount = 0), R::AmountMustNotBeZero),
+        (with(ok, |t| t.ledger = 0), R::LedgerMustNotBeZero),
+        (with(ok, |t| t.code = 0), R::CodeMustNotBeZero),
+        (with(ok, |t| t.pending_id = 9), R::PendingIdMustBeZero),
+        (with(ok, |t| t.timeout = 5), R::TimeoutReservedForPendingTransfer),
+        (
+            with(ok, |t| t.flags = TransferFlags::PENDING | TransferFlags::POST_PENDING),
+            R::FlagsAreMutuallyExclusive,
+        ),
+        (with(ok, |t| t.debit_account_id = 99), R::DebitAccountNotFound),
+        (with(ok, |t| t.credit_account_id = 99), R::CreditAccountNotFound),
+        (with(ok, |t| t.credit_account_id = OTHER_LEDGER), R::AccountsMustHaveTheSameLedger),
+        (with(ok, |t| t.ledger = 2), R::TransferMustHaveTheSameLedgerAsAccounts),
+        (with(ok, |t| t.amount = 101), R::ExceedsCredits),
+        (t(1, BANK, CAPPED, 1), R::ExceedsDebits),
+        (with(ok, |t| t.flags = TransferFlags::POST_PENDING), R::PendingIdMustNotBeZero),
+        (
+            with(ok, |t| (t.flags, t.pending_id) = (TransferFlags::POST_PENDING, 1)),
+            R::PendingIdMustBeDifferent,
+        ),
+        (
+            with(ok, |t| (t.flags, t.pending_id) = (TransferFlags::VOID_PENDING, 77)),
+            R::PendingTransferNotFound,
+        ),
+        (
+            with(ok, |t| (t.flags, t.pending_id) = (TransferFlags::POST_PENDING, 1_000_000)),
+            R::PendingTransferNotPending,
+        ),
+        (t(1, BANK, BOB, u128::MAX), R::Overflow),
+    ];
+    for (transfer, result) in cases {
+        check(transfer, result);
+    }
+}
+
+#[test]
+fn replay_of_a_batch_answers_exists_and_moves_nothing() {
+    let (w, _) = wallet();
+    let batch = [t(1, ALICE, BOB, 10), t(2, BANK, BOB, 5), t(3, BOB, BANK, 1)];
+    assert_eq!(w.create_transfers(&batch).expect("batch"), vec![R::Created; 3]);
+    let before = (w.account(ALICE), w.account(BOB), w.account(BANK));
+    let timestamp = w.transfer(1).map(|s| s.timestamp);
+    assert_eq!(w.create_transfers(&batch).expect("batch"), vec![R::Exists; 3]);
+    assert_eq!((w.account(ALICE), w.account(BOB), w.account(BANK)), before);
+    assert_eq!(
+        w.transfer(1).map(|s| s.timestamp),
+        timestamp,
+        "answered with the original's timestamp"
+    );
+}
+
+#[test]
+fn exists_with_different_fields_names_the_field() {
+    let (w, _) = wallet();
+    let base = t(1, ALICE, BOB, 10);
+    w.create_transfers(&[base]).expect("batch");
+    let cases: Vec<(Transfer, R)> = vec![
+        (base, R::Exists),
+        (with(base, |t| t.amount = 11), R::ExistsWithDifferentAmount),
+        (with(base, |t| t.debit_account_id = BANK), R::ExistsWithDifferentDebitAccountId),
+        (with(base, |t| t.credit_account_id = BANK), R::ExistsWithDifferentCreditAccountId),
+        (with(base, |t| t.flags = TransferFlags::PENDING), R::ExistsWithDifferentFlags),
+        (with(base, |t| t.pending_id = 5), R::ExistsWithDifferentPendingId),
+        (with(base, |t| t.ledger = 2), R::ExistsWithDifferentLedger),
+        (with(base, |t| t.code = 2), R::ExistsWithDifferentCode),
+        (with(base, |t| t.user_data = 42), R::ExistsWithDifferentUserData),
+        // The exists check comes before any other validation.
+        (with(base, |t| t.amount = 0), R::ExistsWithDifferentAmount),
+    ];
+    for (transfer, result) in cases {
+        assert_eq!(w.create_transfers(&[transfer]).expect("batch"), vec![result], "{transfer:?}");
+    }
+    assert_eq!(w.account(BOB).map(|a| a.credits_posted), Some(10));
+}
+
+#[test]
+fn state_failures_use_up_the_id_malformed_ones_do_not() {
+    let (w, _) = wallet();
+    // Exceeds alice's credits now: the id is used up; a retry after a top-up still fails.
+    assert_eq!(
+        w.create_transfers(&[t(1, ALICE, BOB, 150)]).expect("batch"),
+        vec![R::ExceedsCredits]
+    );
+    w.create_transfers(&[t(2, BANK, ALICE, 100)]).expect("top up");
+    assert_eq!(
+        w.create_transfers(&[t(1, ALICE, BOB, 150)]).expect("batch"),
+        vec![R::IdAlreadyFailed]
+    );
+    // A malformed request records nothing: fixed under the same id, it succeeds.
+    assert_eq!(
+        w.create_transfers(&[t(3, ALICE, BOB, 0)]).expect("batch"),
+        vec![R::AmountMustNotBeZero]
+    );
+    assert_eq!(w.create_transfers(&[t(3, ALICE, BOB, 5)]).expect("batch"), vec![R::Created]);
+}
+
+#[test]
+fn linked_chain_applies_all_or_nothing() {
+    let (w, _) = wallet();
+    let linked = |mut x: Transfer| {
+        x.flags = TransferFlags::LINKED;
+        x
+    };
+    let chain = [linked(t(1, ALICE, BOB, 60)), linked(t(2, ALICE, BOB, 60)), t(3, BANK, BOB, 1)];
+    assert_eq!(
+        w.create_transfers(&chain).expect("batch"),
+        vec![R::LinkedEventFailed, R::ExceedsCredits, R::LinkedEventFailed]
+    );
+    assert_eq!(
+        w.account(BOB).map(|a| a.credits_posted),
+        Some(0),
+        "nothing of the chain is visible"
+    );
+    assert!(w.transfer(1).is_none());
+    // No id of a failed chain is used up: the corrected chain applies.
+    let fixed = [linked(t(1, ALICE, BOB, 60)), linked(t(2, ALICE, BOB, 40)), t(3, BANK, BOB, 1)];
+    assert_eq!(w.create_transfers(&fixed).expect("batch"), vec![R::Created; 3]);
+    // Replaying the applied chain: Exists stops it, the rest report LinkedEventFailed.
+    assert_eq!(
+        w.create_transfers(&fixed).expect("batch"),
+        vec![R::Exists, R::LinkedEventFailed, R::LinkedEventFailed]
+    );
+    assert_eq!(w.account(BOB).map(|a| a.credits_posted), Some(101));
+    w.check_invariants().expect("invariants");
+}
+
+#[test]
+fn an_open_chain_at_the_end_of_a_batch_applies_nothing() {
+    let (w, _) = wallet();
+    let mut open = t(2, ALICE, BOB, 1);
+    open.flags = TransferFlags::LINKED;
+    assert_eq!(
+        w.create_transfers(&[t(1, ALICE, BOB, 1), open]).expect("batch"),
+        vec![R::Created, R::LinkedEventChainOpen]
+    );
+    assert!(w.transfer(2).is_none());
+}
+
+#[test]
+fn closed_accounts_refuse_transfers_and_closing_is_idempotent() {
+    let (w, _) = wallet();
+    assert!(w.close_account(BOB));
+    assert!(w.close_account(BOB), "closing twice leaves the same state");
+    assert!(!w.close_account(99));
+    assert_eq!(w.create_transfers(&[t(1, ALICE, BOB, 1)]).expect("batch"), vec![R::AccountClosed]);
+}
+
+#[test]
+fn account_results_table() {
+    let (w, _) = wallet();
+    let a = |id, ledger, code, flags| NewAccount { id, ledger, code, flags };
+    let both =
+        AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS | AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS;
+    let cases = [
+        (a(10, 1, 1, AccountFlags::default()), AccountResult::Created),
+        (a(10, 1, 1, AccountFlags::default()), AccountResult::Exists),
+        (a(10, 2, 1, AccountFlags::default()), AccountResult::ExistsWithDifferentLedger),
+        (a(10, 1, 2, AccountFlags::default()), AccountResult::ExistsWithDifferentCode),
+        (
+            a(10, 1, 1, AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS),
+            AccountResult::ExistsWithDifferentFlags,
+        ),
+        (a(0, 1, 1, AccountFlags::default()), AccountResult::IdMustNotBeZero),
+        (a(u128::MAX, 1, 1, AccountFlags::default()), AccountResult::IdMustNotBeIntMax),
+        (a(11, 0, 1, AccountFlags::default()), AccountResult::LedgerMustNotBeZero),
+        (a(11, 1, 0, AccountFlags::default()), AccountResult::CodeMustNotBeZero),
+        (a(11, 1, 1, both), AccountResult::FlagsAreMutuallyExclusive),
+    ];
+    for (account, result) in cases {
+        assert_eq!(w.create_accounts(&[account]).expect("batch"), vec![result], "{account:?}");
+    }
+}
+
+#[test]
+fn limits_are_enforced_per_event_and_per_batch() {
+    let (w, _) = wallet_with(Limits { accounts_max: 6, transfers_max: 3 });
+    let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+    assert_eq!(
+        w.create_accounts(&[a(20), a(21)]).expect("batch"),
+        vec![AccountResult::Created, AccountResult::AccountsFull]
+    );
+    // The top-up is transfer 1 of 3.
+    let results = w
+        .create_transfers(&[t(1, BANK, BOB, 1), t(2, BANK, BOB, 1), t(3, BANK, BOB, 1)])
+        .expect("batch");
+    assert_eq!(results, vec![R::Created, R::Created, R::TransfersFull]);
+    let too_many = vec![t(9, BANK, BOB, 1); BATCH_MAX + 1];
+    assert_eq!(w.create_transfers(&too_many), Err(BatchError::TooLarge { len: BATCH_MAX + 1 }));
+    assert!(w.transfer(9).is_none(), "nothing of a refused batch applies");
+}

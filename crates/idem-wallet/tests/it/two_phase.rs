@@ -1,0 +1,128 @@
+//! Two-phase transfers: reserve, post (fully or partly), void, expire; repeats answered.
+
+use std::time::Duration;
+
+use idem_wallet::{PendingState, Transfer, TransferFlags, TransferResult as R};
+
+use crate::{ALICE, BOB, t, wallet};
+
+fn pending(id: u128, amount: u128, timeout: u32) -> Transfer {
+    let mut p = t(id, ALICE, BOB, amount);
+    p.flags = TransferFlags::PENDING;
+    p.timeout = timeout;
+    p
+}
+
+fn settle(id: u128, pending_id: u128, amount: u128, flag: TransferFlags) -> Transfer {
+    Transfer { id, pending_id, amount, flags: flag, ..Default::default() }
+}
+
+#[test]
+fn pending_reserves_and_counts_against_limits() {
+    let (w, _) = wallet();
+    assert_eq!(w.create_transfers(&[pending(1, 80, 0)]).expect("batch"), vec![R::Created]);
+    let alice = w.account(ALICE).expect("alice");
+    assert_eq!((alice.debits_pending, alice.debits_posted), (80, 0));
+    assert_eq!(
+        w.create_transfers(&[t(2, ALICE, BOB, 30)]).expect("batch"),
+        vec![R::ExceedsCredits],
+        "80 reserved of 100"
+    );
+    w.check_invariants().expect("invariants");
+}
+
+#[test]
+fn post_a_smaller_amount_then_a_second_post_or_void_is_answered() {
+    let (w, _) = wallet();
+    w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+    assert_eq!(
+        w.create_transfers(&[settle(2, 1, 50, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::Created]
+    );
+    let (alice, bob) = (w.account(ALICE).expect("a"), w.account(BOB).expect("b"));
+    assert_eq!((alice.debits_pending, alice.debits_posted, bob.credits_posted), (0, 50, 50));
+    assert_eq!(w.transfer(1).and_then(|s| s.pending), Some(PendingState::Posted));
+    assert_eq!(
+        w.create_transfers(&[settle(3, 1, 0, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::PendingTransferAlreadyPosted]
+    );
+    assert_eq!(
+        w.create_transfers(&[settle(4, 1, 0, TransferFlags::VOID_PENDING)]).expect("batch"),
+        vec![R::PendingTransferAlreadyPosted]
+    );
+    assert_eq!(
+        w.create_transfers(&[settle(2, 1, 50, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::Exists]
+    );
+    assert_eq!(w.account(BOB).map(|b| b.credits_posted), Some(50), "nothing moved twice");
+    w.check_invariants().expect("invariants");
+}
+
+#[test]
+fn post_of_zero_posts_all_and_more_than_pending_is_refused() {
+    let (w, _) = wallet();
+    w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+    assert_eq!(
+        w.create_transfers(&[settle(2, 1, 81, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::ExceedsPendingTransferAmount]
+    );
+    assert_eq!(
+        w.create_transfers(&[settle(3, 1, 0, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::Created]
+    );
+    assert_eq!(w.account(BOB).map(|b| b.credits_posted), Some(80));
+}
+
+#[test]
+fn void_releases_and_a_second_void_is_answered() {
+    let (w, _) = wallet();
+    w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+    assert_eq!(
+        w.create_transfers(&[settle(2, 1, 0, TransferFlags::VOID_PENDING)]).expect("batch"),
+        vec![R::Created]
+    );
+    assert_eq!(w.account(ALICE).map(|a| (a.debits_pending, a.debits_posted)), Some((0, 0)));
+    assert_eq!(
+        w.create_transfers(&[settle(3, 1, 0, TransferFlags::VOID_PENDING)]).expect("batch"),
+        vec![R::PendingTransferAlreadyVoided]
+    );
+    assert_eq!(
+        w.create_transfers(&[settle(4, 1, 0, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::PendingTransferAlreadyVoided]
+    );
+}
+
+#[test]
+fn a_pending_transfer_expires_by_the_clock_and_cannot_be_posted() {
+    let (w, clock) = wallet();
+    w.create_transfers(&[pending(1, 80, 10)]).expect("batch");
+    clock.advance(Duration::from_millis(9_999));
+    assert_eq!(w.create_transfers(&[t(5, BOB, ALICE, 1)]).expect("batch"), vec![R::Created]);
+    assert_eq!(w.account(ALICE).map(|a| a.debits_pending), Some(80), "not yet expired");
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(
+        w.create_transfers(&[settle(2, 1, 0, TransferFlags::POST_PENDING)]).expect("batch"),
+        vec![R::PendingTransferExpired]
+    );
+    assert_eq!(w.account(ALICE).map(|a| a.debits_pending), Some(0), "the reservation is released");
+    assert_eq!(w.transfer(1).and_then(|s| s.pending), Some(PendingState::Expired));
+    w.check_invariants().expect("invariants");
+}
+
+#[test]
+fn a_post_naming_other_accounts_is_refused() {
+    let (w, _) = wallet();
+    w.create_transfers(&[pending(1, 10, 0)]).expect("batch");
+    let mut post = settle(2, 1, 0, TransferFlags::POST_PENDING);
+    post.credit_account_id = crate::BANK;
+    assert_eq!(
+        w.create_transfers(&[post]).expect("batch"),
+        vec![R::PendingTransferHasDifferentFields]
+    );
+    post.credit_account_id = BOB;
+    assert_eq!(
+        w.create_transfers(&[post]).expect("batch"),
+        vec![R::IdAlreadyFailed],
+        "state failures use up the id"
+    );
+}
