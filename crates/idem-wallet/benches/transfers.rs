@@ -1,2 +1,151 @@
-//! placeholder
-fn main() {}
+//! Transfers per second through batches of 1, 100 and 8189 events, fresh ids and replays,
+//! 1 and 2 submitting threads: idem-wallet (`idem`) beside the obvious design in the same
+//! run (one mutex over a map of balances and a set of applied ids, no validation, no
+//! limits, no two-phase). `cargo xtask bench idem-wallet`.
+
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
+use std::collections::{HashMap, HashSet};
+use std::hint::black_box;
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};
+
+const ACCOUNTS: u128 = 1024;
+/// Transfers per fresh ledger, so memory stays bounded however long criterion runs.
+const CHUNK: u64 = 1 << 20;
+
+trait Ledger: Sync {
+    fn fresh() -> Self;
+    fn submit(&self, batch: &[Transfer]) -> usize;
+}
+
+impl Ledger for Wallet {
+    fn fresh() -> Self {
+        let w = Wallet::new();
+        let accounts: Vec<NewAccount> = (1..=ACCOUNTS)
+            .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
+            .collect();
+        w.create_accounts(&accounts).expect("batch");
+        w
+    }
+    fn submit(&self, batch: &[Transfer]) -> usize {
+        self.create_transfers(batch).expect("batch").len()
+    }
+}
+
+/// The obvious design: one mutex, a map of balances, a set of ids.
+struct Obvious(Mutex<(HashMap<u128, i128>, HashSet<u128>)>);
+
+impl Ledger for Obvious {
+    fn fresh() -> Self {
+        Self(Mutex::new(((1..=ACCOUNTS).map(|id| (id, 0)).collect(), HashSet::new())))
+    }
+    fn submit(&self, batch: &[Transfer]) -> usize {
+        let mut guard = self.0.lock().expect("not poisoned");
+        let (balances, ids) = &mut *guard;
+        let mut applied = 0;
+        for t in batch {
+            if ids.insert(t.id) {
+                *balances.entry(t.debit_account_id).or_default() -= t.amount as i128;
+                *balances.entry(t.credit_account_id).or_default() += t.amount as i128;
+                applied += 1;
+            }
+        }
+        applied
+    }
+}
+
+fn transfer(id: u128) -> Transfer {
+    let debit = id % ACCOUNTS + 1;
+    let credit = (id * 7 + 3) % ACCOUNTS + 1;
+    let credit = if credit == debit { credit % ACCOUNTS + 1 } else { credit };
+    Transfer {
+        id,
+        debit_account_id: debit,
+        credit_account_id: credit,
+        amount: 1 + id % 100,
+        ledger: 1,
+        code: 1,
+        ..Default::default()
+    }
+}
+
+/// Submits `batches` batches of `size` from `threads` threads; ids are fresh unless
+/// `replay` (then every batch repeats the first `size` ids). Times only the submits.
+fn run<L: Ledger>(size: usize, threads: usize, replay: bool, batches: u64) -> Duration {
+    let per_thread = batches.div_ceil(threads as u64);
+    let mut total = Duration::ZERO;
+    let chunk_batches = (CHUNK / size as u64).max(1);
+    let mut done = 0;
+    while done < per_thread {
+        let n = chunk_batches.min(per_thread - done);
+        let ledger = L::fresh();
+        let prepared: Vec<Vec<Vec<Transfer>>> = (0..threads)
+            .map(|t| {
+                (0..n)
+                    .map(|b| {
+                        let base = if replay {
+                            1
+                        } else {
+                            1 + ((t as u64 * per_thread + done + b) * size as u64) as u128
+                        };
+                        (0..size as u128).map(|i| transfer(base + i)).collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        if replay {
+            ledger.submit(&prepared[0][0]);
+        }
+        let barrier = Barrier::new(threads + 1);
+        total += std::thread::scope(|s| {
+            for batches in &prepared {
+                let (ledger, barrier) = (&ledger, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    for batch in batches {
+                        black_box(ledger.submit(batch));
+                    }
+                });
+            }
+            barrier.wait();
+            Instant::now()
+        })
+        .elapsed();
+        done += n;
+    }
+    total
+}
+
+fn bench(c: &mut Criterion) {
+    for (name, replay) in [("transfers_fresh", false), ("transfers_replay", true)] {
+        let mut group = c.benchmark_group(name);
+        for size in [1usize, 100, 8189] {
+            group.throughput(Throughput::Elements(size as u64));
+            for threads in [1usize, 2] {
+                let param = format!("batch {size}, {threads} threads");
+                group.bench_function(BenchmarkId::new("idem", &param), |b| {
+                    b.iter_custom(|iters| run::<Wallet>(size, threads, replay, iters))
+                });
+                group.bench_function(BenchmarkId::new("obvious", &param), |b| {
+                    b.iter_custom(|iters| run::<Obvious>(size, threads, replay, iters))
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group! {
+    name = transfers;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    targets = bench
+}
+criterion_main!(transfers);

@@ -43,6 +43,7 @@ pub enum BatchError {
 }
 
 /// One change, recorded so a failed linked chain can be rolled back.
+#[derive(Debug)]
 enum Undo {
     Account(Account),
     Transfer(TransferId),
@@ -54,12 +55,18 @@ enum Undo {
 #[derive(Debug)]
 pub struct Ledger {
     accounts: HashMap<AccountId, Account>,
-    transfers: HashMap<TransferId, StoredTransfer>,
+    transfers: TransferLog,
     failed: HashSet<TransferId>,
     expiry: BinaryHeap<Reverse<(u64, TransferId)>>,
     limits: Limits,
     clock: Arc<dyn Clock>,
     last_timestamp: u64,
+    /// The clock, read once per batch (milliseconds).
+    batch_now_ms: u64,
+    /// Changes of the linked chain being applied, for its rollback; empty otherwise.
+    undo: Vec<Undo>,
+    /// Whether changes are being logged (inside a linked chain).
+    logging: bool,
 }
 
 impl Ledger {
@@ -67,21 +74,30 @@ impl Ledger {
     pub fn new(limits: Limits, clock: Arc<dyn Clock>) -> Self {
         Self {
             accounts: HashMap::new(),
-            transfers: HashMap::new(),
+            transfers: TransferLog::default(),
             failed: HashSet::new(),
             expiry: BinaryHeap::new(),
             limits,
             clock,
             last_timestamp: 0,
+            batch_now_ms: 0,
+            undo: Vec::new(),
+            logging: false,
         }
     }
 
     /// A unique, increasing timestamp: nanoseconds-since-epoch resolution from the clock's
     /// milliseconds, bumped by one when two events share a millisecond.
     fn timestamp(&mut self) -> u64 {
-        let now = self.clock.now().as_millis().saturating_mul(1_000_000);
+        let now = self.batch_now_ms.saturating_mul(1_000_000);
         self.last_timestamp = now.max(self.last_timestamp + 1);
         self.last_timestamp
+    }
+
+    fn log(&mut self, change: Undo) {
+        if self.logging {
+            self.undo.push(change);
+        }
     }
 
     /// Looks up an account.
@@ -123,6 +139,7 @@ impl Ledger {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
+        self.batch_now_ms = self.clock.now().as_millis();
         Ok(batch.iter().map(|a| self.create_account(a)).collect())
     }
 
@@ -192,6 +209,8 @@ impl Ledger {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
+        self.batch_now_ms = self.clock.now().as_millis();
+        self.transfers.reserve(batch.len());
         self.expire_pending();
         let mut results = Vec::with_capacity(batch.len());
         let mut start = 0;
@@ -217,12 +236,15 @@ impl Ledger {
 
     fn apply_chain(&mut self, chain: &[Transfer], results: &mut Vec<TransferResult>) {
         let linked = chain.len() > 1;
-        let mut undo = Vec::new();
+        self.logging = linked;
+        self.undo.clear();
         let first = results.len();
         for (offset, t) in chain.iter().enumerate() {
-            let result = self.apply(t, linked, &mut undo);
+            let result = self.apply(t, linked);
             results.push(result);
             if linked && result != TransferResult::Created {
+                let undo = std::mem::take(&mut self.undo);
+                self.logging = false;
                 self.rollback(undo);
                 for (i, r) in results[first..].iter_mut().enumerate() {
                     if i != offset {
@@ -238,8 +260,8 @@ impl Ledger {
         }
     }
 
-    fn rollback(&mut self, undo: Vec<Undo>) {
-        for change in undo.into_iter().rev() {
+    fn rollback(&mut self, mut undo: Vec<Undo>) {
+        for change in undo.drain(..).rev() {
             match change {
                 Undo::Account(before) => {
                     self.accounts.insert(before.id, before);
@@ -261,7 +283,7 @@ impl Ledger {
 
     /// Applies one transfer. `linked`: inside a chain, failures record nothing (the chain
     /// rolls back as a whole).
-    fn apply(&mut self, t: &Transfer, linked: bool, undo: &mut Vec<Undo>) -> TransferResult {
+    fn apply(&mut self, t: &Transfer, linked: bool) -> TransferResult {
         use TransferResult as R;
         if t.id == 0 {
             return R::IdMustNotBeZero;
@@ -284,54 +306,56 @@ impl Ledger {
         let result = if t.flags.contains(TransferFlags::POST_PENDING)
             || t.flags.contains(TransferFlags::VOID_PENDING)
         {
-            self.settle_pending(t, undo)
+            self.settle_pending(t)
         } else {
-            self.move_money(t, undo)
+            self.move_money(t)
         };
         if result != R::Created && result.uses_up_id() && !linked {
             self.failed.insert(t.id);
-            undo.push(Undo::Failed(t.id));
+            self.log(Undo::Failed(t.id));
         }
         result
     }
 
     /// A plain or pending transfer.
-    fn move_money(&mut self, t: &Transfer, undo: &mut Vec<Undo>) -> TransferResult {
+    fn move_money(&mut self, t: &Transfer) -> TransferResult {
         use TransferResult as R;
-        let (Some(debit), Some(credit)) =
-            (self.accounts.get(&t.debit_account_id), self.accounts.get(&t.credit_account_id))
-        else {
+        let pending = t.flags.contains(TransferFlags::PENDING);
+        let [debit, credit] =
+            self.accounts.get_disjoint_mut([&t.debit_account_id, &t.credit_account_id]);
+        let (Some(debit), Some(credit)) = (debit, credit) else {
             return if self.accounts.contains_key(&t.debit_account_id) {
                 R::CreditAccountNotFound
             } else {
                 R::DebitAccountNotFound
             };
         };
-        let (mut debit, mut credit) = (*debit, *credit);
-        if let Err(r) = check_accounts(&debit, &credit, t.ledger) {
+        if let Err(r) = check_accounts(debit, credit, t.ledger) {
             return r;
         }
-        let pending = t.flags.contains(TransferFlags::PENDING);
-        if let Err(r) = apply_amounts(&mut debit, &mut credit, t.amount, pending) {
+        let before = (*debit, *credit);
+        if let Err(r) = apply_amounts(debit, credit, t.amount, pending) {
+            // apply_amounts changes nothing when it fails.
             return r;
         }
+        self.log(Undo::Account(before.0));
+        self.log(Undo::Account(before.1));
         let timestamp = self.timestamp();
-        self.commit(debit, credit, undo);
         let state = pending.then_some(PendingState::Pending);
         self.transfers.insert(
             t.id,
             StoredTransfer { transfer: *t, amount_applied: t.amount, timestamp, pending: state },
         );
-        undo.push(Undo::Transfer(t.id));
+        self.log(Undo::Transfer(t.id));
         if pending && t.timeout > 0 {
-            let expires_ms = self.clock.now().as_millis() + u64::from(t.timeout) * 1000;
+            let expires_ms = self.batch_now_ms + u64::from(t.timeout) * 1000;
             self.expiry.push(Reverse((expires_ms, t.id)));
         }
         R::Created
     }
 
     /// A post or void of a pending transfer.
-    fn settle_pending(&mut self, t: &Transfer, undo: &mut Vec<Undo>) -> TransferResult {
+    fn settle_pending(&mut self, t: &Transfer) -> TransferResult {
         use TransferResult as R;
         let Some(stored) = self.transfers.get(&t.pending_id).copied() else {
             return R::PendingTransferNotFound;
@@ -370,25 +394,25 @@ impl Ledger {
             credit.credits_posted += amount;
         }
         let timestamp = self.timestamp();
-        self.commit(debit, credit, undo);
+        self.commit(debit, credit);
         let settled = if post { PendingState::Posted } else { PendingState::Voided };
         if let Some(pending) = self.transfers.get_mut(&t.pending_id) {
             pending.pending = Some(settled);
         }
-        undo.push(Undo::Pending(t.pending_id, PendingState::Pending));
+        self.log(Undo::Pending(t.pending_id, PendingState::Pending));
         let applied = if post { amount } else { 0 };
         self.transfers.insert(
             t.id,
             StoredTransfer { transfer: *t, amount_applied: applied, timestamp, pending: None },
         );
-        undo.push(Undo::Transfer(t.id));
+        self.log(Undo::Transfer(t.id));
         R::Created
     }
 
-    fn commit(&mut self, debit: Account, credit: Account, undo: &mut Vec<Undo>) {
+    fn commit(&mut self, debit: Account, credit: Account) {
         for account in [debit, credit] {
             if let Some(before) = self.accounts.insert(account.id, account) {
-                undo.push(Undo::Account(before));
+                self.log(Undo::Account(before));
             }
         }
     }
@@ -587,4 +611,77 @@ fn apply_amounts(
         credit.credits_posted += amount;
     }
     Ok(())
+}
+
+/// Every applied transfer, in order, in fixed-size chunks (growing never moves a stored
+/// transfer), and an index from id to position. Entries of 144 bytes in a hash map made
+/// each rehash copy them all; the index's entries are 32 bytes.
+#[derive(Debug, Default)]
+struct TransferLog {
+    index: HashMap<TransferId, u32>,
+    chunks: Vec<Vec<StoredTransfer>>,
+    len: usize,
+}
+
+impl TransferLog {
+    const CHUNK: usize = 1 << 16;
+
+    fn position(&self, at: u32) -> (usize, usize) {
+        let at = at as usize;
+        (at / Self::CHUNK, at % Self::CHUNK)
+    }
+
+    fn get(&self, id: &TransferId) -> Option<&StoredTransfer> {
+        let (chunk, slot) = self.position(*self.index.get(id)?);
+        self.chunks.get(chunk)?.get(slot)
+    }
+
+    fn get_mut(&mut self, id: &TransferId) -> Option<&mut StoredTransfer> {
+        let (chunk, slot) = self.position(*self.index.get(id)?);
+        self.chunks.get_mut(chunk)?.get_mut(slot)
+    }
+
+    /// Appends a transfer whose id is not yet stored.
+    ///
+    /// # Panics
+    ///
+    /// If the log holds `u32::MAX` transfers (the ledger's limit is far below).
+    fn insert(&mut self, id: TransferId, stored: StoredTransfer) {
+        let at = u32::try_from(self.len).expect("transfers_max keeps the log below u32::MAX");
+        if self.chunks.last().is_none_or(|c| c.len() == Self::CHUNK) {
+            self.chunks.push(Vec::with_capacity(Self::CHUNK));
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            chunk.push(stored);
+        }
+        let previous = self.index.insert(id, at);
+        debug_assert!(previous.is_none(), "transfer {id} stored twice");
+        self.len += 1;
+    }
+
+    /// Removes the most recently appended transfer (a linked chain's rollback, which
+    /// undoes in reverse order).
+    fn remove(&mut self, id: &TransferId) {
+        let at = self.index.remove(id);
+        debug_assert_eq!(at, Some((self.len - 1) as u32), "rollback removes the last transfer");
+        if let Some(chunk) = self.chunks.last_mut() {
+            chunk.pop();
+            if chunk.is_empty() {
+                self.chunks.pop();
+            }
+        }
+        self.len -= 1;
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.index.reserve(additional);
+    }
+
+    fn values(&self) -> impl Iterator<Item = &StoredTransfer> {
+        self.chunks.iter().flatten()
+    }
 }
