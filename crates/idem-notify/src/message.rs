@@ -1,0 +1,144 @@
+//! Notifications: who, where, what, and the id that makes a retry harmless.
+
+use std::fmt;
+
+use idem_core::{Fingerprint, IdempotencyKey, KeyError, Scope, ScopedKey};
+
+/// The longest content accepted, in bytes.
+pub const CONTENT_LEN_MAX: usize = 64 * 1024;
+
+/// Why a notification was refused before it was queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidNotification {
+    /// The message id is not a valid key.
+    #[error("invalid message id: {0}")]
+    MessageId(KeyError),
+    /// The recipient is not a valid key.
+    #[error("invalid recipient: {0}")]
+    Recipient(KeyError),
+    /// The content is empty or longer than [`CONTENT_LEN_MAX`].
+    #[error("content must be 1 to {CONTENT_LEN_MAX} bytes, got {len_bytes}")]
+    Content {
+        /// The refused length.
+        len_bytes: usize,
+    },
+}
+
+/// Where a notification goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Channel {
+    /// Email.
+    Email,
+    /// SMS.
+    Sms,
+    /// Mobile push.
+    Push,
+}
+
+impl Channel {
+    /// The channel's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Email => "email",
+            Self::Sms => "sms",
+            Self::Push => "push",
+        }
+    }
+}
+
+impl fmt::Display for Channel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One notification to one recipient on one channel. The producer chooses the message
+/// id once per intended notification and reuses it on every retry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Notification {
+    message_id: IdempotencyKey,
+    recipient: Scope,
+    channel: Channel,
+    content: String,
+}
+
+impl Notification {
+    /// Validates a notification.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidNotification`] naming the bad field.
+    pub fn new(
+        message_id: &str,
+        recipient: &str,
+        channel: Channel,
+        content: &str,
+    ) -> Result<Self, InvalidNotification> {
+        let message_id = IdempotencyKey::new(message_id).map_err(InvalidNotification::MessageId)?;
+        let recipient = Scope::new(recipient).map_err(InvalidNotification::Recipient)?;
+        if content.is_empty() || content.len() > CONTENT_LEN_MAX {
+            return Err(InvalidNotification::Content { len_bytes: content.len() });
+        }
+        Ok(Self { message_id, recipient, channel, content: content.to_string() })
+    }
+
+    /// One notification per channel, each with an id derived from `message_id` and the
+    /// channel (`<id>/<channel>`), so a retry of the whole fan-out pings each channel at
+    /// most once.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new), for the first channel whose notification is invalid.
+    ///
+    /// ```
+    /// use idem_notify::{Channel, Notification};
+    ///
+    /// let all = Notification::fan_out("order-9-shipped", "user:42", &[Channel::Email, Channel::Push], "Shipped!")?;
+    /// assert_eq!(all[1].message_id(), "order-9-shipped/push");
+    /// # Ok::<(), idem_notify::InvalidNotification>(())
+    /// ```
+    pub fn fan_out(
+        message_id: &str,
+        recipient: &str,
+        channels: &[Channel],
+        content: &str,
+    ) -> Result<Vec<Self>, InvalidNotification> {
+        channels
+            .iter()
+            .map(|c| Self::new(&format!("{message_id}/{}", c.name()), recipient, *c, content))
+            .collect()
+    }
+
+    /// The message id.
+    pub fn message_id(&self) -> &str {
+        self.message_id.as_str()
+    }
+
+    /// The recipient.
+    pub fn recipient(&self) -> &str {
+        self.recipient.as_str()
+    }
+
+    /// The channel.
+    pub fn channel(&self) -> Channel {
+        self.channel
+    }
+
+    /// The content.
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+
+    /// The dedup key: the message id, scoped to the recipient.
+    pub(crate) fn key(&self) -> ScopedKey {
+        ScopedKey::new(self.recipient.clone(), self.message_id.clone())
+    }
+
+    /// Channel and content: the same id with other content is refused.
+    pub(crate) fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::builder("idem-notify/send")
+            .str("channel", self.channel.name())
+            .str("content", &self.content)
+            .finish()
+    }
+}

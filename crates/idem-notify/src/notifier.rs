@@ -1,0 +1,452 @@
+//! The notifier: submit claims the message id and queues; workers send, retry, and store
+//! the outcome with the id.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use idem_core::{Claim, KeyStore, Lease, ScopedKey, StoreError};
+use parking_lot::Mutex;
+
+use crate::message::Notification;
+use crate::provider::{DeliveryStatus, Provider, SendError};
+use crate::retry::{Jitter, RetryPolicy, Sleeper, ThreadSleeper};
+
+/// The stored outcome of a message id, replayed to duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The provider delivered it.
+    Delivered,
+    /// Given up on, with the reason.
+    DeadLettered(String),
+}
+
+/// What `submit` did with a notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Queued: it will be sent (or dead-lettered, or reported unresolved).
+    Accepted,
+    /// Queued again after its earlier attempt's lease ran out (a crash or a stuck
+    /// worker): the worker asks the provider before sending.
+    Recovering,
+    /// The same id was already queued or is being sent.
+    DuplicateInFlight,
+    /// The same id already finished, like this.
+    Duplicate(Outcome),
+}
+
+/// Why `submit` refused a notification. Nothing was queued.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The queue is full: retry later.
+    #[error("queue full ({capacity} notifications)")]
+    QueueFull {
+        /// The queue's capacity.
+        capacity: usize,
+    },
+    /// The notifier is shutting down or shut down.
+    #[error("notifier is shut down")]
+    ShutDown,
+    /// The same message id was used for different content or channel.
+    #[error("message id {0} was used for different content")]
+    ContentMismatch(ScopedKey),
+    /// The id store refused or failed.
+    #[error("id store: {0}")]
+    Store(StoreError),
+}
+
+/// What to do when a send's outcome is unknown and the provider cannot say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnknownPolicy {
+    /// Report it unresolved and leave it: at most once, never a second ping.
+    ReportUnresolved,
+    /// Send it again: at least once, a second ping possible.
+    Resend,
+}
+
+/// The notifier's settings.
+#[derive(Clone)]
+pub struct Config {
+    /// Worker threads; default 2, 1 to 64.
+    pub workers: usize,
+    /// Queue capacity; default 1024.
+    pub queue_capacity: usize,
+    /// Retries of transient failures.
+    pub retry: RetryPolicy,
+    /// Ambiguous sends with no status answer; default `ReportUnresolved`.
+    pub unknown: UnknownPolicy,
+    /// How waits between attempts happen; default real sleeps.
+    pub sleeper: Arc<dyn Sleeper>,
+    /// The most (recipient, id) pairs `mark_read` remembers; default 1,000,000.
+    pub read_max: usize,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("workers", &self.workers)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("retry", &self.retry)
+            .field("unknown", &self.unknown)
+            .field("read_max", &self.read_max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            queue_capacity: 1024,
+            retry: RetryPolicy::default(),
+            unknown: UnknownPolicy::ReportUnresolved,
+            sleeper: Arc::new(ThreadSleeper),
+            read_max: 1_000_000,
+        }
+    }
+}
+
+/// Counters, from [`Notifier::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Notifications queued (first time or recovering).
+    pub accepted: u64,
+    /// Submissions answered as duplicates.
+    pub duplicates: u64,
+    /// Notifications delivered.
+    pub sent: u64,
+    /// Retries after a transient or ambiguous failure.
+    pub retries: u64,
+    /// Notifications given up on.
+    pub dead_lettered: u64,
+    /// Notifications whose delivery is unknown and left for a human (or a later replay).
+    pub unresolved: u64,
+    /// Submissions refused (queue full, shut down, content mismatch).
+    pub refused: u64,
+}
+
+/// A notification given up on, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The notification.
+    pub notification: Notification,
+    /// Why.
+    pub reason: String,
+}
+
+/// What `shutdown` left behind.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Whether every queued notification was processed before the deadline.
+    pub drained: bool,
+    /// Message ids still queued at the deadline: not sent, their ids released, so a later
+    /// replay sends them.
+    pub left: Vec<String>,
+}
+
+struct Job {
+    notification: Notification,
+    lease: Lease,
+    recovering: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    accepted: AtomicU64,
+    duplicates: AtomicU64,
+    sent: AtomicU64,
+    retries: AtomicU64,
+    dead_lettered: AtomicU64,
+    unresolved: AtomicU64,
+    refused: AtomicU64,
+}
+
+struct Shared<P, S> {
+    provider: P,
+    store: S,
+    config: Config,
+    counters: Counters,
+    dead: Mutex<Vec<DeadLetter>>,
+    unresolved: Mutex<Vec<Notification>>,
+    read: Mutex<HashSet<ScopedKey>>,
+    /// Set by `shutdown`: workers stop taking jobs after this instant.
+    deadline: Mutex<Option<Instant>>,
+    left: Mutex<Vec<String>>,
+}
+
+/// A bounded queue and worker threads that send each message id at most once.
+pub struct Notifier<P: Provider, S: KeyStore<Outcome> + 'static> {
+    shared: Arc<Shared<P, S>>,
+    sender: Mutex<Option<Sender<Job>>>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl<P: Provider, S: KeyStore<Outcome> + 'static> std::fmt::Debug for Notifier<P, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("config", &self.shared.config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+fn add(counter: &AtomicU64) {
+    // ORDERING: a statistic; no data is published through it.
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
+    /// Starts `config.workers` workers over `provider`, deduplicating with `store` (whose
+    /// result TTL is the dedup window: 24 hours by default).
+    ///
+    /// # Panics
+    ///
+    /// If `config.workers` is 0 or above 64, or `queue_capacity` is 0 (programmer
+    /// errors in the configuration), or the OS refuses to start a thread.
+    pub fn start(provider: P, store: S, config: Config) -> Self {
+        assert!((1..=64).contains(&config.workers), "workers must be 1 to 64");
+        assert!(config.queue_capacity > 0, "queue_capacity must be positive");
+        let (sender, receiver) = crossbeam_channel::bounded(config.queue_capacity);
+        let shared = Arc::new(Shared {
+            provider,
+            store,
+            config,
+            counters: Counters::default(),
+            dead: Mutex::new(Vec::new()),
+            unresolved: Mutex::new(Vec::new()),
+            read: Mutex::new(HashSet::new()),
+            deadline: Mutex::new(None),
+            left: Mutex::new(Vec::new()),
+        });
+        let workers = (0..shared.config.workers)
+            .map(|i| {
+                let (shared, receiver) = (shared.clone(), receiver.clone());
+                let seed = shared.config.retry.seed.wrapping_add(i as u64);
+                std::thread::Builder::new()
+                    .name(format!("idem-notify-worker-{i}"))
+                    .spawn(move || work(&shared, &receiver, Jitter::new(seed)))
+                    .expect("the OS starts a worker thread")
+            })
+            .collect();
+        Self { shared, sender: Mutex::new(Some(sender)), workers: Mutex::new(workers) }
+    }
+
+    /// Submits a notification; returns at once. The message id is claimed before it is
+    /// queued, so a second submission (a producer retry, a redelivery, a restart replay)
+    /// is answered as a duplicate instead of queued again.
+    ///
+    /// # Errors
+    ///
+    /// [`SubmitError`]: queue full, shut down, content mismatch, store failure. Nothing is
+    /// queued and the id is not held.
+    pub fn submit(&self, notification: Notification) -> Result<Submitted, SubmitError> {
+        let result = self.try_submit(notification);
+        match &result {
+            Ok(Submitted::Accepted | Submitted::Recovering) => add(&self.shared.counters.accepted),
+            Ok(_) => add(&self.shared.counters.duplicates),
+            Err(_) => add(&self.shared.counters.refused),
+        }
+        result
+    }
+
+    fn try_submit(&self, notification: Notification) -> Result<Submitted, SubmitError> {
+        let sender = self.sender.lock().clone().ok_or(SubmitError::ShutDown)?;
+        let key = notification.key();
+        let claim =
+            self.shared.store.claim(&key, &notification.fingerprint()).map_err(|e| match e {
+                StoreError::KeyReused { key } => SubmitError::ContentMismatch(key),
+                other => SubmitError::Store(other),
+            })?;
+        let (lease, recovering) = match claim {
+            Claim::Acquired(lease) => (lease, false),
+            Claim::Recover(lease) => (lease, true),
+            Claim::InFlight { .. } => return Ok(Submitted::DuplicateInFlight),
+            Claim::Replay(outcome) => return Ok(Submitted::Duplicate(outcome)),
+        };
+        let job = Job { notification, lease, recovering };
+        match sender.try_send(job) {
+            Ok(()) if recovering => Ok(Submitted::Recovering),
+            Ok(()) => Ok(Submitted::Accepted),
+            Err(refused) => {
+                let (job, error) = match refused {
+                    TrySendError::Full(job) => (
+                        job,
+                        SubmitError::QueueFull { capacity: self.shared.config.queue_capacity },
+                    ),
+                    TrySendError::Disconnected(job) => (job, SubmitError::ShutDown),
+                };
+                // Nothing was sent: give the id back so a later submission is accepted.
+                let _ = self.shared.store.release(&job.lease);
+                Err(error)
+            }
+        }
+    }
+
+    /// Marks a message read. An assignment to a named target: idempotent by its shape,
+    /// it needs no id of its own. Returns whether it was newly marked.
+    ///
+    /// # Errors
+    ///
+    /// `Err(read_max)` if the read set is full.
+    pub fn mark_read(&self, recipient: &str, message_id: &str) -> Result<bool, usize> {
+        let Ok(key) = ScopedKey::parse(recipient, message_id) else { return Ok(false) };
+        let mut read = self.shared.read.lock();
+        if read.contains(&key) {
+            return Ok(false);
+        }
+        if read.len() >= self.shared.config.read_max {
+            return Err(self.shared.config.read_max);
+        }
+        Ok(read.insert(key))
+    }
+
+    /// Whether a message was marked read.
+    pub fn is_read(&self, recipient: &str, message_id: &str) -> bool {
+        ScopedKey::parse(recipient, message_id).is_ok_and(|k| self.shared.read.lock().contains(&k))
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> Stats {
+        let c = &self.shared.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Stats {
+            accepted: get(&c.accepted),
+            duplicates: get(&c.duplicates),
+            sent: get(&c.sent),
+            retries: get(&c.retries),
+            dead_lettered: get(&c.dead_lettered),
+            unresolved: get(&c.unresolved),
+            refused: get(&c.refused),
+        }
+    }
+
+    /// Notifications given up on, with their reasons.
+    pub fn dead_letters(&self) -> Vec<DeadLetter> {
+        self.shared.dead.lock().clone()
+    }
+
+    /// Notifications whose delivery is unknown and the provider cannot say: left
+    /// pending, never resent blindly. A replay after the lease runs out asks again.
+    pub fn unresolved(&self) -> Vec<Notification> {
+        self.shared.unresolved.lock().clone()
+    }
+
+    /// The provider (for tests and the demo).
+    pub fn provider(&self) -> &P {
+        &self.shared.provider
+    }
+
+    /// The id store (for tests and the demo).
+    pub fn store(&self) -> &S {
+        &self.shared.store
+    }
+
+    /// Stops accepting, lets the workers drain the queue until `deadline` from now, and
+    /// reports what was left. Idempotent by its shape: a second call reports nothing new.
+    pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        *self.shared.deadline.lock() = Some(Instant::now() + deadline);
+        drop(self.sender.lock().take());
+        let workers = std::mem::take(&mut *self.workers.lock());
+        for worker in workers {
+            // A worker that panicked has already lost its job; the rest are reported.
+            let _ = worker.join();
+        }
+        let left = std::mem::take(&mut *self.shared.left.lock());
+        ShutdownReport { drained: left.is_empty(), left }
+    }
+}
+
+impl<P: Provider, S: KeyStore<Outcome> + 'static> Drop for Notifier<P, S> {
+    fn drop(&mut self) {
+        if !self.workers.lock().is_empty() {
+            self.shutdown(Duration::ZERO);
+        }
+    }
+}
+
+/// A worker: takes jobs until the queue is closed and empty; past the shutdown deadline
+/// it gives each remaining job's id back instead of sending.
+fn work<P: Provider, S: KeyStore<Outcome>>(
+    shared: &Shared<P, S>,
+    jobs: &Receiver<Job>,
+    mut jitter: Jitter,
+) {
+    for job in jobs.iter() {
+        let past_deadline = shared.deadline.lock().is_some_and(|d| Instant::now() >= d);
+        if past_deadline {
+            let _ = shared.store.release(&job.lease);
+            shared.left.lock().push(job.notification.message_id().to_string());
+            continue;
+        }
+        process(shared, job, &mut jitter);
+    }
+}
+
+fn process<P: Provider, S: KeyStore<Outcome>>(
+    shared: &Shared<P, S>,
+    job: Job,
+    jitter: &mut Jitter,
+) {
+    let n = &job.notification;
+    if job.recovering {
+        // An earlier attempt lost its lease: it may have delivered. Ask first.
+        match shared.provider.status(n) {
+            DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
+            DeliveryStatus::NotDelivered => {}
+            DeliveryStatus::Unknown if shared.config.unknown == UnknownPolicy::Resend => {}
+            DeliveryStatus::Unknown => return unresolved(shared, job),
+        }
+    }
+    let policy = shared.config.retry;
+    let mut last = String::new();
+    for attempt in 0..policy.attempts_max {
+        if attempt > 0 {
+            add(&shared.counters.retries);
+        }
+        match shared.provider.send(n) {
+            Ok(()) => return finish(shared, &job, Outcome::Delivered),
+            Err(SendError::Permanent(reason)) => return dead(shared, &job, reason),
+            Err(SendError::Transient(reason)) => last = reason,
+            Err(SendError::Ambiguous(reason)) => match shared.provider.status(n) {
+                DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
+                DeliveryStatus::NotDelivered => last = reason,
+                DeliveryStatus::Unknown if shared.config.unknown == UnknownPolicy::Resend => {
+                    last = reason
+                }
+                DeliveryStatus::Unknown => return unresolved(shared, job),
+            },
+        }
+        if attempt + 1 < policy.attempts_max {
+            shared.config.sleeper.sleep(policy.delay(attempt, jitter));
+        }
+    }
+    dead(shared, &job, format!("gave up after {} attempts: {last}", policy.attempts_max));
+}
+
+fn finish<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, outcome: Outcome) {
+    if outcome == Outcome::Delivered {
+        add(&shared.counters.sent);
+    }
+    // LeaseLost: another submission recovered the id meanwhile; it asks the provider
+    // before sending, so nothing is sent twice. Nothing more to do here.
+    let _ = shared.store.complete(&job.lease, outcome);
+}
+
+fn dead<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, reason: String) {
+    add(&shared.counters.dead_lettered);
+    shared
+        .dead
+        .lock()
+        .push(DeadLetter { notification: job.notification.clone(), reason: reason.clone() });
+    let _ = shared.store.complete(&job.lease, Outcome::DeadLettered(reason));
+}
+
+/// Leaves the id pending (its lease runs out; a replay then asks the provider again) and
+/// reports the notification.
+fn unresolved<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: Job) {
+    add(&shared.counters.unresolved);
+    shared.unresolved.lock().push(job.notification);
+}
