@@ -385,3 +385,36 @@ pub struct PendingClaim {
     /// When its lease ran out.
     pub lease_expired_at: Timestamp,
 }
+
+/// A shared store is a store: several processors (or a processor and a test) can hold one
+/// backend through an `Arc`.
+impl<R, S: KeyStore<R> + ?Sized> KeyStore<R> for crate::sync::Arc<S> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        (**self).claim(key, fingerprint)
+    }
+
+    fn claim_wait(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+        timeout: Duration,
+    ) -> Result<Claim<R>, StoreError> {
+        (**self).claim_wait(key, fingerprint, timeout)
+    }
+
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        (**self).complete(lease, result)
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        (**self).release(lease)
+    }
+
+    fn sweep(&self) -> Result<usize, StoreError> {
+        (**self).sweep()
+    }
+
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        (**self).pending(max)
+    }
+}

@@ -59,6 +59,15 @@ impl SimulatedProvider {
         self
     }
 
+    /// Does not deduplicate (every send delivers) but answers `status` truthfully: only
+    /// the caller's own protocol stands between a retry and a second delivery.
+    #[must_use]
+    pub fn forgetting_ids_but_keeping_status(mut self) -> Self {
+        self.dedup = false;
+        self.has_status = true;
+        self
+    }
+
     /// Deduplicates but has no status API (`Unknown` always).
     #[must_use]
     pub fn without_status(mut self) -> Self {

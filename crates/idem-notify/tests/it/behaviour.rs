@@ -1,0 +1,364 @@
+//! One test per documented behaviour.
+
+use std::sync::Barrier;
+use std::time::Duration;
+
+use idem_core::{Claim, KeyStore};
+use idem_notify::{
+    Channel, InvalidNotification, Jitter, Notification, Outcome, ProviderFault, RetryPolicy,
+    SimulatedProvider, SubmitError, Submitted, UnknownPolicy,
+};
+
+use crate::{LEASE, drain, note, setup};
+
+#[test]
+fn a_notification_is_delivered_once_and_duplicates_are_answered() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    let n = note("m1");
+    assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Accepted);
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    let stats = s.notifier.stats();
+    assert_eq!((stats.accepted, stats.sent), (1, 1));
+    // After shutdown the notifier refuses, but the id store still answers a replay.
+    assert!(matches!(s.notifier.submit(n.clone()), Err(SubmitError::ShutDown)));
+    let replay = s
+        .store
+        .claim(&idem_core::ScopedKey::parse("user:1", "m1").expect("key"), &fingerprint_of(&n));
+    assert!(matches!(replay, Ok(Claim::Replay(Outcome::Delivered))));
+}
+
+fn fingerprint_of(n: &Notification) -> idem_core::Fingerprint {
+    idem_core::Fingerprint::builder("idem-notify/send")
+        .str("channel", n.channel().name())
+        .str("content", n.content())
+        .finish()
+}
+
+#[test]
+fn duplicate_after_delivery_is_answered_with_the_outcome() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    // Wait for the worker without stopping it: poll the stored outcome.
+    for _ in 0..1000 {
+        if s.notifier.stats().sent == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        s.notifier.submit(n.clone()).expect("submit"),
+        Submitted::Duplicate(Outcome::Delivered)
+    );
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    assert_eq!(s.notifier.stats().duplicates, 1);
+}
+
+#[test]
+fn same_id_different_content_is_refused() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    s.notifier.submit(note("m1")).expect("submit");
+    let other = Notification::new("m1", "user:1", Channel::Email, "other text").expect("valid");
+    assert!(matches!(s.notifier.submit(other), Err(SubmitError::ContentMismatch(_))));
+    drain(&s.notifier);
+}
+
+#[test]
+fn invalid_notifications_are_refused_by_field() {
+    let long = "x".repeat(idem_notify::CONTENT_LEN_MAX + 1);
+    let cases = [
+        (
+            Notification::new("", "u", Channel::Sms, "hi"),
+            InvalidNotification::MessageId(idem_core::KeyError::Empty),
+        ),
+        (
+            Notification::new("m", "", Channel::Sms, "hi"),
+            InvalidNotification::Recipient(idem_core::KeyError::Empty),
+        ),
+        (
+            Notification::new("m", "u", Channel::Sms, ""),
+            InvalidNotification::Content { len_bytes: 0 },
+        ),
+        (
+            Notification::new("m", "u", Channel::Sms, &long),
+            InvalidNotification::Content { len_bytes: long.len() },
+        ),
+    ];
+    for (got, expected) in cases {
+        assert_eq!(got, Err(expected));
+    }
+}
+
+#[test]
+fn transient_failures_back_off_within_bounds_then_deliver() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    s.notifier.provider().inject(ProviderFault::Throttle);
+    s.notifier.provider().inject(ProviderFault::FailBeforeSend);
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    let sleeps = s.sleeps.0.lock().expect("lock").clone();
+    assert_eq!(sleeps.len(), 2);
+    assert!(
+        sleeps[0] <= Duration::from_millis(100) && sleeps[1] <= Duration::from_millis(200),
+        "{sleeps:?}"
+    );
+    assert_eq!(s.notifier.stats().retries, 2);
+}
+
+#[test]
+fn attempts_stop_at_the_cap_and_the_dead_letter_says_why() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    for _ in 0..4 {
+        s.notifier.provider().inject(ProviderFault::Throttle);
+    }
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 0);
+    let dead = s.notifier.dead_letters();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].reason, "gave up after 4 attempts: throttled");
+    assert_eq!(s.sleeps.0.lock().expect("lock").len(), 3, "no wait after the last attempt");
+}
+
+#[test]
+fn permanent_errors_are_not_retried() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    s.notifier.provider().inject(ProviderFault::Permanent);
+    s.notifier.submit(note("m1")).expect("submit");
+    drain(&s.notifier);
+    let stats = s.notifier.stats();
+    assert_eq!((stats.retries, stats.dead_lettered, stats.sent), (0, 1, 0));
+}
+
+#[test]
+fn ambiguous_send_is_reconciled_by_status_not_repeated() {
+    // Delivered, then the answer lost: status says delivered, nothing is resent, even by a
+    // provider that would not deduplicate a resend.
+    let s = setup(SimulatedProvider::new(), |_| {});
+    s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!((s.notifier.provider().deliveries(&n), s.notifier.stats().retries), (1, 0));
+    // Lost before delivering: status says not delivered; it is sent again, once.
+    let s = setup(SimulatedProvider::new(), |_| {});
+    s.notifier.provider().inject(ProviderFault::TimeoutWithoutDelivery);
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+}
+
+#[test]
+fn without_status_an_ambiguous_send_is_unresolved_unless_at_least_once() {
+    let n = note("m1");
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |_| {});
+    s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    assert_eq!(s.notifier.unresolved(), vec![n.clone()]);
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.unknown = UnknownPolicy::Resend);
+    s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 2, "at least once: a second ping");
+}
+
+#[test]
+fn a_crash_after_sending_is_settled_by_status_on_replay() {
+    let s = setup(SimulatedProvider::new().without_status(), |_| {});
+    let n = note("m1");
+    // A worker of a crashed process claimed the id, delivered, and died before recording.
+    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
+    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
+        panic!("fresh id")
+    };
+    use idem_notify::Provider;
+    s.notifier.provider().send(&n).expect("delivered");
+    assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::DuplicateInFlight);
+    s.clock.advance(LEASE);
+    // The replay after the lease recovers; this provider cannot say: unresolved, not resent.
+    assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Recovering);
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    assert_eq!(s.notifier.stats().unresolved, 1);
+}
+
+#[test]
+fn a_crash_after_sending_with_status_completes_without_resending() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    let n = note("m1");
+    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
+    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
+        panic!("fresh id")
+    };
+    use idem_notify::Provider;
+    s.notifier.provider().send(&n).expect("delivered");
+    s.clock.advance(LEASE);
+    assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Recovering);
+    drain(&s.notifier);
+    assert_eq!((s.notifier.provider().deliveries(&n), s.notifier.stats().sent), (1, 1));
+}
+
+#[test]
+fn concurrent_duplicates_from_many_threads_deliver_once() {
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.workers = 2);
+    let n = note("m1");
+    let barrier = Barrier::new(8);
+    std::thread::scope(|scope| {
+        for _ in 0..8 {
+            let (notifier, n, barrier) = (&s.notifier, n.clone(), &barrier);
+            scope.spawn(move || {
+                barrier.wait();
+                notifier.submit(n).expect("submit");
+            });
+        }
+    });
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    assert_eq!(s.notifier.stats().accepted, 1);
+}
+
+#[test]
+fn a_restart_replays_through_the_same_store_and_sends_nothing_twice() {
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |_| {});
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    // The restarted process: a new notifier over the same (durable) store replays its
+    // queue.
+    let restarted = idem_notify::Notifier::start(
+        SimulatedProvider::new().forgetting_ids(),
+        s.store.clone(),
+        idem_notify::Config::default(),
+    );
+    assert_eq!(
+        restarted.submit(n.clone()).expect("submit"),
+        Submitted::Duplicate(Outcome::Delivered)
+    );
+    restarted.shutdown(Duration::from_secs(5));
+    assert_eq!(restarted.provider().deliveries(&n), 0);
+}
+
+#[test]
+fn fan_out_pings_each_channel_once_even_when_retried() {
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |_| {});
+    let all = Notification::fan_out(
+        "order-9",
+        "user:1",
+        &[Channel::Email, Channel::Sms, Channel::Push],
+        "shipped",
+    )
+    .expect("valid");
+    for _ in 0..3 {
+        for n in &all {
+            s.notifier.submit(n.clone()).expect("submit");
+        }
+    }
+    drain(&s.notifier);
+    for n in &all {
+        assert_eq!(s.notifier.provider().deliveries(n), 1, "{}", n.message_id());
+    }
+}
+
+#[test]
+fn a_full_queue_refuses_and_drops_nothing_silently() {
+    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity = 1);
+    // Fill the queue faster than one worker drains it: some submissions are refused, and
+    // every accepted one is delivered; a refused id is free to submit again.
+    let notes: Vec<Notification> = (0..50).map(|i| note(&format!("m{i}"))).collect();
+    let mut refused = Vec::new();
+    for n in &notes {
+        match s.notifier.submit(n.clone()) {
+            Ok(Submitted::Accepted) => {}
+            Err(SubmitError::QueueFull { capacity: 1 }) => refused.push(n.clone()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    for n in &refused {
+        loop {
+            match s.notifier.submit(n.clone()) {
+                Ok(Submitted::Accepted) => break,
+                Err(SubmitError::QueueFull { .. }) => std::thread::yield_now(),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    drain(&s.notifier);
+    for n in &notes {
+        assert_eq!(s.notifier.provider().deliveries(n), 1, "{}", n.message_id());
+    }
+    assert_eq!(
+        s.notifier.stats().refused,
+        refused.len() as u64 + (s.notifier.stats().refused - refused.len() as u64)
+    );
+}
+
+#[test]
+fn shutdown_past_its_deadline_reports_what_was_left_and_frees_the_ids() {
+    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity = 100);
+    // With a zero deadline, whatever the worker has not started yet is left behind.
+    let notes: Vec<Notification> = (0..20).map(|i| note(&format!("m{i}"))).collect();
+    for n in &notes {
+        s.notifier.submit(n.clone()).expect("submit");
+    }
+    let report = s.notifier.shutdown(Duration::ZERO);
+    let sent = s.notifier.stats().sent as usize;
+    assert_eq!(
+        report.left.len() + sent + s.notifier.stats().dead_lettered as usize,
+        notes.len(),
+        "{report:?}"
+    );
+    assert_eq!(report.drained, report.left.is_empty());
+    // Every id left behind was released: a later replay is accepted.
+    for id in &report.left {
+        let key = idem_core::ScopedKey::parse("user:1", id).expect("key");
+        let n = note(id);
+        assert!(matches!(s.store.claim(&key, &fingerprint_of(&n)), Ok(Claim::Acquired(_))), "{id}");
+    }
+}
+
+#[test]
+fn mark_read_is_idempotent_by_shape() {
+    let s = setup(SimulatedProvider::new(), |_| {});
+    assert_eq!(s.notifier.mark_read("user:1", "m1"), Ok(true));
+    assert_eq!(s.notifier.mark_read("user:1", "m1"), Ok(false));
+    assert!(s.notifier.is_read("user:1", "m1"));
+    drain(&s.notifier);
+    let s = setup(SimulatedProvider::new(), |c| c.read_max = 1);
+    assert_eq!(s.notifier.mark_read("user:1", "a"), Ok(true));
+    assert_eq!(s.notifier.mark_read("user:1", "b"), Err(1));
+    drain(&s.notifier);
+}
+
+#[test]
+fn backoff_bounds_double_up_to_the_cap_and_jitter_stays_inside() {
+    let policy = RetryPolicy {
+        base: Duration::from_millis(100),
+        cap: Duration::from_secs(1),
+        attempts_max: 10,
+        seed: 3,
+    };
+    let bounds: Vec<u64> = (0..6).map(|a| policy.bound(a).as_millis() as u64).collect();
+    assert_eq!(bounds, vec![100, 200, 400, 800, 1000, 1000]);
+    let mut jitter = Jitter::new(3);
+    let mut seen_high = false;
+    for attempt in 0..40 {
+        for _ in 0..50 {
+            let d = policy.delay(attempt % 8, &mut jitter);
+            assert!(d <= policy.bound(attempt % 8));
+            seen_high |= d > policy.bound(attempt % 8) / 2;
+        }
+    }
+    assert!(seen_high, "full jitter spreads over the whole range");
+    assert_eq!(
+        policy.bound(200),
+        Duration::from_secs(1),
+        "huge attempt numbers saturate at the cap"
+    );
+}

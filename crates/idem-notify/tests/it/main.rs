@@ -1,0 +1,65 @@
+//! idem-notify's integration tests: one binary, one module per concern.
+
+mod behaviour;
+mod model;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use idem_core::{ManualClock, MemoryStore, StoreConfig, Timestamp};
+use idem_notify::{
+    Channel, Config, Notification, Notifier, Outcome, RetryPolicy, SimulatedProvider, Sleeper,
+};
+
+pub(crate) const LEASE: Duration = Duration::from_secs(60);
+
+/// Records every wait instead of sleeping.
+#[derive(Debug, Default)]
+pub(crate) struct Recorder(pub(crate) Mutex<Vec<Duration>>);
+
+impl Sleeper for Recorder {
+    fn sleep(&self, duration: Duration) {
+        self.0.lock().expect("not poisoned").push(duration);
+    }
+}
+
+pub(crate) type TestNotifier = Notifier<SimulatedProvider, Arc<MemoryStore<Outcome>>>;
+
+pub(crate) struct Setup {
+    pub(crate) notifier: TestNotifier,
+    pub(crate) clock: Arc<ManualClock>,
+    pub(crate) store: Arc<MemoryStore<Outcome>>,
+    pub(crate) sleeps: Arc<Recorder>,
+}
+
+pub(crate) fn setup(provider: SimulatedProvider, tune: impl FnOnce(&mut Config)) -> Setup {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let store = Arc::new(MemoryStore::with_clock(
+        StoreConfig::builder().lease(LEASE).build().expect("valid"),
+        clock.clone(),
+    ));
+    let sleeps = Arc::new(Recorder::default());
+    let mut config = Config {
+        workers: 1,
+        retry: RetryPolicy {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(1),
+            attempts_max: 4,
+            seed: 7,
+        },
+        sleeper: sleeps.clone(),
+        ..Config::default()
+    };
+    tune(&mut config);
+    let notifier = Notifier::start(provider, store.clone(), config);
+    Setup { notifier, clock, store, sleeps }
+}
+
+pub(crate) fn note(id: &str) -> Notification {
+    Notification::new(id, "user:1", Channel::Email, "hello").expect("valid")
+}
+
+/// Drains the queue and stops the workers.
+pub(crate) fn drain(n: &TestNotifier) {
+    assert!(n.shutdown(Duration::from_secs(30)).drained);
+}
