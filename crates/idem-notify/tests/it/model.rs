@@ -51,7 +51,21 @@ fn check(ops: &[Op]) {
                 Err(e) => panic!("unexpected {e}"),
             },
             Op::Fault(kind) => s.notifier.provider().inject(fault(kind)),
-            Op::ExpireLeases => s.clock.advance(LEASE),
+            Op::ExpireLeases => {
+                // Only claims left pending (unresolved) may expire: a lease that runs out
+                // while its worker is still sending is a hung worker, which the lease
+                // length must rule out (and a deduplicating provider would absorb).
+                let settled = |st: idem_notify::Stats| {
+                    st.sent + st.dead_lettered + st.unresolved >= st.accepted
+                };
+                for _ in 0..5_000 {
+                    if settled(s.notifier.stats()) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                s.clock.advance(LEASE);
+            }
         }
     }
     assert!(s.notifier.shutdown(std::time::Duration::from_secs(30)).drained);
