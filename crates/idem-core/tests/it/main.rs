@@ -5,4 +5,5 @@ mod conformance;
 mod fingerprint;
 mod key;
 mod model;
+mod sqlite;
 mod stress;
