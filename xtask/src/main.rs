@@ -6,6 +6,7 @@
 //! * `bench [crate] [--write]`: the criterion benches and a ratio table against the anchors.
 //! * `ci`: fmt check, clippy with warnings denied, tests, docs with warnings denied, loom.
 //! * `miri`: idem-future (the crate with unsafe code) under Miri, where nightly has it.
+//! * `crash [--rounds N]`: the payment crash tests (real processes killed), N rounds.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,10 @@ const TASKS: &[(&str, &str)] = &[
     ("bench [crate] [--write]", "criterion benches; ratio table (--write: docs/benchmarks.md)"),
     ("ci", "fmt check, clippy -D warnings, tests, docs -D warnings, loom"),
     ("miri", "idem-future's tests under Miri (needs nightly with miri; not part of ci)"),
+    (
+        "crash [--rounds N]",
+        "payment crash tests: kill real worker processes, N rounds (default 1000)",
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -32,6 +37,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("ci") => ci(),
         Some("miri") => miri(),
+        Some("crash") => crash(&args[1..]),
         Some(other) => Err(format!("unknown task {other:?}\n{}", usage())),
         None => {
             println!("{}", usage());
@@ -143,5 +149,29 @@ fn miri() -> Result {
             .args(["run", "nightly", "cargo", "miri", "test", "-p", "idem-future", "--test", "it"])
             .args(["--", "--skip", "model::"])
             .env("MIRIFLAGS", "-Zmiri-disable-isolation -Zmiri-permissive-provenance"),
+    )
+}
+
+/// Runs the payment crash tests in release mode for `--rounds N` rounds (default 1000).
+fn crash(args: &[String]) -> Result {
+    let rounds = match args {
+        [] => "1000".to_string(),
+        [flag, n] if flag == "--rounds" && n.parse::<u64>().is_ok() => n.clone(),
+        other => return Err(format!("usage: cargo xtask crash [--rounds N], got {other:?}")),
+    };
+    run(
+        "crash",
+        cargo()
+            .args([
+                "test",
+                "--release",
+                "-p",
+                "idem-payments",
+                "--test",
+                "crash",
+                "--",
+                "--nocapture",
+            ])
+            .env("IDEM_CRASH_ROUNDS", rounds),
     )
 }

@@ -53,11 +53,15 @@
 //! | no answer after sending | nothing | pending | `Pending`: reconcile settles it |
 //! | invalid request | nothing | never claimed | `Invalid` |
 
+#[cfg(feature = "sqlite")]
+mod durable;
 mod gateway;
 mod money;
 mod processor;
 mod simulated;
 
+#[cfg(feature = "sqlite")]
+pub use durable::FileGateway;
 pub use gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 pub use money::{Amount, Currency, PaymentRequest, ValidationError};
 pub use processor::{PayError, Payment, PaymentOutcome, Processor, ReconcileReport};

@@ -1,0 +1,160 @@
+//! One worker process of the payment crash tests. It pays intents `first..first+count`
+//! against an SQLite store file and a file gateway, printing `ACK <intent> <charge id>`
+//! (flushed) for each answer it gives the client, and aborts at a named crash point if
+//! asked: `after_claim`, `after_charge`, `after_record` or `before_reply`, for one intent.
+//!
+//! usage: crash_worker <store file> <gateway file> <first> <count> [<point> <intent>]
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use idem_core::sqlite::SqliteStore;
+use idem_core::{
+    Claim, Fingerprint, IdempotencyKey, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig,
+    StoreError,
+};
+use idem_payments::{
+    Amount, Charge, ChargeId, Currency, FileGateway, Gateway, GatewayError, GatewayKey, Lookup,
+    PaymentOutcome, PaymentRequest, Processor,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Point {
+    AfterClaim,
+    AfterCharge,
+    AfterRecord,
+    BeforeReply,
+}
+
+/// The crash plan: abort at `point` while handling the intent with key `key`.
+struct Plan {
+    point: Option<Point>,
+    key: String,
+}
+
+impl Plan {
+    fn hit(&self, point: Point, key: &str) {
+        if self.point == Some(point) && self.key == key {
+            std::process::abort();
+        }
+    }
+}
+
+struct CrashStore<'a> {
+    inner: SqliteStore<PaymentOutcome>,
+    plan: &'a Plan,
+}
+
+impl KeyStore<PaymentOutcome> for CrashStore<'_> {
+    fn claim(
+        &self,
+        key: &ScopedKey,
+        fp: &Fingerprint,
+    ) -> Result<Claim<PaymentOutcome>, StoreError> {
+        let claim = self.inner.claim(key, fp)?;
+        if matches!(claim, Claim::Acquired(_) | Claim::Recover(_)) {
+            self.plan.hit(Point::AfterClaim, key.key().as_str());
+        }
+        Ok(claim)
+    }
+    fn complete(&self, lease: &Lease, result: PaymentOutcome) -> Result<(), StoreError> {
+        self.inner.complete(lease, result)?;
+        self.plan.hit(Point::AfterRecord, lease.key().key().as_str());
+        Ok(())
+    }
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease)
+    }
+    fn sweep(&self) -> Result<usize, StoreError> {
+        self.inner.sweep()
+    }
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        self.inner.pending(max)
+    }
+}
+
+struct CrashGateway<'a> {
+    inner: FileGateway,
+    plan: &'a Plan,
+    target: Option<GatewayKey>,
+}
+
+impl Gateway for CrashGateway<'_> {
+    fn charge(
+        &self,
+        key: &GatewayKey,
+        customer: &str,
+        amount: Amount,
+        currency: Currency,
+    ) -> Result<Charge, GatewayError> {
+        let charge = self.inner.charge(key, customer, amount, currency)?;
+        if self.target.as_ref() == Some(key) {
+            self.plan.hit(Point::AfterCharge, &self.plan.key);
+        }
+        Ok(charge)
+    }
+    fn lookup(&self, key: &GatewayKey) -> Lookup {
+        self.inner.lookup(key)
+    }
+    fn set_refunded(&self, charge: ChargeId) -> bool {
+        self.inner.set_refunded(charge)
+    }
+}
+
+/// The intent's key and request: shared with the test that checks the outcome.
+fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
+    let key = IdempotencyKey::new(&format!("intent-{i}")).expect("valid key");
+    let request = PaymentRequest::new(&format!("cus_{}", i % 7), 100 + i as i64, "EUR")
+        .expect("valid request");
+    (key, request)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, store, gateway, first, count, rest @ ..] = &args[..] else {
+        eprintln!("usage: crash_worker <store> <gateway> <first> <count> [<point> <intent>]");
+        std::process::exit(2);
+    };
+    let (first, count): (u64, u64) = (first.parse().expect("first"), count.parse().expect("count"));
+    let point = match rest.first().map(String::as_str) {
+        Some("after_claim") => Some(Point::AfterClaim),
+        Some("after_charge") => Some(Point::AfterCharge),
+        Some("after_record") => Some(Point::AfterRecord),
+        Some("before_reply") => Some(Point::BeforeReply),
+        _ => None,
+    };
+    let target: Option<u64> = rest.get(1).and_then(|t| t.parse().ok());
+    let plan = Plan { point, key: target.map(|t| format!("intent-{t}")).unwrap_or_default() };
+    let config =
+        StoreConfig::builder().lease(Duration::from_secs(60)).build().expect("valid config");
+    let inner = SqliteStore::open(Path::new(store), config).expect("the store opens");
+    let gateway_target = target.map(|t| {
+        let (k, r) = intent(t);
+        let scope = idem_core::Scope::new(&format!("shop/{}", r.customer())).expect("scope");
+        GatewayKey::derive(&ScopedKey::new(scope, k))
+    });
+    let processor = Processor::new(
+        "shop",
+        CrashGateway {
+            inner: FileGateway::open(Path::new(gateway)).expect("gateway file"),
+            plan: &plan,
+            target: gateway_target,
+        },
+        CrashStore { inner, plan: &plan },
+    )
+    .expect("valid merchant");
+    let mut out = std::io::stdout().lock();
+    for i in first..first + count {
+        let (key, request) = intent(i);
+        if let Ok(payment) = processor.pay(&key, &request) {
+            plan.hit(Point::BeforeReply, key.as_str());
+            let charge = match payment.outcome {
+                PaymentOutcome::Charged(c) => c.id.0,
+                PaymentOutcome::Declined(_) => 0,
+            };
+            writeln!(out, "ACK {i} {charge}").expect("stdout");
+            out.flush().expect("stdout");
+        }
+    }
+}
