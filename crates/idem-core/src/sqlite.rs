@@ -13,6 +13,11 @@
 //!   (`busy_timeout` waits for the lock), and the claim statement gives exactly one owner.
 //! * Results are stored with [`Durable`]'s versioned encoding, at most
 //!   `result_bytes_max` bytes each.
+//! * Group commit: one writer thread owns the connection. Operations that arrive while a
+//!   commit is in progress are applied together in the next transaction, each inside its
+//!   own savepoint (one failing operation does not undo the others), and every caller is
+//!   answered only after that transaction is on disk. Concurrent callers share fsyncs;
+//!   nobody is acknowledged earlier than before.
 
 use std::fmt;
 use std::path::Path;
@@ -24,7 +29,7 @@ use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
 use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
-use crate::sync::{Arc, Mutex};
+use crate::sync::Arc;
 
 /// The schema version this code writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -103,16 +108,21 @@ fn storage(error: rusqlite::Error) -> StoreError {
 
 /// The durable claimed-key store on one SQLite file.
 pub struct SqliteStore<R> {
-    conn: Mutex<Connection>,
+    /// A second connection for the read-only fast path: a replay, or a claim that is
+    /// clearly in flight, is answered without queueing behind writes.
+    reader: crate::sync::Mutex<Connection>,
     clock: Arc<dyn Clock>,
-    config: StoreConfig,
+    requests: Option<crossbeam_channel::Sender<Request>>,
+    writer: Option<std::thread::JoinHandle<()>>,
     result_bytes_max: usize,
     _result: std::marker::PhantomData<fn() -> R>,
 }
 
 impl<R> fmt::Debug for SqliteStore<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqliteStore").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("SqliteStore")
+            .field("result_bytes_max", &self.result_bytes_max)
+            .finish_non_exhaustive()
     }
 }
 
@@ -140,6 +150,333 @@ CREATE INDEX IF NOT EXISTS claims_expiry ON claims (finished, expires_at);
 CREATE INDEX IF NOT EXISTS claims_leases ON claims (finished, lease_expires_at);
 ";
 
+/// The most operations one transaction carries.
+const BATCH_MAX: usize = 1024;
+
+/// One operation for the writer thread, and where to send its answer.
+enum Op {
+    Claim(ScopedKey, Fingerprint),
+    Complete(Lease, Vec<u8>),
+    Release(Lease),
+    Sweep,
+    Pending(usize),
+}
+
+enum Answer {
+    Claim(Result<Claim<Vec<u8>>, StoreError>),
+    Done(Result<(), StoreError>),
+    Count(Result<usize, StoreError>),
+    Pending(Result<Vec<PendingClaim>, StoreError>),
+}
+
+struct Request {
+    op: Op,
+    reply: crossbeam_channel::Sender<Answer>,
+}
+
+/// What the writer thread owns.
+struct Writer {
+    conn: Connection,
+    clock: Arc<dyn Clock>,
+    config: StoreConfig,
+}
+
+fn ms(t: Timestamp) -> i64 {
+    i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(storage)?;
+    conn.busy_timeout(Duration::from_secs(30)).map_err(storage)?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(storage)?;
+    conn.pragma_update(None, "synchronous", "FULL").map_err(storage)?;
+    conn.execute_batch(SCHEMA).map_err(storage)?;
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (id, schema_version, next_token, records) VALUES (1, ?1, 1, 0)",
+        params![SCHEMA_VERSION],
+    )
+    .map_err(storage)?;
+    let found: i64 = conn
+        .query_row("SELECT schema_version FROM meta WHERE id = 1", [], |r| r.get(0))
+        .map_err(storage)?;
+    if found != SCHEMA_VERSION {
+        return Err(SqliteError::SchemaVersion { found }.into());
+    }
+    Ok(conn)
+}
+
+impl Writer {
+    /// Takes every request that is waiting (up to the batch limit), applies them in one
+    /// transaction, and answers them after the commit. Runs until every store handle is
+    /// gone.
+    fn run(mut self, requests: &crossbeam_channel::Receiver<Request>) {
+        while let Ok(first) = requests.recv() {
+            let mut batch = vec![first];
+            while batch.len() < BATCH_MAX {
+                match requests.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            self.apply(batch);
+        }
+    }
+
+    fn apply(&mut self, batch: Vec<Request>) {
+        let now = self.clock.now();
+        let config = self.config;
+        let mut tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let message = e.to_string();
+                for request in batch {
+                    let _ = request.reply.send(failed(&request.op, &message));
+                }
+                return;
+            }
+        };
+        let mut answers = Vec::with_capacity(batch.len());
+        for request in batch {
+            let answer = match tx.savepoint() {
+                Ok(mut sp) => {
+                    let answer = execute(&sp, &request.op, now, config);
+                    let ok = succeeded(&answer);
+                    if ok {
+                        let _ = sp.commit();
+                    } else {
+                        let _ = sp.rollback();
+                    }
+                    answer
+                }
+                Err(e) => failed(&request.op, &e.to_string()),
+            };
+            answers.push((request.reply, request.op, answer));
+        }
+        // Nobody is answered before the transaction is on disk; if the commit fails,
+        // nobody is told their operation happened.
+        match tx.commit() {
+            Ok(()) => {
+                for (reply, _, answer) in answers {
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                for (reply, op, _) in answers {
+                    let _ = reply.send(failed(&op, &message));
+                }
+            }
+        }
+    }
+}
+
+fn commit_error(message: &str) -> StoreError {
+    SqliteError::Corrupt(format!("transaction failed: {message}")).into()
+}
+
+fn failed(op: &Op, message: &str) -> Answer {
+    match op {
+        Op::Claim(..) => Answer::Claim(Err(commit_error(message))),
+        Op::Complete(..) | Op::Release(..) => Answer::Done(Err(commit_error(message))),
+        Op::Sweep => Answer::Count(Err(commit_error(message))),
+        Op::Pending(_) => Answer::Pending(Err(commit_error(message))),
+    }
+}
+
+/// Whether the operation's changes should be kept: refusals (in flight, key reused, full,
+/// lease lost) change nothing and roll back their savepoint.
+fn succeeded(answer: &Answer) -> bool {
+    match answer {
+        Answer::Claim(result) => matches!(result, Ok(Claim::Acquired(_) | Claim::Recover(_))),
+        Answer::Done(result) => result.is_ok(),
+        Answer::Count(result) => result.is_ok(),
+        Answer::Pending(_) => false,
+    }
+}
+
+/// Runs a statement through the connection's statement cache (preparing the claim's
+/// upsert costs more than running it).
+fn exec<P: rusqlite::Params>(conn: &Connection, sql: &str, params: P) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
+/// Reads one row through the statement cache.
+fn row<T, P: rusqlite::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    f: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.prepare_cached(sql)?.query_row(params, f)
+}
+
+fn execute(conn: &Connection, op: &Op, now: Timestamp, config: StoreConfig) -> Answer {
+    match op {
+        Op::Claim(key, fp) => Answer::Claim(claim(conn, key, fp, now, config)),
+        Op::Complete(lease, bytes) => {
+            let expires_at = ms(now.saturating_add(config.result_ttl()));
+            let changed = exec(
+                conn,
+                "UPDATE claims SET finished = 1, expires_at = ?4, result = ?5
+                 WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
+                params![
+                    lease.key().scope().as_str(),
+                    lease.key().key().as_str(),
+                    lease.token().get() as i64,
+                    expires_at,
+                    bytes
+                ],
+            );
+            Answer::Done(settled(changed, lease))
+        }
+        Op::Release(lease) => {
+            let changed = exec(
+                conn,
+                "DELETE FROM claims WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
+                params![
+                    lease.key().scope().as_str(),
+                    lease.key().key().as_str(),
+                    lease.token().get() as i64
+                ],
+            );
+            let result = settled(changed, lease).and_then(|()| {
+                exec(conn, "UPDATE meta SET records = records - 1 WHERE id = 1", [])
+                    .map(drop)
+                    .map_err(storage)
+            });
+            Answer::Done(result)
+        }
+        Op::Sweep => Answer::Count(sweep(conn, now, config)),
+        Op::Pending(max) => Answer::Pending(pending(conn, now, *max)),
+    }
+}
+
+fn settled(changed: rusqlite::Result<usize>, lease: &Lease) -> Result<(), StoreError> {
+    match changed.map_err(storage)? {
+        1 => Ok(()),
+        _ => Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() }),
+    }
+}
+
+fn claim(
+    conn: &Connection,
+    key: &ScopedKey,
+    fingerprint: &Fingerprint,
+    now: Timestamp,
+    config: StoreConfig,
+) -> Result<Claim<Vec<u8>>, StoreError> {
+    let lease_expires_at = now.saturating_add(config.lease());
+    let (token, records): (i64, i64) =
+        row(conn, "SELECT next_token, records FROM meta WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(storage)?;
+    // One statement: insert the absent key, or take over an expired result (any
+    // fingerprint) or an expired lease (same fingerprint), with the next token.
+    let taken: Option<(i64, i64)> = row(conn,
+            "INSERT INTO claims (scope, key, fingerprint, token, finished, lease_expires_at, expires_at, result, recovered, fresh)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, 0, NULL, 0, 1)
+             ON CONFLICT (scope, key) DO UPDATE SET
+                 fingerprint = excluded.fingerprint, token = excluded.token, finished = 0,
+                 lease_expires_at = excluded.lease_expires_at, expires_at = 0, result = NULL,
+                 recovered = 1 - claims.finished, fresh = 0
+             WHERE (claims.finished = 1 AND claims.expires_at <= ?6)
+                OR (claims.finished = 0 AND claims.lease_expires_at <= ?6 AND claims.fingerprint = excluded.fingerprint)
+             RETURNING recovered, fresh",
+            params![key.scope().as_str(), key.key().as_str(), &fingerprint.as_bytes()[..], token, ms(lease_expires_at), ms(now)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(storage)?;
+    let lease = Lease::new(key.clone(), FencingToken::new(token as u64), lease_expires_at);
+    let Some((recovered, fresh)) = taken else {
+        return inspect(conn, key, fingerprint, now);
+    };
+    if fresh == 1 && records >= config.capacity() as i64 {
+        // The savepoint rolls the insert back.
+        return Err(StoreError::StoreFull { capacity: config.capacity() });
+    }
+    let counted = if fresh == 1 { 1 } else { 0 };
+    exec(
+        conn,
+        "UPDATE meta SET next_token = next_token + 1, records = records + ?1 WHERE id = 1",
+        params![counted],
+    )
+    .map_err(storage)?;
+    Ok(if recovered == 1 { Claim::Recover(lease) } else { Claim::Acquired(lease) })
+}
+
+/// The claim changed nothing: say why (in flight, replay, key reused). Reads only.
+fn inspect(
+    conn: &Connection,
+    key: &ScopedKey,
+    fingerprint: &Fingerprint,
+    now: Timestamp,
+) -> Result<Claim<Vec<u8>>, StoreError> {
+    let (stored_fp, finished, lease_until, result): (Vec<u8>, i64, i64, Option<Vec<u8>>) = row(conn,
+            "SELECT fingerprint, finished, lease_expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
+            params![key.scope().as_str(), key.key().as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .map_err(storage)?;
+    if stored_fp != fingerprint.as_bytes()[..] {
+        return Err(StoreError::KeyReused { key: key.clone() });
+    }
+    if finished == 1 {
+        return Ok(Claim::Replay(
+            result.ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?,
+        ));
+    }
+    let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
+    Ok(Claim::InFlight { retry_after: until.saturating_duration_since(now) })
+}
+
+fn sweep(conn: &Connection, now: Timestamp, config: StoreConfig) -> Result<usize, StoreError> {
+    let removed = exec(
+        conn,
+        "DELETE FROM claims WHERE (scope, key) IN (
+                 SELECT scope, key FROM claims WHERE finished = 1 AND expires_at <= ?1 LIMIT ?2)",
+        params![ms(now), config.sweep_batch_max() as i64],
+    )
+    .map_err(storage)?;
+    exec(conn, "UPDATE meta SET records = records - ?1 WHERE id = 1", params![removed as i64])
+        .map_err(storage)?;
+    Ok(removed)
+}
+
+fn pending(conn: &Connection, now: Timestamp, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT scope, key, fingerprint, lease_expires_at FROM claims
+             WHERE finished = 0 AND lease_expires_at <= ?1 LIMIT ?2",
+        )
+        .map_err(storage)?;
+    let rows = statement
+        .query_map(params![ms(now), max as i64], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .map_err(storage)?;
+    let mut found = Vec::new();
+    for row in rows {
+        let (scope, key, fp, expired) = row.map_err(storage)?;
+        let key = ScopedKey::parse(&scope, &key)
+            .map_err(|e| SqliteError::Corrupt(format!("stored key: {e}")))?;
+        let fp: [u8; 32] =
+            fp.try_into().map_err(|_| SqliteError::Corrupt("fingerprint is 32 bytes".into()))?;
+        found.push(PendingClaim {
+            key,
+            fingerprint: Fingerprint::from_bytes(fp),
+            lease_expired_at: Timestamp::from_millis(u64::try_from(expired).unwrap_or(0)),
+        });
+    }
+    Ok(found)
+}
+
 impl<R: Durable + Clone + Send> SqliteStore<R> {
     /// Opens (creating if needed) the store at `path`, on the system clock.
     ///
@@ -151,36 +488,29 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         Self::open_with_clock(path, config, Arc::new(SystemClock))
     }
 
-    /// Opens the store at `path`, reading time from `clock`.
+    /// Opens the store at `path`, reading time from `clock`, and starts its writer thread.
     ///
     /// # Errors
     ///
-    /// As [`open`](Self::open).
+    /// As [`open`](Self::open); also if the writer thread cannot be started.
     pub fn open_with_clock(
         path: &Path,
         config: StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(storage)?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(storage)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(storage)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(storage)?;
-        conn.execute_batch(SCHEMA).map_err(storage)?;
-        conn.execute(
-            "INSERT OR IGNORE INTO meta (id, schema_version, next_token, records) VALUES (1, ?1, 1, 0)",
-            params![SCHEMA_VERSION],
-        )
-        .map_err(storage)?;
-        let found: i64 = conn
-            .query_row("SELECT schema_version FROM meta WHERE id = 1", [], |r| r.get(0))
-            .map_err(storage)?;
-        if found != SCHEMA_VERSION {
-            return Err(SqliteError::SchemaVersion { found }.into());
-        }
+        let conn = open_connection(path)?;
+        let reader = open_connection(path)?;
+        let (requests, queue) = crossbeam_channel::bounded::<Request>(BATCH_MAX * 4);
+        let writer = Writer { conn, clock: clock.clone(), config };
+        let handle = std::thread::Builder::new()
+            .name("idem-sqlite-writer".into())
+            .spawn(move || writer.run(&queue))
+            .map_err(|e| StoreError::Storage(Box::new(e)))?;
         Ok(Self {
-            conn: Mutex::new(conn),
+            reader: crate::sync::Mutex::new(reader),
             clock,
-            config,
+            requests: Some(requests),
+            writer: Some(handle),
             result_bytes_max: 64 * 1024,
             _result: std::marker::PhantomData,
         })
@@ -218,115 +548,96 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         }
     }
 
-    fn ms(t: Timestamp) -> i64 {
-        i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
-    }
-
-    fn claim_tx(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        let now = self.clock.now();
-        let lease_expires_at = now.saturating_add(self.config.lease());
-        let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-        let (token, records): (i64, i64) = tx
-            .query_row("UPDATE meta SET next_token = next_token + 1 WHERE id = 1 RETURNING next_token - 1, records", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .map_err(storage)?;
-        // One statement: insert the absent key, or take over an expired result (any
-        // fingerprint) or an expired lease (same fingerprint), raising the token.
-        let taken: Option<(i64, i64)> = tx
-            .query_row(
-                "INSERT INTO claims (scope, key, fingerprint, token, finished, lease_expires_at, expires_at, result, recovered, fresh)
-                 VALUES (?1, ?2, ?3, ?4, 0, ?5, 0, NULL, 0, 1)
-                 ON CONFLICT (scope, key) DO UPDATE SET
-                     fingerprint = excluded.fingerprint, token = excluded.token, finished = 0,
-                     lease_expires_at = excluded.lease_expires_at, expires_at = 0, result = NULL,
-                     recovered = 1 - claims.finished, fresh = 0
-                 WHERE (claims.finished = 1 AND claims.expires_at <= ?6)
-                    OR (claims.finished = 0 AND claims.lease_expires_at <= ?6 AND claims.fingerprint = excluded.fingerprint)
-                 RETURNING recovered, fresh",
-                params![
-                    key.scope().as_str(),
-                    key.key().as_str(),
-                    &fingerprint.as_bytes()[..],
-                    token,
-                    Self::ms(lease_expires_at),
-                    Self::ms(now)
-                ],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(storage)?;
-        let lease = Lease::new(key.clone(), FencingToken::new(token as u64), lease_expires_at);
-        let answer = match taken {
-            Some((_, 1)) if records >= self.config.capacity() as i64 => {
-                // New key, store full: undo the insert by not committing.
-                drop(tx);
-                return Err(StoreError::StoreFull { capacity: self.config.capacity() });
-            }
-            Some((_, 1)) => {
-                tx.execute("UPDATE meta SET records = records + 1 WHERE id = 1", [])
-                    .map_err(storage)?;
-                Claim::Acquired(lease)
-            }
-            Some((1, _)) => Claim::Recover(lease),
-            Some(_) => Claim::Acquired(lease),
-            None => {
-                let (stored_fp, finished, lease_until, result): (Vec<u8>, i64, i64, Option<Vec<u8>>) = tx
-                    .query_row(
-                        "SELECT fingerprint, finished, lease_expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
-                        params![key.scope().as_str(), key.key().as_str()],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-                    )
-                    .map_err(storage)?;
-                if stored_fp != fingerprint.as_bytes()[..] {
-                    return Err(StoreError::KeyReused { key: key.clone() });
-                }
-                if finished == 1 {
-                    let bytes = result
-                        .ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?;
-                    Claim::Replay(Self::decode(&bytes)?)
-                } else {
-                    let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
-                    Claim::InFlight { retry_after: until.saturating_duration_since(now) }
-                }
-            }
+    /// Sends `op` to the writer and waits for its answer (after the commit).
+    fn ask(&self, op: Op) -> Result<Answer, StoreError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let gone = || {
+            StoreError::Storage(Box::new(SqliteError::Corrupt("the writer thread stopped".into())))
         };
-        tx.commit().map_err(storage)?;
-        Ok(answer)
+        self.requests.as_ref().ok_or_else(gone)?.send(Request { op, reply }).map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())
     }
 
-    fn settle(
+    /// The read-only fast path: a live result with this fingerprint is a replay, a live
+    /// lease with this fingerprint is in flight. A read may be a moment stale; both answers
+    /// stay true or become "retry" (a finished record never changes before it expires).
+    /// Anything else (absent, expired, another fingerprint) goes to the writer.
+    fn read_claim(
         &self,
-        lease: &Lease,
-        sql: &str,
-        extra: Option<(i64, Vec<u8>)>,
-    ) -> Result<(), StoreError> {
-        let key = lease.key();
-        let token = lease.token().get() as i64;
-        let conn = self.conn.lock();
-        let changed = match extra {
-            Some((expires_at, bytes)) => conn.execute(
-                sql,
-                params![key.scope().as_str(), key.key().as_str(), token, expires_at, bytes],
-            ),
-            None => conn.execute(sql, params![key.scope().as_str(), key.key().as_str(), token]),
-        }
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<Claim<R>>, StoreError> {
+        let now = self.clock.now();
+        let reader = self.reader.lock();
+        let found: Option<(Vec<u8>, i64, i64, i64, Option<Vec<u8>>)> = row(
+            &reader,
+            "SELECT fingerprint, finished, lease_expires_at, expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
+            params![key.scope().as_str(), key.key().as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .optional()
         .map_err(storage)?;
-        if changed == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LeaseLost { key: key.clone(), token: lease.token() })
+        drop(reader);
+        let Some((fp, finished, lease_until, expires_at, result)) = found else { return Ok(None) };
+        if fp != fingerprint.as_bytes()[..] {
+            return Ok(None);
+        }
+        let now_ms = ms(now);
+        if finished == 1 && expires_at > now_ms {
+            let bytes =
+                result.ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?;
+            return Ok(Some(Claim::Replay(Self::decode(&bytes)?)));
+        }
+        if finished == 0 && lease_until > now_ms {
+            let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
+            return Ok(Some(Claim::InFlight { retry_after: until.saturating_duration_since(now) }));
+        }
+        Ok(None)
+    }
+
+    fn claim_once(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Claim<R>, StoreError> {
+        if let Some(answer) = self.read_claim(key, fingerprint)? {
+            return Ok(answer);
+        }
+        match self.ask(Op::Claim(key.clone(), *fingerprint))? {
+            Answer::Claim(result) => Ok(match result? {
+                Claim::Replay(bytes) => Claim::Replay(Self::decode(&bytes)?),
+                Claim::Acquired(lease) => Claim::Acquired(lease),
+                Claim::Recover(lease) => Claim::Recover(lease),
+                Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
+            }),
+            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
+        }
+    }
+
+    fn done(&self, op: Op) -> Result<(), StoreError> {
+        match self.ask(op)? {
+            Answer::Done(result) => result,
+            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
+        }
+    }
+}
+
+impl<R> Drop for SqliteStore<R> {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer finish what it holds and stop.
+        drop(self.requests.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
         }
     }
 }
 
 impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        match self.claim_tx(key, fingerprint) {
+        match self.claim_once(key, fingerprint) {
             // A full store sweeps once, then decides again.
             Err(StoreError::StoreFull { .. }) if self.sweep()? > 0 => {
-                self.claim_tx(key, fingerprint)
+                self.claim_once(key, fingerprint)
             }
             other => other,
         }
@@ -334,84 +645,25 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let bytes = self.encode(&result)?;
-        let expires_at = Self::ms(self.clock.now().saturating_add(self.config.result_ttl()));
-        self.settle(
-            lease,
-            "UPDATE claims SET finished = 1, expires_at = ?4, result = ?5
-             WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
-            Some((expires_at, bytes)),
-        )
+        self.done(Op::Complete(lease.clone(), bytes))
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let key = lease.key();
-        let token = lease.token().get() as i64;
-        let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-        let changed = tx
-            .execute(
-                "DELETE FROM claims WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
-                params![key.scope().as_str(), key.key().as_str(), token],
-            )
-            .map_err(storage)?;
-        if changed != 1 {
-            return Err(StoreError::LeaseLost { key: key.clone(), token: lease.token() });
-        }
-        tx.execute("UPDATE meta SET records = records - 1 WHERE id = 1", []).map_err(storage)?;
-        tx.commit().map_err(storage)
+        self.done(Op::Release(lease.clone()))
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {
-        let now = Self::ms(self.clock.now());
-        let mut conn = self.conn.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(storage)?;
-        let removed = tx
-            .execute(
-                "DELETE FROM claims WHERE (scope, key) IN (
-                     SELECT scope, key FROM claims WHERE finished = 1 AND expires_at <= ?1 LIMIT ?2)",
-                params![now, self.config.sweep_batch_max() as i64],
-            )
-            .map_err(storage)?;
-        tx.execute("UPDATE meta SET records = records - ?1 WHERE id = 1", params![removed as i64])
-            .map_err(storage)?;
-        tx.commit().map_err(storage)?;
-        Ok(removed)
+        match self.ask(Op::Sweep)? {
+            Answer::Count(result) => result,
+            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
+        }
     }
 
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
-        let now = Self::ms(self.clock.now());
-        let conn = self.conn.lock();
-        let mut statement = conn
-            .prepare(
-                "SELECT scope, key, fingerprint, lease_expires_at FROM claims
-                 WHERE finished = 0 AND lease_expires_at <= ?1 LIMIT ?2",
-            )
-            .map_err(storage)?;
-        let rows = statement
-            .query_map(params![now, max as i64], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Vec<u8>>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .map_err(storage)?;
-        let mut found = Vec::new();
-        for row in rows {
-            let (scope, key, fp, expired) = row.map_err(storage)?;
-            let key = ScopedKey::parse(&scope, &key)
-                .map_err(|e| SqliteError::Corrupt(format!("stored key: {e}")))?;
-            let fp: [u8; 32] = fp
-                .try_into()
-                .map_err(|_| SqliteError::Corrupt("fingerprint is 32 bytes".into()))?;
-            found.push(PendingClaim {
-                key,
-                fingerprint: Fingerprint::from_bytes(fp),
-                lease_expired_at: Timestamp::from_millis(u64::try_from(expired).unwrap_or(0)),
-            });
+        match self.ask(Op::Pending(max))? {
+            Answer::Pending(result) => result,
+            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
         }
-        Ok(found)
     }
 }
 
