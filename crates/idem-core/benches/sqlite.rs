@@ -69,7 +69,7 @@ fn bench(c: &mut Criterion) {
     let config = StoreConfig::builder().capacity(1 << 22).build().expect("valid config");
     for (name, replay) in [("durable_claim_complete", false), ("durable_replay", true)] {
         let mut group = c.benchmark_group(name);
-        for threads in [1u64, 2, 16] {
+        for threads in [1u64, 2, 16, 64] {
             let param = format!("{threads} threads");
             let sqlite = SqliteStore::<u64>::open(&file(), config).expect("open");
             let warm = MemoryStore::<u64>::new(config);

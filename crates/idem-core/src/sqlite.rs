@@ -150,6 +150,10 @@ CREATE INDEX IF NOT EXISTS claims_expiry ON claims (finished, expires_at);
 CREATE INDEX IF NOT EXISTS claims_leases ON claims (finished, lease_expires_at);
 ";
 
+/// A claim row as the read path sees it: fingerprint, finished, lease expiry, result
+/// expiry, result.
+type StoredRow = (Vec<u8>, i64, i64, i64, Option<Vec<u8>>);
+
 /// The most operations one transaction carries.
 const BATCH_MAX: usize = 1024;
 
@@ -569,7 +573,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
     ) -> Result<Option<Claim<R>>, StoreError> {
         let now = self.clock.now();
         let reader = self.reader.lock();
-        let found: Option<(Vec<u8>, i64, i64, i64, Option<Vec<u8>>)> = row(
+        let found: Option<StoredRow> = row(
             &reader,
             "SELECT fingerprint, finished, lease_expires_at, expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
             params![key.scope().as_str(), key.key().as_str()],
