@@ -18,7 +18,11 @@ struct Row {
     idem: u64,
 }
 
-pub(crate) fn run(_root: &Path) -> Result {
+/// The crates whose storm can run on the durable SQLite store (`--durable`).
+const DURABLE: &[&str] = &["idem-payments", "idem-notify"];
+
+pub(crate) fn run(_root: &Path, args: &[String]) -> Result {
+    let durable = args.iter().any(|a| a == "--durable");
     let crates = crates_with("examples/retry_storm.rs")?;
     if crates.is_empty() {
         return Err("no crate has examples/retry_storm.rs".into());
@@ -30,6 +34,9 @@ pub(crate) fn run(_root: &Path) -> Result {
         // workspace's examples do not collide in target/.
         let example = format!("retry_storm_{}", name.trim_start_matches("idem-"));
         command.args(["run", "--quiet", "--release", "-p", name, "--example", &example]);
+        if durable && DURABLE.contains(&name.as_str()) {
+            command.args(["--", "--durable"]);
+        }
         rows.push(parse(name, &output(name, &mut command)?)?);
     }
     print_table(&rows);

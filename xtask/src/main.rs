@@ -18,7 +18,7 @@ mod demo;
 type Result<T = ()> = std::result::Result<T, String>;
 
 const TASKS: &[(&str, &str)] = &[
-    ("demo", "retry storm against every crate: naive vs idempotent, one table"),
+    ("demo [--durable]", "retry storm against every crate, one table (--durable: SQLite store)"),
     ("loom [crate]", "every loom model, release mode, LOOM_MAX_PREEMPTIONS=3 by default"),
     ("bench [crate] [--write]", "criterion benches; ratio table (--write: docs/benchmarks.md)"),
     ("ci", "fmt check, clippy -D warnings, tests, docs -D warnings, loom"),
@@ -32,7 +32,7 @@ const TASKS: &[(&str, &str)] = &[
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("demo") => demo::run(&root()),
+        Some("demo") => demo::run(&root(), &args[1..]),
         Some("loom") => loom(args.get(1).map(String::as_str)),
         Some("bench") => bench::run(&root(), &args[1..]),
         Some("ci") => ci(),

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use idem_core::{MemoryStore, StoreConfig};
+use idem_core::{KeyStore, MemoryStore, StoreConfig};
 use idem_notify::{
     Channel, Config, Notification, Notifier, Provider, ProviderFault, SimulatedProvider,
     SubmitError,
@@ -63,8 +63,18 @@ fn main() {
 
     // idem: the provider answers status but does not deduplicate.
     let provider = SimulatedProvider::new().forgetting_ids_but_keeping_status();
-    let store =
-        MemoryStore::new(StoreConfig::builder().capacity(INTENTS * 2).build().expect("valid"));
+    let config = StoreConfig::builder().capacity(INTENTS * 2).build().expect("valid");
+    // `--durable` (from `cargo xtask demo --durable`): the same storm on the SQLite store.
+    let durable = std::env::args().any(|a| a == "--durable");
+    let store: std::sync::Arc<dyn KeyStore<idem_notify::Outcome>> = if durable {
+        let path =
+            std::env::temp_dir().join(format!("idem-demo-notify-{}.sqlite", std::process::id()));
+        std::sync::Arc::new(
+            idem_core::sqlite::SqliteStore::open(&path, config).expect("store file"),
+        )
+    } else {
+        std::sync::Arc::new(MemoryStore::new(config))
+    };
     let notifier = Notifier::start(provider, store, Config { workers: 2, ..Config::default() });
     for (k, i) in list.iter().enumerate() {
         if k % 20 == 19 {
@@ -79,7 +89,8 @@ fn main() {
     let idem_pings = notifier.provider().total_deliveries();
     assert_eq!(idem_pings, INTENTS as u64, "exactly one ping per intended notification");
     println!(
-        "retry_storm\tnotifications, retries+redeliveries+timeouts\t{INTENTS}\t{}\t{naive_pings}\t{idem_pings}",
+        "retry_storm\tnotifications{}, retries+redeliveries+timeouts\t{INTENTS}\t{}\t{naive_pings}\t{idem_pings}",
+        if durable { " (sqlite)" } else { "" },
         list.len()
     );
 }

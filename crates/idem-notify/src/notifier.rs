@@ -24,6 +24,31 @@ pub enum Outcome {
     DeadLettered(String),
 }
 
+#[cfg(feature = "sqlite")]
+impl idem_core::sqlite::Durable for Outcome {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Outcome::Delivered => vec![0],
+            Outcome::DeadLettered(reason) => {
+                let mut out = vec![1];
+                out.extend_from_slice(reason.as_bytes());
+                out
+            }
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, idem_core::sqlite::SqliteError> {
+        let corrupt = || idem_core::sqlite::SqliteError::Corrupt("notification outcome".into());
+        match bytes.split_first() {
+            Some((0, [])) => Ok(Outcome::Delivered),
+            Some((1, reason)) => Ok(Outcome::DeadLettered(
+                String::from_utf8(reason.to_vec()).map_err(|_| corrupt())?,
+            )),
+            _ => Err(corrupt()),
+        }
+    }
+}
+
 /// What `submit` did with a notification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Submitted {

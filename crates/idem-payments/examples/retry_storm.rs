@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use idem_core::{IdempotencyKey, ManualClock, MemoryStore, StoreConfig, Timestamp};
+use idem_core::{IdempotencyKey, KeyStore, ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_payments::{FaultPlan, Gateway, GatewayKey, PaymentRequest, Processor, SimulatedGateway};
 
 const INTENTS: u64 = 10_000;
@@ -90,8 +90,19 @@ fn main() {
         seed: 11,
         ..FaultPlan::default()
     });
-    let processor = Processor::new("shop", gateway, MemoryStore::with_clock(config, clock.clone()))
-        .expect("valid merchant");
+    // `--durable` (from `cargo xtask demo --durable`): the same storm on the SQLite store.
+    let durable = std::env::args().any(|a| a == "--durable");
+    let store: Arc<dyn KeyStore<idem_payments::PaymentOutcome>> = if durable {
+        let path =
+            std::env::temp_dir().join(format!("idem-demo-payments-{}.sqlite", std::process::id()));
+        Arc::new(
+            idem_core::sqlite::SqliteStore::open_with_clock(&path, config, clock.clone())
+                .expect("store file"),
+        )
+    } else {
+        Arc::new(MemoryStore::with_clock(config, clock.clone()))
+    };
+    let processor = Processor::new("shop", gateway, store).expect("valid merchant");
     storm(&list, |i| {
         let (k, r) = intent(i);
         let _ = processor.pay(&k, &r);
@@ -106,7 +117,8 @@ fn main() {
     let (idem_charges, _) = processor.gateway().totals();
     assert_eq!(idem_charges, INTENTS, "exactly one charge per intended payment");
     println!(
-        "retry_storm\tpayments, {RETRY_PERCENT}% retry, 5% lost answers\t{INTENTS}\t{}\t{naive_charges}\t{idem_charges}",
+        "retry_storm\tpayments{}, {RETRY_PERCENT}% retry, 5% lost answers\t{INTENTS}\t{}\t{naive_charges}\t{idem_charges}",
+        if durable { " (sqlite)" } else { "" },
         list.len()
     );
 }
