@@ -66,9 +66,8 @@ fn main() {
     let config = StoreConfig::builder().capacity(INTENTS * 2).build().expect("valid");
     // `--durable` (from `cargo xtask demo --durable`): the same storm on the SQLite store.
     let durable = std::env::args().any(|a| a == "--durable");
+    let path = std::env::temp_dir().join(format!("idem-demo-notify-{}.sqlite", std::process::id()));
     let store: std::sync::Arc<dyn KeyStore<idem_notify::Outcome>> = if durable {
-        let path =
-            std::env::temp_dir().join(format!("idem-demo-notify-{}.sqlite", std::process::id()));
         std::sync::Arc::new(
             idem_core::sqlite::SqliteStore::open(&path, config).expect("store file"),
         )
@@ -93,4 +92,8 @@ fn main() {
         if durable { " (sqlite)" } else { "" },
         list.len()
     );
+    drop(notifier);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
 }

@@ -92,9 +92,9 @@ fn main() {
     });
     // `--durable` (from `cargo xtask demo --durable`): the same storm on the SQLite store.
     let durable = std::env::args().any(|a| a == "--durable");
+    let path =
+        std::env::temp_dir().join(format!("idem-demo-payments-{}.sqlite", std::process::id()));
     let store: Arc<dyn KeyStore<idem_payments::PaymentOutcome>> = if durable {
-        let path =
-            std::env::temp_dir().join(format!("idem-demo-payments-{}.sqlite", std::process::id()));
         Arc::new(
             idem_core::sqlite::SqliteStore::open_with_clock(&path, config, clock.clone())
                 .expect("store file"),
@@ -121,4 +121,8 @@ fn main() {
         if durable { " (sqlite)" } else { "" },
         list.len()
     );
+    drop(processor);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
 }
