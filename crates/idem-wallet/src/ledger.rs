@@ -57,7 +57,10 @@ pub struct Ledger {
     accounts: HashMap<AccountId, Account>,
     transfers: TransferLog,
     failed: HashSet<TransferId>,
-    expiry: BinaryHeap<Reverse<(u64, TransferId)>>,
+    /// Pending transfers with a timeout, as (expiry ms, id, timestamp). The timestamp names
+    /// the exact transfer: an entry left by a rolled-back chain must not expire a later
+    /// transfer that reused the id.
+    expiry: BinaryHeap<Reverse<(u64, TransferId, u64)>>,
     limits: Limits,
     clock: Arc<dyn Clock>,
     last_timestamp: u64,
@@ -349,7 +352,7 @@ impl Ledger {
         self.log(Undo::Transfer(t.id));
         if pending && t.timeout > 0 {
             let expires_ms = self.batch_now_ms + u64::from(t.timeout) * 1000;
-            self.expiry.push(Reverse((expires_ms, t.id)));
+            self.expiry.push(Reverse((expires_ms, t.id, timestamp)));
         }
         R::Created
     }
@@ -419,14 +422,14 @@ impl Ledger {
 
     /// Releases the reservations of pending transfers whose timeout passed.
     fn expire_pending(&mut self) {
-        let now = self.clock.now().as_millis();
-        while let Some(Reverse((expires_ms, id))) = self.expiry.peek().copied() {
+        let now = self.batch_now_ms;
+        while let Some(Reverse((expires_ms, id, timestamp))) = self.expiry.peek().copied() {
             if expires_ms > now {
                 break;
             }
             self.expiry.pop();
             let Some(stored) = self.transfers.get_mut(&id) else { continue };
-            if stored.pending != Some(PendingState::Pending) {
+            if stored.timestamp != timestamp || stored.pending != Some(PendingState::Pending) {
                 continue;
             }
             stored.pending = Some(PendingState::Expired);

@@ -156,7 +156,7 @@ fn check(batches: &[(Vec<Transfer>, u64)]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: std::env::var("IDEM_MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256), ..ProptestConfig::default() })]
 
     #[test]
     fn ledger_matches_model(batches in prop::collection::vec((prop::collection::vec(transfer(), 1..8), prop::sample::select(vec![0u64, 500, 1_000, 5_000])), 1..12)) {
