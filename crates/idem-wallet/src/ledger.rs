@@ -139,10 +139,25 @@ impl Ledger {
         &mut self,
         batch: &[NewAccount],
     ) -> Result<Vec<AccountResult>, BatchError> {
+        let now_ms = self.clock.now().as_millis();
+        self.create_accounts_at(batch, now_ms)
+    }
+
+    /// As [`create_accounts`](Self::create_accounts), at a given time: the durable wallet
+    /// replays its log with the times it recorded, so replay is deterministic.
+    ///
+    /// # Errors
+    ///
+    /// As [`create_accounts`](Self::create_accounts).
+    pub fn create_accounts_at(
+        &mut self,
+        batch: &[NewAccount],
+        now_ms: u64,
+    ) -> Result<Vec<AccountResult>, BatchError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
-        self.batch_now_ms = self.clock.now().as_millis();
+        self.batch_now_ms = now_ms;
         Ok(batch.iter().map(|a| self.create_account(a)).collect())
     }
 
@@ -209,10 +224,30 @@ impl Ledger {
         &mut self,
         batch: &[Transfer],
     ) -> Result<Vec<TransferResult>, BatchError> {
+        let now_ms = self.clock.now().as_millis();
+        self.create_transfers_at(batch, now_ms)
+    }
+
+    /// The time the ledger reads for a batch submitted now.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now().as_millis()
+    }
+
+    /// As [`create_transfers`](Self::create_transfers), at a given time (see
+    /// [`create_accounts_at`](Self::create_accounts_at)).
+    ///
+    /// # Errors
+    ///
+    /// As [`create_transfers`](Self::create_transfers).
+    pub fn create_transfers_at(
+        &mut self,
+        batch: &[Transfer],
+        now_ms: u64,
+    ) -> Result<Vec<TransferResult>, BatchError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
-        self.batch_now_ms = self.clock.now().as_millis();
+        self.batch_now_ms = now_ms;
         self.transfers.reserve(batch.len());
         self.expire_pending();
         let mut results = Vec::with_capacity(batch.len());

@@ -74,10 +74,12 @@
 //! code instead of one per balance; a post may name the pending transfer's accounts, or
 //! leave them 0.
 
+mod durable;
 mod ledger;
 mod types;
 mod wallet;
 
+pub use durable::{CrashPoint, DurableWallet, LogError};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits};
 pub use types::{
     Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
