@@ -152,26 +152,20 @@ fn miri() -> Result {
     )
 }
 
-/// Runs the payment crash tests in release mode for `--rounds N` rounds (default 1000).
+/// Runs the payment and wallet crash tests in release mode, `--rounds N` rounds each
+/// (default 1000).
 fn crash(args: &[String]) -> Result {
     let rounds = match args {
         [] => "1000".to_string(),
         [flag, n] if flag == "--rounds" && n.parse::<u64>().is_ok() => n.clone(),
         other => return Err(format!("usage: cargo xtask crash [--rounds N], got {other:?}")),
     };
-    run(
-        "crash",
-        cargo()
-            .args([
-                "test",
-                "--release",
-                "-p",
-                "idem-payments",
-                "--test",
-                "crash",
-                "--",
-                "--nocapture",
-            ])
-            .env("IDEM_CRASH_ROUNDS", rounds),
-    )
+    for krate in ["idem-payments", "idem-wallet"] {
+        let mut command = cargo();
+        command
+            .args(["test", "--release", "-p", krate, "--test", "crash", "--", "--nocapture"])
+            .env("IDEM_CRASH_ROUNDS", &rounds);
+        run(&format!("crash {krate}"), &mut command)?;
+    }
+    Ok(())
 }
