@@ -121,3 +121,72 @@ fn reconcile_and_a_client_retry_race_safely() {
     assert!(p.pay(&k, &r).expect("settled").replayed);
     assert_eq!(charges(&p, &k, &r), 1);
 }
+
+/// A store whose `complete` fails for one key: the reconciler reports that claim as
+/// failed and settles the rest of the batch.
+#[test]
+fn one_failing_claim_does_not_stop_the_batch() {
+    use std::sync::Arc;
+
+    use idem_core::{
+        Fingerprint, Lease, MemoryStore, PendingClaim, ScopedKey, StoreConfig, StoreError,
+    };
+
+    #[derive(Debug)]
+    struct Flaky {
+        inner: Arc<MemoryStore<PaymentOutcome>>,
+        broken: ScopedKey,
+    }
+
+    impl KeyStore<PaymentOutcome> for Flaky {
+        fn claim(
+            &self,
+            key: &ScopedKey,
+            fp: &Fingerprint,
+        ) -> Result<Claim<PaymentOutcome>, StoreError> {
+            self.inner.claim(key, fp)
+        }
+        fn complete(&self, lease: &Lease, result: PaymentOutcome) -> Result<(), StoreError> {
+            if *lease.key() == self.broken {
+                return Err(StoreError::Storage("disk full".into()));
+            }
+            self.inner.complete(lease, result)
+        }
+        fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+            self.inner.release(lease)
+        }
+        fn sweep(&self) -> Result<usize, StoreError> {
+            self.inner.sweep()
+        }
+        fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+            self.inner.pending(max)
+        }
+    }
+
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
+    let config = StoreConfig::builder().lease(LEASE).build().expect("valid");
+    let inner = Arc::new(MemoryStore::with_clock(config, clock.clone()));
+    let requests: Vec<_> = (0..3).map(|i| (key(&format!("k{i}")), request(10 + i))).collect();
+    let probe = idem_payments::Processor::new(
+        "shop",
+        idem_payments::SimulatedGateway::new(),
+        inner.clone(),
+    )
+    .expect("valid");
+    let broken = probe.scoped_key(&requests[1].0, &requests[1].1).expect("scope");
+    let p = idem_payments::Processor::new(
+        "shop",
+        idem_payments::SimulatedGateway::new(),
+        Flaky { inner, broken: broken.clone() },
+    )
+    .expect("valid");
+    for (k, r) in &requests {
+        p.gateway().inject(Fault::ChargeThenTimeout);
+        assert!(matches!(p.pay(k, r), Err(PayError::Pending(_))));
+    }
+    clock.advance(LEASE);
+    let report = p.reconcile(10);
+    assert_eq!(report.completed, 2, "{report:?}");
+    assert_eq!(report.failed.len(), 1);
+    assert_eq!(report.failed[0].0, broken);
+}
