@@ -66,3 +66,25 @@ pub use gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 pub use money::{Amount, Currency, PaymentRequest, ValidationError};
 pub use processor::{PayError, Payment, PaymentOutcome, Processor, ReconcileReport};
 pub use simulated::{Fault, FaultPlan, SimulatedGateway};
+
+/// Helpers shared by the crash-test worker binary and the crash tests, so both sides pay
+/// the same intents. Not part of the API.
+#[doc(hidden)]
+pub mod crash_plan {
+    use idem_core::IdempotencyKey;
+
+    use crate::PaymentRequest;
+
+    /// Intent `i`: its key and its request.
+    ///
+    /// # Panics
+    ///
+    /// Never for the constants used (valid key, customer, amount and currency).
+    pub fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
+        let key = IdempotencyKey::new(&format!("intent-{i}")).expect("valid key");
+        let amount = 100 + i64::try_from(i % 1_000_000).unwrap_or(0);
+        let request =
+            PaymentRequest::new(&format!("cus_{}", i % 7), amount, "EUR").expect("valid request");
+        (key, request)
+    }
+}

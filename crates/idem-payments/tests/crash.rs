@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::sqlite::SqliteStore;
-use idem_core::{Clock, IdempotencyKey, KeyStore, StoreConfig, SystemClock, Timestamp};
-use idem_payments::{FileGateway, PaymentOutcome, PaymentRequest, Processor};
+use idem_core::{Clock, KeyStore, StoreConfig, SystemClock, Timestamp};
+use idem_payments::crash_plan::intent;
+use idem_payments::{FileGateway, PaymentOutcome, Processor};
 
 const INTENTS: u64 = 12;
 const POINTS: [&str; 4] = ["after_claim", "after_charge", "after_record", "before_reply"];
@@ -32,13 +33,6 @@ impl Clock for Later {
     fn now(&self) -> Timestamp {
         SystemClock.now().saturating_add(Duration::from_secs(3600))
     }
-}
-
-fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
-    let key = IdempotencyKey::new(&format!("intent-{i}")).expect("valid key");
-    let request = PaymentRequest::new(&format!("cus_{}", i % 7), 100 + i as i64, "EUR")
-        .expect("valid request");
-    (key, request)
 }
 
 #[derive(Debug, Default)]

@@ -12,31 +12,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use idem_wallet::{DurableWallet, LogError, Transfer, TransferFlags, TransferResult as R};
+use idem_wallet::crash_plan::batch;
+use idem_wallet::{DurableWallet, LogError, TransferResult as R};
 
 const BATCHES: u128 = 15;
-
-fn batch(b: u128) -> Vec<Transfer> {
-    let mut transfers: Vec<Transfer> = (1..=10u128)
-        .map(|i| {
-            let id = b * 10 + i;
-            Transfer {
-                id,
-                debit_account_id: 1,
-                credit_account_id: id % 10 + 2,
-                amount: id % 97 + 1,
-                ledger: 1,
-                code: 1,
-                ..Default::default()
-            }
-        })
-        .collect();
-    if b.is_multiple_of(3) {
-        transfers[0].flags = TransferFlags::LINKED;
-        transfers[1].flags = TransferFlags::LINKED;
-    }
-    transfers
-}
 
 fn dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("idem-wallet-crash-{}-{test}", std::process::id()));

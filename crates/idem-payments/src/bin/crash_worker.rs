@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use idem_core::sqlite::SqliteStore;
 use idem_core::{
-    Claim, Fingerprint, IdempotencyKey, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig,
-    StoreError,
+    Claim, Fingerprint, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig, StoreError,
 };
+use idem_payments::crash_plan::intent;
 use idem_payments::{
     Amount, Charge, ChargeId, Currency, FileGateway, Gateway, GatewayError, GatewayKey, Lookup,
-    PaymentOutcome, PaymentRequest, Processor,
+    PaymentOutcome, Processor,
 };
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -100,14 +100,6 @@ impl Gateway for CrashGateway<'_> {
     fn set_refunded(&self, charge: ChargeId) -> bool {
         self.inner.set_refunded(charge)
     }
-}
-
-/// The intent's key and request: shared with the test that checks the outcome.
-fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
-    let key = IdempotencyKey::new(&format!("intent-{i}")).expect("valid key");
-    let request = PaymentRequest::new(&format!("cus_{}", i % 7), 100 + i as i64, "EUR")
-        .expect("valid request");
-    (key, request)
 }
 
 fn main() {

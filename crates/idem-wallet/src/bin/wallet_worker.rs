@@ -10,32 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use idem_core::SystemClock;
-use idem_wallet::{
-    AccountFlags, CrashPoint, DurableWallet, Limits, NewAccount, Transfer, TransferFlags,
-};
-
-/// The transfers of batch `b` (shared with the test that checks the outcome).
-fn batch(b: u128) -> Vec<Transfer> {
-    let mut transfers: Vec<Transfer> = (1..=10u128)
-        .map(|i| {
-            let id = b * 10 + i;
-            Transfer {
-                id,
-                debit_account_id: 1,
-                credit_account_id: id % 10 + 2,
-                amount: id % 97 + 1,
-                ledger: 1,
-                code: 1,
-                ..Default::default()
-            }
-        })
-        .collect();
-    if b.is_multiple_of(3) {
-        transfers[0].flags = TransferFlags::LINKED;
-        transfers[1].flags = TransferFlags::LINKED;
-    }
-    transfers
-}
+use idem_wallet::crash_plan::batch;
+use idem_wallet::{AccountFlags, CrashPoint, DurableWallet, Limits, NewAccount};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
