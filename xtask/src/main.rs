@@ -4,7 +4,8 @@
 //!   table of intents, attempts and side effects, naive and idempotent.
 //! * `loom [crate]`: every loom model (`tests/loom.rs`) under `--cfg loom`.
 //! * `bench [crate] [--write]`: the criterion benches and a ratio table against the anchors.
-//! * `ci`: fmt check, clippy with warnings denied, tests, docs with warnings denied, loom.
+//! * `ci`: fmt check, clippy with warnings denied, tests (and the PostgreSQL store's tests
+//!   against a server `.ci/postgres.sh` starts), docs with warnings denied, loom.
 //! * `miri`: idem-future (the crate with unsafe code) under Miri, where nightly has it.
 //! * `crash [--rounds N]`: the payment crash tests (real processes killed), N rounds.
 
@@ -125,9 +126,24 @@ fn ci() -> Result {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
         "clippy",
-        cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]),
     )?;
     run("test", cargo().args(["test", "--workspace"]))?;
+    let url = postgres_url()?;
+    run(
+        "postgres",
+        cargo()
+            .args(["test", "-p", "idem-core", "--features", "postgres", "--test", "postgres"])
+            .env("IDEM_PG_URL", url),
+    )?;
     run(
         "doc",
         cargo()
@@ -168,4 +184,31 @@ fn crash(args: &[String]) -> Result {
         run(&format!("crash {krate}"), &mut command)?;
     }
     Ok(())
+}
+
+/// The PostgreSQL server for the PostgreSQL store's tests: `IDEM_PG_URL` if set, else the
+/// one `.ci/postgres.sh` starts (installing it from Debian's packages if needed).
+fn postgres_url() -> Result<String> {
+    if let Ok(url) = env::var("IDEM_PG_URL") {
+        return Ok(url);
+    }
+    let script = root().join(".ci/postgres.sh");
+    println!("xtask: postgres: {}", script.display());
+    let out = Command::new(&script)
+        .output()
+        .map_err(|e| format!("postgres: cannot start {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "postgres: {} failed:\n{}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let url =
+        String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
+    if url.starts_with("postgres://") {
+        Ok(url)
+    } else {
+        Err(format!("postgres: no URL from {}", script.display()))
+    }
 }

@@ -73,6 +73,8 @@ mod clock;
 mod fingerprint;
 mod key;
 mod memory;
+#[cfg(all(feature = "postgres", feature = "sqlite", not(loom)))]
+pub mod pg;
 #[cfg(all(feature = "sqlite", not(loom)))]
 pub mod sqlite;
 mod store;

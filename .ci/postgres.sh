@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Starts a PostgreSQL server on loopback for the PostgreSQL store's tests and prints the
+# URL to use (IDEM_PG_URL). Installs the server from Debian's packages if it is missing.
+# Idempotent: a running cluster is reused.
+set -euo pipefail
+if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+version=$(ls /usr/lib/postgresql | sort -n | tail -1)
+if ! pg_lsclusters -h | grep -q "^$version main"; then
+    pg_createcluster "$version" main >/dev/null
+fi
+pg_ctlcluster "$version" main start >/dev/null 2>&1 || true
+for _ in $(seq 1 50); do
+    pg_isready -q -h 127.0.0.1 -p 5432 && break
+    sleep 0.2
+done
+pg_isready -q -h 127.0.0.1 -p 5432
+su postgres -c "psql -q -v ON_ERROR_STOP=1" >/dev/null <<'SQL'
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'idem') THEN
+        CREATE ROLE idem LOGIN PASSWORD 'idem';
+    END IF;
+END $$;
+SELECT 'CREATE DATABASE idem OWNER idem' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'idem')\gexec
+SQL
+echo "postgres://idem:idem@127.0.0.1:5432/idem"

@@ -1,0 +1,432 @@
+//! [`PgStore`]: the claimed-key store on PostgreSQL, shared by several processes and
+//! machines.
+//!
+//! * The claim is one `INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING`
+//!   statement: it inserts an absent key, or takes over an expired result or an expired
+//!   lease (same fingerprint) with the next token from a sequence. Two instances racing on
+//!   one key get exactly one owner, and no lock is held across a network round trip.
+//! * Complete and release check the fencing token in the same statement.
+//! * The schema lives in its own PostgreSQL schema (namespace), created by a versioned,
+//!   idempotent migration; keys are scoped by tenant (the `scope` column); an index on
+//!   expiry makes sweeping cheap, and sweeps delete in bounded batches.
+//! * Connections: a small fixed set, each with a statement timeout; an unreachable or
+//!   failing server is a typed [`StoreError::Storage`]. A failure during `complete` leaves
+//!   the claim pending (to be recovered and checked), it never reports success it cannot
+//!   prove.
+//! * Waiting claims poll with backoff (the trait's default `claim_wait`): simple, and a
+//!   waiter costs one indexed read per poll. LISTEN/NOTIFY would wake waiters sooner but
+//!   needs a dedicated connection per listener; not worth it at these lease lengths.
+//!
+//! Results use the same versioned encoding as the SQLite store ([`Durable`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use postgres::{Client, NoTls};
+
+use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::fingerprint::Fingerprint;
+use crate::key::ScopedKey;
+use crate::sqlite::{Durable, SqliteError};
+use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
+use crate::sync::Arc;
+
+/// The schema version this code migrates to and reads.
+pub const PG_SCHEMA_VERSION: i32 = 1;
+
+/// What went wrong with PostgreSQL; wrapped in [`StoreError::Storage`].
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    /// The server failed, timed out, or could not be reached.
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// The schema was migrated by another version of this code.
+    #[error("schema {schema} has version {found}, this code reads version {PG_SCHEMA_VERSION}")]
+    SchemaVersion {
+        /// The namespace.
+        schema: String,
+        /// The version found.
+        found: i32,
+    },
+    /// A namespace name that is not a plain identifier.
+    #[error("invalid schema name {0:?}: use lowercase letters, digits and underscores")]
+    SchemaName(String),
+    /// A stored value could not be read back.
+    #[error("corrupt record: {0}")]
+    Corrupt(String),
+}
+
+impl From<PgError> for StoreError {
+    fn from(error: PgError) -> Self {
+        StoreError::Storage(Box::new(error))
+    }
+}
+
+fn pg(error: postgres::Error) -> StoreError {
+    PgError::Postgres(error).into()
+}
+
+fn corrupt(error: SqliteError) -> StoreError {
+    PgError::Corrupt(error.to_string()).into()
+}
+
+/// The claimed-key store on PostgreSQL.
+pub struct PgStore<R> {
+    clients: Mutex<Vec<Client>>,
+    returned: Condvar,
+    schema: String,
+    clock: Arc<dyn Clock>,
+    config: StoreConfig,
+    result_bytes_max: usize,
+    _result: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R> fmt::Debug for PgStore<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.schema)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connections per store.
+const CLIENTS: usize = 4;
+/// Every statement gives up after this long.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
+    let sql = format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.meta (id INT PRIMARY KEY CHECK (id = 1), version INT NOT NULL, records BIGINT NOT NULL);
+         INSERT INTO {schema}.meta (id, version, records) VALUES (1, {PG_SCHEMA_VERSION}, 0) ON CONFLICT (id) DO NOTHING;
+         CREATE SEQUENCE IF NOT EXISTS {schema}.tokens;
+         CREATE TABLE IF NOT EXISTS {schema}.claims (
+             scope TEXT NOT NULL,
+             key TEXT NOT NULL,
+             fingerprint BYTEA NOT NULL,
+             token BIGINT NOT NULL,
+             finished BOOLEAN NOT NULL,
+             lease_expires_at BIGINT NOT NULL,
+             expires_at BIGINT NOT NULL,
+             result BYTEA,
+             recovered BOOLEAN NOT NULL DEFAULT FALSE,
+             fresh BOOLEAN NOT NULL DEFAULT TRUE,
+             PRIMARY KEY (scope, key));
+         CREATE INDEX IF NOT EXISTS claims_expiry ON {schema}.claims (finished, expires_at);
+         CREATE INDEX IF NOT EXISTS claims_leases ON {schema}.claims (finished, lease_expires_at);"
+    );
+    // Two processes migrating at once: serialise on an advisory lock.
+    let mut tx = client.transaction().map_err(pg)?;
+    tx.execute("SELECT pg_advisory_xact_lock(4242)", &[]).map_err(pg)?;
+    tx.batch_execute(&sql).map_err(pg)?;
+    let found: i32 = tx
+        .query_one(&format!("SELECT version FROM {schema}.meta WHERE id = 1"), &[])
+        .map_err(pg)?
+        .get(0);
+    tx.commit().map_err(pg)?;
+    if found != PG_SCHEMA_VERSION {
+        return Err(PgError::SchemaVersion { schema: schema.to_string(), found }.into());
+    }
+    Ok(())
+}
+
+fn ms(t: Timestamp) -> i64 {
+    i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl<R: Durable + Clone + Send> PgStore<R> {
+    /// Connects to `url`, migrates the tables in namespace `schema` (created if absent),
+    /// on the system clock.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Storage`] with [`PgError`]: unreachable server, bad schema name, or a
+    /// schema of another version.
+    pub fn connect(url: &str, schema: &str, config: StoreConfig) -> Result<Self, StoreError> {
+        Self::connect_with_clock(url, schema, config, Arc::new(SystemClock))
+    }
+
+    /// As [`connect`](Self::connect), reading time from `clock`.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect).
+    pub fn connect_with_clock(
+        url: &str,
+        schema: &str,
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StoreError> {
+        let plain = !schema.is_empty()
+            && schema.len() <= 63
+            && schema.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && !schema.as_bytes()[0].is_ascii_digit();
+        if !plain {
+            return Err(PgError::SchemaName(schema.to_string()).into());
+        }
+        let mut url_config: postgres::Config = url.parse().map_err(pg)?;
+        url_config.connect_timeout(STATEMENT_TIMEOUT);
+        let mut clients = Vec::with_capacity(CLIENTS);
+        for _ in 0..CLIENTS {
+            let mut client = url_config.connect(NoTls).map_err(pg)?;
+            client
+                .batch_execute(&format!(
+                    "SET statement_timeout = {}",
+                    STATEMENT_TIMEOUT.as_millis()
+                ))
+                .map_err(pg)?;
+            clients.push(client);
+        }
+        migrate(&mut clients[0], schema)?;
+        Ok(Self {
+            clients: Mutex::new(clients),
+            returned: Condvar::new(),
+            schema: schema.to_string(),
+            clock,
+            config,
+            result_bytes_max: 64 * 1024,
+            _result: std::marker::PhantomData,
+        })
+    }
+
+    /// Runs `f` with a connection from the store's set, waiting for one if all are busy.
+    fn with_client<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut client = {
+            let mut clients = self.clients.lock();
+            loop {
+                if let Some(client) = clients.pop() {
+                    break client;
+                }
+                self.returned.wait(&mut clients);
+            }
+        };
+        let result = f(&mut client);
+        // A connection the server closed is not put back broken: the next statement on it
+        // fails fast and the caller sees a typed error; the set stays the same size.
+        self.clients.lock().push(client);
+        self.returned.notify_one();
+        result
+    }
+
+    fn encode(&self, result: &R) -> Result<Vec<u8>, StoreError> {
+        let payload = result.encode();
+        if payload.len() > self.result_bytes_max {
+            return Err(SqliteError::ResultTooLarge {
+                len: payload.len(),
+                max: self.result_bytes_max,
+            }
+            .into());
+        }
+        let mut bytes = Vec::with_capacity(payload.len() + 1);
+        bytes.push(1);
+        bytes.extend_from_slice(&payload);
+        Ok(bytes)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<R, StoreError> {
+        match bytes.split_first() {
+            Some((1, payload)) => R::decode(payload).map_err(corrupt),
+            _ => Err(PgError::Corrupt("result encoding".into()).into()),
+        }
+    }
+
+    fn claim_once(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Claim<R>, StoreError> {
+        let now = self.clock.now();
+        let lease_expires_at = now.saturating_add(self.config.lease());
+        let s = &self.schema;
+        let capacity = i64::try_from(self.config.capacity()).unwrap_or(i64::MAX);
+        self.with_client(|client| {
+            let mut tx = client.transaction().map_err(pg)?;
+            let taken = tx
+                .query_opt(
+                    &format!(
+                        "INSERT INTO {s}.claims (scope, key, fingerprint, token, finished, lease_expires_at, expires_at, result, recovered, fresh)
+                         VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, $4, 0, NULL, FALSE, TRUE)
+                         ON CONFLICT (scope, key) DO UPDATE SET
+                             fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token, finished = FALSE,
+                             lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0, result = NULL,
+                             recovered = NOT {s}.claims.finished, fresh = FALSE
+                         WHERE ({s}.claims.finished AND {s}.claims.expires_at <= $5)
+                            OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= $5
+                                AND {s}.claims.fingerprint = EXCLUDED.fingerprint)
+                         RETURNING token, recovered, fresh"
+                    ),
+                    &[&key.scope().as_str(), &key.key().as_str(), &&fingerprint.as_bytes()[..], &ms(lease_expires_at), &ms(now)],
+                )
+                .map_err(pg)?;
+            let Some(row) = taken else {
+                let answer = inspect(&mut tx, s, key, fingerprint, now)?;
+                tx.commit().map_err(pg)?;
+                return Ok(match answer {
+                    Claim::Replay(bytes) => Claim::Replay(Self::decode(&bytes)?),
+                    Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
+                    Claim::Acquired(l) => Claim::Acquired(l),
+                    Claim::Recover(l) => Claim::Recover(l),
+                });
+            };
+            let (token, recovered, fresh): (i64, bool, bool) = (row.get(0), row.get(1), row.get(2));
+            if fresh {
+                let records: i64 = tx
+                    .query_one(&format!("UPDATE {s}.meta SET records = records + 1 WHERE id = 1 RETURNING records"), &[])
+                    .map_err(pg)?
+                    .get(0);
+                if records > capacity {
+                    drop(tx); // rolls back the insert
+                    return Err(StoreError::StoreFull { capacity: self.config.capacity() });
+                }
+            }
+            tx.commit().map_err(pg)?;
+            let lease = Lease::new(key.clone(), FencingToken::new(token as u64), lease_expires_at);
+            Ok(if recovered { Claim::Recover(lease) } else { Claim::Acquired(lease) })
+        })
+    }
+}
+
+/// The claim changed nothing: say why. Reads only.
+fn inspect(
+    tx: &mut postgres::Transaction<'_>,
+    s: &str,
+    key: &ScopedKey,
+    fingerprint: &Fingerprint,
+    now: Timestamp,
+) -> Result<Claim<Vec<u8>>, StoreError> {
+    let row = tx
+        .query_one(
+            &format!("SELECT fingerprint, finished, lease_expires_at, result FROM {s}.claims WHERE scope = $1 AND key = $2"),
+            &[&key.scope().as_str(), &key.key().as_str()],
+        )
+        .map_err(pg)?;
+    let (stored, finished, lease_until, result): (Vec<u8>, bool, i64, Option<Vec<u8>>) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    if stored != fingerprint.as_bytes()[..] {
+        return Err(StoreError::KeyReused { key: key.clone() });
+    }
+    if finished {
+        return Ok(Claim::Replay(
+            result.ok_or_else(|| PgError::Corrupt("finished without result".into()))?,
+        ));
+    }
+    let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
+    Ok(Claim::InFlight { retry_after: until.saturating_duration_since(now) })
+}
+
+impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        match self.claim_once(key, fingerprint) {
+            Err(StoreError::StoreFull { .. }) if self.sweep()? > 0 => {
+                self.claim_once(key, fingerprint)
+            }
+            other => other,
+        }
+    }
+
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        let bytes = self.encode(&result)?;
+        let expires_at = ms(self.clock.now().saturating_add(self.config.result_ttl()));
+        let s = &self.schema;
+        let changed = self.with_client(|client| {
+            client
+                .execute(
+                    &format!(
+                        "UPDATE {s}.claims SET finished = TRUE, expires_at = $4, result = $5
+                         WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished"
+                    ),
+                    &[
+                        &lease.key().scope().as_str(),
+                        &lease.key().key().as_str(),
+                        &(lease.token().get() as i64),
+                        &expires_at,
+                        &bytes,
+                    ],
+                )
+                .map_err(pg)
+        })?;
+        if changed == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() })
+        }
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let s = &self.schema;
+        self.with_client(|client| {
+            let mut tx = client.transaction().map_err(pg)?;
+            let changed = tx
+                .execute(
+                    &format!("DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished"),
+                    &[&lease.key().scope().as_str(), &lease.key().key().as_str(), &(lease.token().get() as i64)],
+                )
+                .map_err(pg)?;
+            if changed != 1 {
+                return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
+            }
+            tx.execute(&format!("UPDATE {s}.meta SET records = records - 1 WHERE id = 1"), &[]).map_err(pg)?;
+            tx.commit().map_err(pg)
+        })
+    }
+
+    fn sweep(&self) -> Result<usize, StoreError> {
+        let s = &self.schema;
+        let now = ms(self.clock.now());
+        let batch = i64::try_from(self.config.sweep_batch_max()).unwrap_or(i64::MAX);
+        self.with_client(|client| {
+            let mut tx = client.transaction().map_err(pg)?;
+            let removed = tx
+                .execute(
+                    &format!(
+                        "DELETE FROM {s}.claims WHERE (scope, key) IN (
+                             SELECT scope, key FROM {s}.claims WHERE finished AND expires_at <= $1 LIMIT $2)"
+                    ),
+                    &[&now, &batch],
+                )
+                .map_err(pg)?;
+            tx.execute(&format!("UPDATE {s}.meta SET records = records - $1 WHERE id = 1"), &[&(removed as i64)])
+                .map_err(pg)?;
+            tx.commit().map_err(pg)?;
+            Ok(removed as usize)
+        })
+    }
+
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        let s = &self.schema;
+        let now = ms(self.clock.now());
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
+        let rows = self.with_client(|client| {
+            client
+                .query(
+                    &format!(
+                        "SELECT scope, key, fingerprint, lease_expires_at FROM {s}.claims
+                         WHERE NOT finished AND lease_expires_at <= $1 LIMIT $2"
+                    ),
+                    &[&now, &limit],
+                )
+                .map_err(pg)
+        })?;
+        rows.into_iter()
+            .map(|row| {
+                let (scope, key, fp, expired): (String, String, Vec<u8>, i64) =
+                    (row.get(0), row.get(1), row.get(2), row.get(3));
+                let key = ScopedKey::parse(&scope, &key)
+                    .map_err(|e| PgError::Corrupt(format!("stored key: {e}")))?;
+                let fp: [u8; 32] = fp
+                    .try_into()
+                    .map_err(|_| PgError::Corrupt("fingerprint is 32 bytes".into()))?;
+                Ok(PendingClaim {
+                    key,
+                    fingerprint: Fingerprint::from_bytes(fp),
+                    lease_expired_at: Timestamp::from_millis(u64::try_from(expired).unwrap_or(0)),
+                })
+            })
+            .collect()
+    }
+}
