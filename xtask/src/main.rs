@@ -142,7 +142,13 @@ fn ci() -> Result {
         "postgres",
         cargo()
             .args(["test", "-p", "idem-core", "--features", "postgres", "--test", "postgres"])
-            .env("IDEM_PG_URL", url),
+            .env("IDEM_PG_URL", &url),
+    )?;
+    run(
+        "postgres crash",
+        cargo()
+            .args(["test", "-p", "idem-payments", "--features", "postgres", "--test", "crash_pg"])
+            .env("IDEM_PG_URL", &url),
     )?;
     run(
         "doc",

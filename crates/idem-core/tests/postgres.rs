@@ -59,3 +59,18 @@ fn a_bad_schema_name_is_refused() {
         PgStore::<String>::connect(&url(), "Robert'); DROP TABLE x;--", StoreConfig::default());
     assert!(refused.is_err());
 }
+
+#[test]
+fn an_unreachable_server_is_a_typed_error() {
+    let refused = PgStore::<String>::connect(
+        "postgres://idem:idem@127.0.0.1:1/idem",
+        "idem_x",
+        StoreConfig::default(),
+    );
+    match refused {
+        Err(idem_core::StoreError::Storage(e)) => {
+            assert!(e.downcast_ref::<idem_core::pg::PgError>().is_some(), "{e}");
+        }
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+}

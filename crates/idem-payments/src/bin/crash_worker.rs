@@ -3,7 +3,7 @@
 //! (flushed) for each answer it gives the client, and aborts at a named crash point if
 //! asked: `after_claim`, `after_charge`, `after_record` or `before_reply`, for one intent.
 //!
-//! Usage: `crash_worker <store file> <gateway file> <first> <count> [<point> <intent>]`
+//! Usage: `crash_worker <store file or postgres URL> <gateway file> <first> <count> [<point> <intent>]`
 
 use std::io::Write;
 use std::path::Path;
@@ -42,7 +42,7 @@ impl Plan {
 }
 
 struct CrashStore<'a> {
-    inner: SqliteStore<PaymentOutcome>,
+    inner: Box<dyn KeyStore<PaymentOutcome>>,
     plan: &'a Plan,
 }
 
@@ -102,6 +102,18 @@ impl Gateway for CrashGateway<'_> {
     }
 }
 
+/// The store: a PostgreSQL URL (namespace from `IDEM_PG_SCHEMA`) or an SQLite file.
+fn open_store(spec: &str, config: StoreConfig) -> Box<dyn KeyStore<PaymentOutcome>> {
+    #[cfg(feature = "postgres")]
+    if spec.starts_with("postgres://") {
+        let schema = std::env::var("IDEM_PG_SCHEMA").expect("IDEM_PG_SCHEMA names the namespace");
+        return Box::new(
+            idem_core::pg::PgStore::connect(spec, &schema, config).expect("the store connects"),
+        );
+    }
+    Box::new(SqliteStore::open(Path::new(spec), config).expect("the store opens"))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, store, gateway, first, count, rest @ ..] = &args[..] else {
@@ -120,7 +132,7 @@ fn main() {
     let plan = Plan { point, key: target.map(|t| format!("intent-{t}")).unwrap_or_default() };
     let config =
         StoreConfig::builder().lease(Duration::from_secs(60)).build().expect("valid config");
-    let inner = SqliteStore::open(Path::new(store), config).expect("the store opens");
+    let inner = open_store(store, config);
     let gateway_target = target.map(|t| {
         let (k, r) = intent(t);
         let scope = idem_core::Scope::new(&format!("shop/{}", r.customer())).expect("scope");
