@@ -161,3 +161,33 @@ fn shared_poll_races_completion() {
         assert_eq!(other.try_get(), Some(Ok(6)));
     });
 }
+
+/// Race: the reader takes the outcome (a plain store of TAKEN) while the completer, having
+/// completed, registers a callback (a fetch_or of WAITING on the same word).
+/// Invariant: the reader gets the value, the callback runs exactly once, and the state
+/// stays consistent (a later registration still sees the promise complete).
+#[test]
+fn take_races_callback_registration() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        assert!(completer.complete(8).is_ok());
+        let runs = Arc::new(AtomicUsize::new(0));
+        let registering = {
+            let runs = runs.clone();
+            thread::spawn(move || {
+                completer.on_complete(move |_| {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                });
+                completer
+            })
+        };
+        assert_eq!(future.wait(), Ok(8));
+        let completer = registering.join().unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let late = runs.clone();
+        completer.on_complete(move |_| {
+            late.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    });
+}
