@@ -28,7 +28,7 @@ use postgres::{Client, NoTls};
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
-use crate::sqlite::{Durable, SqliteError};
+use crate::sqlite::{Durable, SqliteError, decode_result, encode_result};
 use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
 use crate::sync::Arc;
 
@@ -213,28 +213,6 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         result
     }
 
-    fn encode(&self, result: &R) -> Result<Vec<u8>, StoreError> {
-        let payload = result.encode();
-        if payload.len() > self.result_bytes_max {
-            return Err(SqliteError::ResultTooLarge {
-                len: payload.len(),
-                max: self.result_bytes_max,
-            }
-            .into());
-        }
-        let mut bytes = Vec::with_capacity(payload.len() + 1);
-        bytes.push(1);
-        bytes.extend_from_slice(&payload);
-        Ok(bytes)
-    }
-
-    fn decode(bytes: &[u8]) -> Result<R, StoreError> {
-        match bytes.split_first() {
-            Some((1, payload)) => R::decode(payload).map_err(corrupt),
-            _ => Err(PgError::Corrupt("result encoding".into()).into()),
-        }
-    }
-
     fn claim_once(
         &self,
         key: &ScopedKey,
@@ -267,7 +245,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 let answer = inspect(&mut tx, s, key, fingerprint, now)?;
                 tx.commit().map_err(pg)?;
                 return Ok(match answer {
-                    Claim::Replay(bytes) => Claim::Replay(Self::decode(&bytes)?),
+                    Claim::Replay(bytes) => Claim::Replay(decode_result(&bytes).map_err(corrupt)?),
                     Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
                     Claim::Acquired(l) => Claim::Acquired(l),
                     Claim::Recover(l) => Claim::Recover(l),
@@ -330,7 +308,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let bytes = self.encode(&result)?;
+        let bytes = encode_result(&result, self.result_bytes_max)?;
         let expires_at = ms(self.clock.now().saturating_add(self.config.result_ttl()));
         let s = &self.schema;
         let changed = self.with_client(|client| {

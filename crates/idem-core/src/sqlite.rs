@@ -71,6 +71,31 @@ impl Durable for u64 {
 /// The version byte in front of every stored result.
 const RESULT_ENCODING_V1: u8 = 1;
 
+/// A result as a durable store keeps it: the version byte, then [`Durable::encode`]'s
+/// bytes, at most `bytes_max` of them. Shared by the SQLite and PostgreSQL stores.
+pub(crate) fn encode_result<R: Durable>(
+    result: &R,
+    bytes_max: usize,
+) -> Result<Vec<u8>, StoreError> {
+    let payload = result.encode();
+    if payload.len() > bytes_max {
+        return Err(SqliteError::ResultTooLarge { len: payload.len(), max: bytes_max }.into());
+    }
+    let mut bytes = Vec::with_capacity(payload.len() + 1);
+    bytes.push(RESULT_ENCODING_V1);
+    bytes.extend_from_slice(&payload);
+    Ok(bytes)
+}
+
+/// Reads back what [`encode_result`] wrote.
+pub(crate) fn decode_result<R: Durable>(bytes: &[u8]) -> Result<R, SqliteError> {
+    match bytes.split_first() {
+        Some((&RESULT_ENCODING_V1, payload)) => R::decode(payload),
+        Some((version, _)) => Err(SqliteError::Corrupt(format!("result encoding {version}"))),
+        None => Err(SqliteError::Corrupt("empty result".into())),
+    }
+}
+
 /// What went wrong in the SQLite store; wrapped in [`StoreError::Storage`].
 #[derive(Debug, thiserror::Error)]
 pub enum SqliteError {
@@ -527,31 +552,6 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         self
     }
 
-    fn encode(&self, result: &R) -> Result<Vec<u8>, StoreError> {
-        let payload = result.encode();
-        if payload.len() > self.result_bytes_max {
-            return Err(SqliteError::ResultTooLarge {
-                len: payload.len(),
-                max: self.result_bytes_max,
-            }
-            .into());
-        }
-        let mut bytes = Vec::with_capacity(payload.len() + 1);
-        bytes.push(RESULT_ENCODING_V1);
-        bytes.extend_from_slice(&payload);
-        Ok(bytes)
-    }
-
-    fn decode(bytes: &[u8]) -> Result<R, StoreError> {
-        match bytes.split_first() {
-            Some((&RESULT_ENCODING_V1, payload)) => Ok(R::decode(payload)?),
-            Some((version, _)) => {
-                Err(SqliteError::Corrupt(format!("result encoding {version}")).into())
-            }
-            None => Err(SqliteError::Corrupt("empty result".into()).into()),
-        }
-    }
-
     /// Sends `op` to the writer and waits for its answer (after the commit).
     fn ask(&self, op: Op) -> Result<Answer, StoreError> {
         let (reply, answer) = crossbeam_channel::bounded(1);
@@ -590,7 +590,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         if finished == 1 && expires_at > now_ms {
             let bytes =
                 result.ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?;
-            return Ok(Some(Claim::Replay(Self::decode(&bytes)?)));
+            return Ok(Some(Claim::Replay(decode_result(&bytes)?)));
         }
         if finished == 0 && lease_until > now_ms {
             let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
@@ -609,7 +609,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         }
         match self.ask(Op::Claim(key.clone(), *fingerprint))? {
             Answer::Claim(result) => Ok(match result? {
-                Claim::Replay(bytes) => Claim::Replay(Self::decode(&bytes)?),
+                Claim::Replay(bytes) => Claim::Replay(decode_result(&bytes)?),
                 Claim::Acquired(lease) => Claim::Acquired(lease),
                 Claim::Recover(lease) => Claim::Recover(lease),
                 Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
@@ -648,7 +648,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let bytes = self.encode(&result)?;
+        let bytes = encode_result(&result, self.result_bytes_max)?;
         self.done(Op::Complete(lease.clone(), bytes))
     }
 
