@@ -17,23 +17,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::sqlite::SqliteStore;
-use idem_core::{Clock, KeyStore, StoreConfig, SystemClock, Timestamp};
-use idem_payments::crash_plan::intent;
+use idem_core::{KeyStore, StoreConfig};
+use idem_payments::crash_plan::{INTENTS, Later, POINTS, intent, parse_ack};
 use idem_payments::{FileGateway, PaymentOutcome, Processor};
-
-const INTENTS: u64 = 12;
-const POINTS: [&str; 4] = ["after_claim", "after_charge", "after_record", "before_reply"];
-
-/// The system clock moved ahead by more than the worker's lease: the restarted process
-/// sees every lease of the dead worker as run out, without waiting for it.
-#[derive(Debug)]
-struct Later;
-
-impl Clock for Later {
-    fn now(&self) -> Timestamp {
-        SystemClock.now().saturating_add(Duration::from_secs(3600))
-    }
-}
 
 #[derive(Debug, Default)]
 struct Tally {
@@ -86,13 +72,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     let acks: HashMap<u64, u64> = BufReader::new(stdout)
         .lines()
         .map_while(Result::ok)
-        .filter_map(|line| {
-            let parts: Vec<&str> = line.split(' ').collect();
-            match parts[..] {
-                ["ACK", i, charge] => Some((i.parse().ok()?, charge.parse().ok()?)),
-                _ => None,
-            }
-        })
+        .filter_map(|l| parse_ack(&l))
         .collect();
     let status = child.wait().expect("the worker ends");
     tally.crashes += u64::from(!status.success());
@@ -172,10 +152,7 @@ fn two_processes_racing_on_one_file_charge_once() {
         let output = child.wait_with_output().expect("the worker ends");
         assert!(output.status.success());
         for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let parts: Vec<&str> = line.split(' ').collect();
-            let ["ACK", i, charge] = parts[..] else { continue };
-            let (i, charge): (u64, u64) =
-                (i.parse().expect("intent"), charge.parse().expect("charge"));
+            let Some((i, charge)) = parse_ack(line) else { continue };
             if let Some(other) = answers.insert(i, charge) {
                 assert_eq!(other, charge, "intent {i}: the two workers answered different charges");
             }

@@ -12,21 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::pg::PgStore;
-use idem_core::{Clock, KeyStore, StoreConfig, SystemClock, Timestamp};
-use idem_payments::crash_plan::intent;
+use idem_core::{KeyStore, StoreConfig};
+use idem_payments::crash_plan::{INTENTS, Later, POINTS, intent, parse_ack};
 use idem_payments::{FileGateway, PaymentOutcome, Processor};
-
-const INTENTS: u64 = 12;
-const POINTS: [&str; 4] = ["after_claim", "after_charge", "after_record", "before_reply"];
-
-#[derive(Debug)]
-struct Later;
-
-impl Clock for Later {
-    fn now(&self) -> Timestamp {
-        SystemClock.now().saturating_add(Duration::from_secs(3600))
-    }
-}
 
 /// A directory of this test process's own, per test.
 fn dir(test: &str) -> PathBuf {
@@ -46,17 +34,7 @@ fn worker(url: &str, schema: &str, gateway: &PathBuf, crash: Option<(&str, u64)>
 
 fn acks(child: &mut Child) -> HashMap<u64, u64> {
     let stdout = child.stdout.take().expect("piped");
-    BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|line| {
-            let parts: Vec<&str> = line.split(' ').collect();
-            match parts[..] {
-                ["ACK", i, charge] => Some((i.parse().ok()?, charge.parse().ok()?)),
-                _ => None,
-            }
-        })
-        .collect()
+    BufReader::new(stdout).lines().map_while(Result::ok).filter_map(|l| parse_ack(&l)).collect()
 }
 
 #[test]

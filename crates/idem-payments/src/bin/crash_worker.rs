@@ -13,7 +13,7 @@ use idem_core::sqlite::SqliteStore;
 use idem_core::{
     Claim, Fingerprint, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig, StoreError,
 };
-use idem_payments::crash_plan::intent;
+use idem_payments::crash_plan::{ack_line, intent};
 use idem_payments::{
     Amount, Charge, ChargeId, Currency, FileGateway, Gateway, GatewayError, GatewayKey, Lookup,
     PaymentOutcome, Processor,
@@ -157,7 +157,7 @@ fn main() {
                 PaymentOutcome::Charged(c) => c.id.0,
                 PaymentOutcome::Declined(_) => 0,
             };
-            writeln!(out, "ACK {i} {charge}").expect("stdout");
+            writeln!(out, "{}", ack_line(i, charge)).expect("stdout");
             out.flush().expect("stdout");
         }
     }
