@@ -27,6 +27,14 @@ pub enum KeyError {
         /// The bad byte itself.
         byte: u8,
     },
+    /// A space at the start or the end. HTTP strips whitespace around a header value, so
+    /// such a key would come back through a proxy as another key on a retry. Spaces
+    /// inside are allowed.
+    #[error("key has a space at position {position}; spaces at either end are not allowed")]
+    SurroundingSpace {
+        /// The zero-based position of the space: 0, or the last byte.
+        position: usize,
+    },
 }
 
 fn validate(input: &str) -> Result<(), KeyError> {
@@ -37,9 +45,15 @@ fn validate(input: &str) -> Result<(), KeyError> {
     if bytes.len() > KEY_LEN_MAX {
         return Err(KeyError::TooLong { len_bytes: bytes.len() });
     }
-    match bytes.iter().position(|b| !(0x20..=0x7e).contains(b)) {
-        Some(position) => Err(KeyError::BadByte { position, byte: bytes[position] }),
-        None => Ok(()),
+    if let Some(position) = bytes.iter().position(|b| !(0x20..=0x7e).contains(b)) {
+        return Err(KeyError::BadByte { position, byte: bytes[position] });
+    }
+    // Printable ASCII has one whitespace byte: the space.
+    let last = bytes.len() - 1;
+    match (bytes[0], bytes[last]) {
+        (b' ', _) => Err(KeyError::SurroundingSpace { position: 0 }),
+        (_, b' ') => Err(KeyError::SurroundingSpace { position: last }),
+        _ => Ok(()),
     }
 }
 
@@ -50,12 +64,14 @@ macro_rules! validated_string {
         pub struct $name(Arc<str>);
 
         impl $name {
-            /// Validates `input`: 1 to 255 bytes of printable ASCII (0x20 to 0x7E).
+            /// Validates `input`: 1 to 255 bytes of printable ASCII (0x20 to 0x7E), with no
+            /// space at either end (spaces inside are fine).
             ///
             /// # Errors
             ///
-            /// [`KeyError::Empty`], [`KeyError::TooLong`] or [`KeyError::BadByte`] (naming
-            /// the first bad position), saying what is wrong with `input`.
+            /// [`KeyError::Empty`], [`KeyError::TooLong`], [`KeyError::BadByte`] (naming
+            /// the first bad position) or [`KeyError::SurroundingSpace`], saying what is
+            /// wrong with `input`.
             pub fn new(input: &str) -> Result<Self, KeyError> {
                 validate(input)?;
                 Ok(Self(input.into()))

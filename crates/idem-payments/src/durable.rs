@@ -12,8 +12,12 @@ use crate::gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup
 use crate::money::{Amount, Currency};
 use crate::processor::PaymentOutcome;
 
-const CHARGED: u8 = 0;
+/// Tag 0 was a charge without its customer, from before the processor checked a charge
+/// against its request; such a record is refused with a message, never guessed at.
+const CHARGED_WITHOUT_CUSTOMER: u8 = 0;
 const DECLINED: u8 = 1;
+/// A charge: id, amount (8 bytes each, big-endian), currency (3 bytes), customer (rest).
+const CHARGED: u8 = 2;
 
 impl Durable for PaymentOutcome {
     fn encode(&self) -> Vec<u8> {
@@ -23,6 +27,7 @@ impl Durable for PaymentOutcome {
                 out.extend_from_slice(&c.id.0.to_be_bytes());
                 out.extend_from_slice(&c.amount.minor().to_be_bytes());
                 out.extend_from_slice(c.currency.code().as_bytes());
+                out.extend_from_slice(c.customer.as_bytes());
                 out
             }
             PaymentOutcome::Declined(reason) => {
@@ -36,7 +41,7 @@ impl Durable for PaymentOutcome {
     fn decode(bytes: &[u8]) -> Result<Self, SqliteError> {
         let corrupt = |what: &str| SqliteError::Corrupt(format!("payment outcome: {what}"));
         match bytes.split_first() {
-            Some((&CHARGED, rest)) if rest.len() == 19 => {
+            Some((&CHARGED, rest)) if rest.len() > 19 => {
                 let id = u64::from_be_bytes(rest[0..8].try_into().map_err(|_| corrupt("id"))?);
                 let minor =
                     u64::from_be_bytes(rest[8..16].try_into().map_err(|_| corrupt("amount"))?);
@@ -45,7 +50,16 @@ impl Durable for PaymentOutcome {
                     Amount::from_minor(i64::try_from(minor).map_err(|_| corrupt("amount"))?)
                         .map_err(|_| corrupt("amount"))?;
                 let currency = Currency::parse(code).map_err(|_| corrupt("currency"))?;
-                Ok(PaymentOutcome::Charged(Charge { id: ChargeId(id), amount, currency }))
+                let customer = std::str::from_utf8(&rest[19..])
+                    .ok()
+                    .filter(|c| idem_core::Scope::new(c).is_ok())
+                    .ok_or_else(|| corrupt("customer"))?
+                    .to_string();
+                let id = ChargeId(id);
+                Ok(PaymentOutcome::Charged(Charge { id, customer, amount, currency }))
+            }
+            Some((&CHARGED_WITHOUT_CUSTOMER, _)) => {
+                Err(corrupt("a charge without its customer, written by an older version"))
             }
             Some((&DECLINED, rest)) => Ok(PaymentOutcome::Declined(
                 String::from_utf8(rest.to_vec()).map_err(|_| corrupt("reason"))?,
@@ -58,7 +72,8 @@ impl Durable for PaymentOutcome {
 /// A gateway whose every charge is a line appended (and fsync'd) to a file before the
 /// charge returns, so the record of side effects outlives the process that made them.
 /// It does not deduplicate: every charge call charges, so a double charge shows as two
-/// lines for one key. Lines: `key amount currency charge_id`.
+/// lines for one key. Lines: `key amount currency charge_id customer` (the customer last:
+/// it may contain spaces).
 #[derive(Debug)]
 pub struct FileGateway {
     path: PathBuf,
@@ -91,8 +106,8 @@ impl FileGateway {
         let mut charges = Vec::new();
         for line in BufReader::new(file).lines() {
             let line = line?;
-            let parts: Vec<&str> = line.split(' ').collect();
-            let [key, amount, currency, id] = parts[..] else { continue };
+            let parts: Vec<&str> = line.splitn(5, ' ').collect();
+            let [key, amount, currency, id, customer] = parts[..] else { continue };
             let (Ok(amount), Ok(currency), Ok(id)) = (
                 amount
                     .parse::<i64>()
@@ -103,7 +118,9 @@ impl FileGateway {
             ) else {
                 continue;
             };
-            charges.push((key.to_string(), Charge { id: ChargeId(id), amount, currency }));
+            let customer = customer.to_string();
+            charges
+                .push((key.to_string(), Charge { id: ChargeId(id), customer, amount, currency }));
         }
         Ok(charges)
     }
@@ -113,7 +130,7 @@ impl Gateway for FileGateway {
     fn charge(
         &self,
         key: &GatewayKey,
-        _customer: &str,
+        customer: &str,
         amount: Amount,
         currency: Currency,
     ) -> Result<Charge, GatewayError> {
@@ -121,10 +138,11 @@ impl Gateway for FileGateway {
         let id = Self::charges(&self.path).map_err(|e| GatewayError::Refused(e.to_string()))?.len()
             as u64
             + 1;
-        let line = format!("{} {} {} {}\n", key.as_str(), amount.minor(), currency.code(), id);
+        let (key, minor, code) = (key.as_str(), amount.minor(), currency.code());
+        let line = format!("{key} {minor} {code} {id} {customer}\n");
         file.write_all(line.as_bytes()).map_err(|e| GatewayError::Ambiguous(e.to_string()))?;
         file.sync_data().map_err(|e| GatewayError::Ambiguous(e.to_string()))?;
-        Ok(Charge { id: ChargeId(id), amount, currency })
+        Ok(Charge { id: ChargeId(id), customer: customer.to_string(), amount, currency })
     }
 
     fn lookup(&self, key: &GatewayKey) -> Lookup {

@@ -41,6 +41,9 @@ pub struct ChargeId(pub u64);
 pub struct Charge {
     /// The gateway's id.
     pub id: ChargeId,
+    /// Whose card was charged: the processor refuses a charge for another customer than
+    /// the request's (see [`PayError::GatewayMismatch`](crate::PayError::GatewayMismatch)).
+    pub customer: String,
     /// How much.
     pub amount: Amount,
     /// In what.
@@ -80,8 +83,10 @@ pub enum Lookup {
 /// A payment gateway. It is handed the gateway key with every charge, deduplicates by it,
 /// and can be asked afterwards what happened to a key.
 pub trait Gateway: Send + Sync {
-    /// Charges the card, once per `key`: a repeat with the same key returns the first
-    /// charge (or decline) instead of charging again.
+    /// Charges `customer` `amount` in `currency`, once per `key`: a repeat with the same
+    /// key returns the first charge (or decline) instead of charging again. The charge
+    /// returned names the customer, amount and currency actually charged; the processor
+    /// holds them against the request and never stores a charge that differs.
     ///
     /// # Errors
     ///
@@ -100,4 +105,25 @@ pub trait Gateway: Send + Sync {
     /// Marks a charge refunded. An assignment to a named target: idempotent by its shape,
     /// it needs no key; a repeat leaves the same state. Returns whether the charge exists.
     fn set_refunded(&self, charge: ChargeId) -> bool;
+}
+
+/// A shared gateway is a gateway: several processors can hold one through an `Arc`.
+impl<G: Gateway + ?Sized> Gateway for std::sync::Arc<G> {
+    fn charge(
+        &self,
+        key: &GatewayKey,
+        customer: &str,
+        amount: Amount,
+        currency: Currency,
+    ) -> Result<Charge, GatewayError> {
+        (**self).charge(key, customer, amount, currency)
+    }
+
+    fn lookup(&self, key: &GatewayKey) -> Lookup {
+        (**self).lookup(key)
+    }
+
+    fn set_refunded(&self, charge: ChargeId) -> bool {
+        (**self).set_refunded(charge)
+    }
 }

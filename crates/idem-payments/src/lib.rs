@@ -64,7 +64,7 @@ mod simulated;
 pub use durable::FileGateway;
 pub use gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 pub use money::{Amount, Currency, PaymentRequest, ValidationError};
-pub use processor::{PayError, Payment, PaymentOutcome, Processor, ReconcileReport};
+pub use processor::{ChargeField, PayError, Payment, PaymentOutcome, Processor, ReconcileReport};
 pub use simulated::{Fault, FaultPlan, SimulatedGateway};
 
 /// Helpers shared by the crash-test worker binary and the crash tests, so both sides pay

@@ -13,9 +13,37 @@ pub enum ValidationError {
     /// The currency is not one this processor accepts.
     #[error("unknown currency {0:?}")]
     UnknownCurrency(String),
-    /// The customer id was empty, too long or not printable ASCII.
+    /// The customer id was empty, too long, not printable ASCII, or had whitespace at
+    /// either end.
     #[error("invalid customer id: {0}")]
     Customer(idem_core::KeyError),
+    /// The merchant id was empty, too long, not printable ASCII, or had whitespace at
+    /// either end.
+    #[error("invalid merchant id: {0}")]
+    Merchant(idem_core::KeyError),
+    /// The merchant id contains `/`, the separator between merchant and customer in a
+    /// payment's scope. Refused so that two (merchant, customer) pairs can never share a
+    /// scope: `shop` + `eu/cus_1` and `shop/eu` + `cus_1` would.
+    #[error("merchant id has '/' at byte {position}; '/' separates merchant and customer")]
+    MerchantSeparator {
+        /// The zero-based byte position of the first `/`.
+        position: usize,
+    },
+    /// The merchant and customer ids are each valid but too long together for one scope
+    /// (`merchant/customer`, at most [`idem_core::KEY_LEN_MAX`] bytes). Use a shorter
+    /// customer id for this merchant.
+    #[error(
+        "merchant ({merchant_bytes} bytes) and customer ({customer_bytes} bytes) are too \
+         long together: merchant + '/' + customer must be at most {max_bytes} bytes"
+    )]
+    ScopeTooLong {
+        /// The merchant id's length in bytes.
+        merchant_bytes: usize,
+        /// The customer id's length in bytes.
+        customer_bytes: usize,
+        /// The longest scope, [`idem_core::KEY_LEN_MAX`].
+        max_bytes: usize,
+    },
 }
 
 /// A positive amount in minor units (cents, pence, yen).
@@ -123,12 +151,22 @@ impl PaymentRequest {
         let customer = idem_core::Scope::new(customer).map_err(ValidationError::Customer)?;
         let amount = Amount::from_minor(amount_minor)?;
         let currency = Currency::parse(currency)?;
-        let fingerprint = Fingerprint::builder("idem-payments/pay")
-            .str("customer", customer.as_str())
+        let fingerprint = Self::fingerprint_of(customer.as_str(), amount, currency);
+        Ok(Self { customer, amount, currency, fingerprint })
+    }
+
+    /// The fingerprint of a request with these fields: also how a charge the gateway
+    /// reports is held against the request that claimed its key.
+    pub(crate) fn fingerprint_of(
+        customer: &str,
+        amount: Amount,
+        currency: Currency,
+    ) -> Fingerprint {
+        Fingerprint::builder("idem-payments/pay")
+            .str("customer", customer)
             .u64("amount_minor", amount.0)
             .str("currency", currency.code())
-            .finish();
-        Ok(Self { customer, amount, currency, fingerprint })
+            .finish()
     }
 
     /// The customer paying.

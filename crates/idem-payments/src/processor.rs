@@ -3,7 +3,12 @@
 
 use std::time::Duration;
 
-use idem_core::{Claim, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError};
+use std::fmt;
+
+use idem_core::{
+    Claim, Fingerprint, IdempotencyKey, KEY_LEN_MAX, KeyError, KeyStore, Lease, Scope, ScopedKey,
+    StoreError,
+};
 
 use crate::gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 use crate::money::{PaymentRequest, ValidationError};
@@ -51,9 +56,62 @@ pub enum PayError {
     /// so a retry with the same key may charge.
     #[error("gateway unavailable, nothing charged: {0}")]
     Unavailable(String),
+    /// The gateway answered with a charge that does not match the request (another
+    /// customer, amount or currency). The charge is neither stored nor returned; the claim
+    /// stays pending, and [`Processor::reconcile`] reports it in
+    /// [`ReconcileReport::mismatched`] until someone looks at the gateway.
+    #[error("gateway answered payment {key} with a charge of another {field}: {charge:?}")]
+    GatewayMismatch {
+        /// The payment's key.
+        key: ScopedKey,
+        /// The first field that differs from the request.
+        field: ChargeField,
+        /// What the gateway answered.
+        charge: Charge,
+    },
     /// The claimed-key store refused or failed.
     #[error("key store: {0}")]
     Store(StoreError),
+}
+
+/// A field of a [`Charge`] that must match the request it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChargeField {
+    /// The customer charged.
+    Customer,
+    /// The amount charged.
+    Amount,
+    /// The currency charged.
+    Currency,
+}
+
+impl fmt::Display for ChargeField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Customer => "customer",
+            Self::Amount => "amount",
+            Self::Currency => "currency",
+        })
+    }
+}
+
+/// The first field of `charge` that differs from `request`, if any.
+fn mismatch(charge: &Charge, request: &PaymentRequest) -> Option<ChargeField> {
+    if charge.customer != request.customer() {
+        Some(ChargeField::Customer)
+    } else if charge.amount != request.amount() {
+        Some(ChargeField::Amount)
+    } else if charge.currency != request.currency() {
+        Some(ChargeField::Currency)
+    } else {
+        None
+    }
+}
+
+/// Whether `charge` is what a request with `fingerprint` asked for (the reconciler has
+/// the claim's fingerprint, not the request).
+fn matches_fingerprint(charge: &Charge, fingerprint: &Fingerprint) -> bool {
+    PaymentRequest::fingerprint_of(&charge.customer, charge.amount, charge.currency) == *fingerprint
 }
 
 impl From<StoreError> for PayError {
@@ -76,6 +134,9 @@ pub struct ReconcileReport {
     pub unresolved: Vec<ScopedKey>,
     /// Claims another caller settled or recovered first (fencing): left to it.
     pub skipped: usize,
+    /// Pending claims the gateway reports charged with another customer, amount or
+    /// currency than the claim's request: left pending, never completed with that charge.
+    pub mismatched: Vec<(ScopedKey, Charge)>,
     /// Claims whose store operation failed; the rest of the batch went on.
     pub failed: Vec<(ScopedKey, String)>,
 }
@@ -104,13 +165,20 @@ pub struct Processor<G, S> {
 }
 
 impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
-    /// A processor for `merchant`: keys are scoped to the merchant and the customer.
+    /// A processor for `merchant`: keys are scoped to the merchant and the customer, as
+    /// the scope `merchant/customer`. The merchant id may not contain `/`, so that no two
+    /// (merchant, customer) pairs share a scope.
     ///
     /// # Errors
     ///
-    /// [`ValidationError::Customer`] if `merchant` is not a valid scope part.
+    /// [`ValidationError::Merchant`] if `merchant` is not a valid scope part (empty, too
+    /// long, not printable ASCII, whitespace at either end);
+    /// [`ValidationError::MerchantSeparator`] if it contains `/`.
     pub fn new(merchant: &str, gateway: G, store: S) -> Result<Self, ValidationError> {
-        Scope::new(merchant).map_err(ValidationError::Customer)?;
+        Scope::new(merchant).map_err(ValidationError::Merchant)?;
+        if let Some(position) = merchant.find('/') {
+            return Err(ValidationError::MerchantSeparator { position });
+        }
         Ok(Self { merchant: merchant.to_string(), gateway, store })
     }
 
@@ -124,19 +192,30 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         &self.store
     }
 
-    /// The store key of `key` for this request's customer: merchant and customer scoped,
-    /// so two customers who pick the same key never meet.
+    /// The store key of `key` for this request's customer: merchant and customer scoped
+    /// (`merchant/customer`), so two customers who pick the same key never meet. The
+    /// merchant has no `/`, so the first `/` splits the scope: distinct pairs give
+    /// distinct scopes, and so distinct gateway keys.
     ///
     /// # Errors
     ///
-    /// [`ValidationError::Customer`] if merchant and customer together exceed a scope.
+    /// [`ValidationError::ScopeTooLong`] if merchant and customer together exceed a scope.
     pub fn scoped_key(
         &self,
         key: &IdempotencyKey,
         request: &PaymentRequest,
     ) -> Result<ScopedKey, ValidationError> {
-        let scope = format!("{}/{}", self.merchant, request.customer());
-        let scope = Scope::new(&scope).map_err(ValidationError::Customer)?;
+        let customer = request.customer();
+        let scope = format!("{}/{customer}", self.merchant);
+        // Both parts are valid scope parts already: only the joined length can fail.
+        let scope = Scope::new(&scope).map_err(|error| match error {
+            KeyError::TooLong { .. } => ValidationError::ScopeTooLong {
+                merchant_bytes: self.merchant.len(),
+                customer_bytes: customer.len(),
+                max_bytes: KEY_LEN_MAX,
+            },
+            other => ValidationError::Customer(other),
+        })?;
         Ok(ScopedKey::new(scope, key.clone()))
     }
 
@@ -182,7 +261,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
             Claim::Acquired(lease) => self.charge(scoped, request, &lease),
             // An earlier attempt crashed or hung after claiming: ask the gateway what
             // happened before charging, never charge blindly.
-            Claim::Recover(lease) => match self.settle_from_lookup(scoped, &lease)? {
+            Claim::Recover(lease) => match self.settle_from_lookup(scoped, request, &lease)? {
                 Some(outcome) => Ok(Payment { outcome, replayed: true }),
                 None => self.charge(scoped, request, &lease),
             },
@@ -191,14 +270,16 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
 
     /// Asks the gateway about `scoped` under a recovered lease: `Some(outcome)` if it was
     /// charged or declined (now stored), `None` if never charged (the caller may charge),
-    /// `Err(Pending)` if the gateway cannot say (the claim stays pending).
+    /// `Err(Pending)` if the gateway cannot say (the claim stays pending), and
+    /// `Err(GatewayMismatch)` if it reports a charge that is not this request's.
     fn settle_from_lookup(
         &self,
         scoped: &ScopedKey,
+        request: &PaymentRequest,
         lease: &Lease,
     ) -> Result<Option<PaymentOutcome>, PayError> {
         let outcome = match self.gateway.lookup(&GatewayKey::derive(scoped)) {
-            Lookup::Charged(charge) => PaymentOutcome::Charged(charge),
+            Lookup::Charged(charge) => PaymentOutcome::Charged(checked(scoped, request, charge)?),
             Lookup::Declined(reason) => PaymentOutcome::Declined(reason),
             Lookup::NotCharged => return Ok(None),
             Lookup::Unknown => return Err(PayError::Pending(scoped.clone())),
@@ -221,7 +302,9 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
             request.currency(),
         );
         let outcome = match answer {
-            Ok(charge) => PaymentOutcome::Charged(charge),
+            // A charge that is not this request's is never stored: the claim stays
+            // pending, as after an ambiguous answer.
+            Ok(charge) => PaymentOutcome::Charged(checked(scoped, request, charge)?),
             Err(GatewayError::Declined(reason)) => PaymentOutcome::Declined(reason),
             Err(GatewayError::Refused(reason)) => {
                 // Known to have charged nothing: give the key back so a retry can charge.
@@ -284,6 +367,10 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         };
         let gateway_key = GatewayKey::derive(&pending.key);
         let outcome = match self.gateway.lookup(&gateway_key) {
+            Lookup::Charged(charge) if !matches_fingerprint(&charge, &pending.fingerprint) => {
+                report.mismatched.push((pending.key.clone(), charge));
+                return Ok(());
+            }
             Lookup::Charged(charge) => PaymentOutcome::Charged(charge),
             Lookup::Declined(reason) => PaymentOutcome::Declined(reason),
             Lookup::NotCharged => {
@@ -306,6 +393,18 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
     /// idempotency key. Returns whether the charge exists.
     pub fn mark_refunded(&self, charge: ChargeId) -> bool {
         self.gateway.set_refunded(charge)
+    }
+}
+
+/// `charge` if it is what `request` asked for, else the typed mismatch.
+fn checked(
+    scoped: &ScopedKey,
+    request: &PaymentRequest,
+    charge: Charge,
+) -> Result<Charge, PayError> {
+    match mismatch(&charge, request) {
+        None => Ok(charge),
+        Some(field) => Err(PayError::GatewayMismatch { key: scoped.clone(), field, charge }),
     }
 }
 

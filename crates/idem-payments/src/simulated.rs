@@ -179,7 +179,7 @@ impl Gateway for SimulatedGateway {
     fn charge(
         &self,
         key: &GatewayKey,
-        _customer: &str,
+        customer: &str,
         amount: Amount,
         currency: Currency,
     ) -> Result<Charge, GatewayError> {
@@ -208,7 +208,12 @@ impl Gateway for SimulatedGateway {
                         state.next_id += 1;
                         *state.charges.entry(key.clone()).or_default() += 1;
                         state.charged_minor += amount.minor();
-                        Ok(Charge { id: ChargeId(state.next_id), amount, currency })
+                        Ok(Charge {
+                            id: ChargeId(state.next_id),
+                            customer: customer.to_string(),
+                            amount,
+                            currency,
+                        })
                     }
                 };
                 let at = self.clock.now();

@@ -27,6 +27,10 @@ fn validation_table() {
         ("del\x7f", Err(KeyError::BadByte { position: 3, byte: 0x7f })),
         ("\nfirst", Err(KeyError::BadByte { position: 0, byte: b'\n' })),
         ("caf\u{e9}", Err(KeyError::BadByte { position: 3, byte: 0xc3 })),
+        (" lead", Err(KeyError::SurroundingSpace { position: 0 })),
+        ("trail ", Err(KeyError::SurroundingSpace { position: 5 })),
+        (" ", Err(KeyError::SurroundingSpace { position: 0 })),
+        ("tab\t ", Err(KeyError::BadByte { position: 3, byte: b'\t' })),
     ];
     for (input, expected) in cases {
         check(input, *expected);
@@ -41,6 +45,10 @@ fn errors_say_what_is_wrong() {
         (
             KeyError::BadByte { position: 3, byte: 9 },
             "key has byte 0x09 at position 3, only printable ASCII is allowed",
+        ),
+        (
+            KeyError::SurroundingSpace { position: 0 },
+            "key has a space at position 0; spaces at either end are not allowed",
         ),
     ];
     for (error, message) in cases {

@@ -135,7 +135,11 @@ fn invalid_requests_are_rejected_before_claiming() {
     let request = PaymentRequest::new(&long, 5, "EUR").expect("valid on its own");
     assert!(matches!(
         p.pay(&key("k"), &request),
-        Err(PayError::Invalid(ValidationError::Customer(_)))
+        Err(PayError::Invalid(ValidationError::ScopeTooLong {
+            merchant_bytes: 4,
+            customer_bytes: 252,
+            max_bytes: 255
+        }))
     ));
     assert_eq!(p.store().len(), 0, "nothing was claimed");
 }

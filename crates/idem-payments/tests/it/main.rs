@@ -4,6 +4,7 @@ mod behaviour;
 mod concurrency;
 mod crash;
 mod model;
+mod tenants;
 
 use std::sync::Arc;
 use std::time::Duration;
