@@ -118,4 +118,7 @@ pub struct PoolState {
     pub stale_releases: u64,
     /// Loans held past the leak threshold, each counted once by maintenance.
     pub leaks_suspected: u64,
+    /// Returned connections handed straight to the longest waiter (`Fairness::Fifo`);
+    /// under `Fairness::Barging` a return goes to the idle list and this stays 0.
+    pub handoffs: u64,
 }

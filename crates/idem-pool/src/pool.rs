@@ -11,15 +11,25 @@ use crate::state::{Grant, Phase, State, Waiter};
 use crate::sync::{Arc, Condvar, Duration, Instant, Mutex, MutexGuard};
 use crate::{ConfigError, Error, Manager, PoolState};
 
-/// The shortest and longest pause between connection attempts while `get` waits.
+/// The shortest and longest pause after a failed connect before the pool connects again
+/// (doubling with each failure in a row). Zero under loom: loom's condition variables
+/// never time out, and a model explores orders, not pauses.
+#[cfg(not(loom))]
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
+#[cfg(not(loom))]
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
+#[cfg(loom)]
+const BACKOFF_MIN: Duration = Duration::ZERO;
+#[cfg(loom)]
+const BACKOFF_MAX: Duration = Duration::ZERO;
 
 /// Everything the pool handles, guards and leases share.
 pub(crate) struct Shared<M: Manager> {
     pub(crate) manager: M,
     pub(crate) config: Config,
     pub(crate) state: Mutex<State<M::Connection>>,
+    /// Wakes callers waiting out a connect backoff when the pool closes.
+    pub(crate) backoff: Condvar,
 }
 
 /// A blocking connection pool whose release is idempotent. Cheap to clone: clones share
@@ -104,7 +114,7 @@ impl Builder {
     pub fn build<M: Manager>(self, manager: M) -> Result<Pool<M>, ConfigError> {
         let config = self.validate()?;
         let state = Mutex::new(State::new(config.max_size));
-        let shared = Arc::new(Shared { manager, config, state });
+        let shared = Arc::new(Shared { manager, config, state, backoff: Condvar::default() });
         let handle = Arc::new(Handle { shared, stop: Arc::new(Stop::default()) });
         let pool = Pool { handle };
         pool.maintain();
@@ -169,6 +179,7 @@ impl<M: Manager> Pool<M> {
                 waiter.grant = Some(Grant::Closed);
                 waiter.cv.notify_one();
             }
+            self.shared().backoff.notify_all();
             let idle = std::mem::take(&mut state.idle);
             idle.into_iter().filter_map(|i| state.discard(i)).collect::<Vec<_>>()
         };
@@ -333,27 +344,15 @@ impl<M: Manager> Shared<M> {
         self: &Arc<Self>,
         timeout: Option<Duration>,
     ) -> Result<PooledConnection<M>, Error> {
-        // Real time is read only once this call has to wait: the fast path never does.
-        let mut started: Option<(Instant, Option<Instant>)> = None;
-        let deadline_of = |started: &mut Option<(Instant, Option<Instant>)>| {
-            *started.get_or_insert_with(|| {
-                let now = Instant::now();
-                (now, timeout.map(|t| now.checked_add(t).unwrap_or(now + BACKOFF_MAX)))
-            })
-        };
-        let mut backoff = BACKOFF_MIN;
-        // After a failed connect: wait (as a waiter, so a return still reaches us) until
-        // this instant before trying again.
-        let mut pause: Option<Instant> = None;
+        // Real time is read only once this call has to wait or connect: the fast path
+        // never does.
+        let mut started: Option<Started> = None;
+        let mut start = || *started.get_or_insert_with(|| Started::now(timeout));
         loop {
             let mut trash = Vec::new();
             let now = self.now();
             let mut state = self.state.lock();
-            let step = match pause {
-                Some(_) if !state.closed => Step::Wait,
-                _ => self.step(&mut state, now, &mut trash),
-            };
-            let slot = match step {
+            let slot = match self.step(&mut state, now, &mut trash) {
                 Step::Retry => {
                     // Close the expired connection outside the lock, then decide again.
                     drop(state);
@@ -372,45 +371,85 @@ impl<M: Manager> Shared<M> {
                     drop(state);
                     slot
                 }
-                Step::Wait => {
-                    let (started, Some(deadline)) = deadline_of(&mut started) else {
-                        state.counters.timeouts += 1;
-                        return Err(self.timeout(&state, Duration::ZERO));
-                    };
-                    match self.wait(state, deadline, pause.take(), started)? {
-                        Waited::Guard(guard) => return Ok(guard),
-                        Waited::Create(slot) => slot,
-                        Waited::Again => continue,
-                    }
+                Step::Wait if start().deadline == Deadline::Now => {
+                    state.counters.timeouts += 1;
+                    return Err(self.timeout(&state, Duration::ZERO));
                 }
+                Step::Wait => match self.wait(state, start())? {
+                    Waited::Guard(guard) => return Ok(guard),
+                    Waited::Create(slot) => slot,
+                    Waited::Again => continue,
+                },
             };
+            let started = start();
+            self.connect_turn(slot, started)?;
             match self.create(slot) {
                 Ok(guard) => return Ok(guard),
-                Err(()) => {
-                    let (_, Some(deadline)) = deadline_of(&mut started) else {
-                        let mut state = self.state.lock();
-                        state.counters.timeouts += 1;
-                        return Err(self.timeout(&state, Duration::ZERO));
-                    };
-                    pause = Some(deadline.min(Instant::now() + backoff));
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                // The slot went to the head waiter or the free list; a waiting caller
+                // decides again (and waits its turn), `try_get` gives up.
+                Err(()) if started.deadline == Deadline::Now => {
+                    let mut state = self.state.lock();
+                    state.counters.timeouts += 1;
+                    return Err(self.timeout(&state, Duration::ZERO));
                 }
+                Err(()) => {}
             }
         }
+    }
+
+    /// Waits, holding the reserved slot `slot`, until a connect may start (the backoff
+    /// after a failed connect has passed). If the caller's deadline comes first, or it
+    /// may not wait at all, the slot is handed on (to the head waiter, or the free list)
+    /// and the call times out; if the pool closes, the slot is emptied and the call fails.
+    fn connect_turn(&self, slot: usize, started: Started) -> Result<(), Error> {
+        let mut state = self.state.lock();
+        loop {
+            if state.closed {
+                state.slots[slot].phase = Phase::Empty;
+                return Err(Error::Closed);
+            }
+            let now = Instant::now();
+            let after = match state.connect_after {
+                Some(after) if now < after => after,
+                _ => return Ok(()),
+            };
+            let until = match started.deadline {
+                Deadline::At(deadline) if now < deadline => after.min(deadline),
+                Deadline::Never => after,
+                Deadline::Now | Deadline::At(_) => {
+                    state.slots[slot].phase = Phase::Empty;
+                    state.give_free(slot);
+                    state.counters.timeouts += 1;
+                    return Err(self.timeout(&state, started.at.elapsed()));
+                }
+            };
+            state = self.backoff.wait_until(state, until);
+        }
+    }
+
+    /// Records a failed connect: its error, and the pause before the next connect.
+    fn connect_failed(state: &mut State<M::Connection>, error: M::Error) {
+        state.last_error = Some(std::sync::Arc::new(error));
+        state.connect_backoff = (state.connect_backoff * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
+        state.connect_after = Instant::now().checked_add(state.connect_backoff);
+    }
+
+    /// Records a successful connect: the next failure starts the backoff afresh.
+    fn connect_succeeded(state: &mut State<M::Connection>) {
+        state.connect_backoff = Duration::ZERO;
+        state.connect_after = None;
     }
 
     fn timeout(&self, state: &State<M::Connection>, waited: Duration) -> Error {
         Error::Timeout { waited, last_error: state.last_error.clone() }
     }
 
-    /// Queues this thread as a waiter until a grant, `wake` (a backoff pause) or the
-    /// deadline. Returns with the lock released.
+    /// Queues this thread as a waiter until a grant or its deadline. Returns with the
+    /// lock released.
     fn wait<'a>(
         self: &'a Arc<Self>,
         mut state: MutexGuard<'a, State<M::Connection>>,
-        deadline: Instant,
-        wake: Option<Instant>,
-        started: Instant,
+        started: Started,
     ) -> Result<Waited<M>, Error> {
         let queued = state.waiters.iter().filter(|w| w.grant.is_none()).count();
         if queued >= self.config.waiters_max {
@@ -420,10 +459,6 @@ impl<M: Manager> Shared<M> {
         state.next_waiter_id += 1;
         let cv = Arc::new(Condvar::default());
         state.waiters.push_back(Waiter { id, cv: cv.clone(), grant: None, woken: false });
-        // With empty slots around (a connect failed), do not sleep past a backoff pause,
-        // so that someone retries when the server comes back.
-        let retry = (!state.free.is_empty()).then(|| Instant::now() + BACKOFF_MAX);
-        let until = [Some(deadline), wake, retry].into_iter().flatten().min().unwrap_or(deadline);
         loop {
             // RACE (lost wake-up): a releaser grants us a connection between our check and
             // our sleep. The grant is written under the lock we hold until the condition
@@ -441,14 +476,17 @@ impl<M: Manager> Shared<M> {
                 state.waiters.remove(position);
                 return Ok(Waited::Again);
             }
-            if Instant::now() >= until {
-                state.waiters.remove(position);
-                if until >= deadline {
+            let now = Instant::now();
+            let until = match started.deadline {
+                Deadline::At(deadline) if now >= deadline => {
+                    state.waiters.remove(position);
                     state.counters.timeouts += 1;
-                    return Err(self.timeout(&state, started.elapsed()));
+                    return Err(self.timeout(&state, started.at.elapsed()));
                 }
-                return Ok(Waited::Again);
-            }
+                Deadline::At(deadline) => deadline,
+                // No deadline (a timeout too long to add): sleep in long naps.
+                Deadline::Never | Deadline::Now => now + NAP_WITHOUT_DEADLINE,
+            };
             state = cv.wait_until(state, until);
         }
     }
@@ -510,18 +548,20 @@ impl<M: Manager> Shared<M> {
                 s.leak_counted = false;
                 let generation = s.generation;
                 state.counters.created += 1;
+                Self::connect_succeeded(&mut state);
                 // Closed while connecting: the caller still gets it; it is closed on return.
                 drop(state);
                 Ok(PooledConnection::new(self.clone(), conn, slot, generation))
             }
             Err(error) => {
-                state.last_error = Some(std::sync::Arc::new(error));
+                Self::connect_failed(&mut state, error);
                 state.slots[slot].phase = Phase::Empty;
-                if state.closed {
-                    return Err(());
-                }
-                // Not handed to a waiter: that would retry at once, without backoff.
-                state.free.push(slot);
+                // RACE (stranded slot): callers queued as waiters while this connect ran;
+                // under Fifo none of them may take a free slot, and no return will come
+                // for a connection that was never made. So the slot goes to the head
+                // waiter, who connects into it once the backoff has passed. Loom model:
+                // `failed_connect_hands_the_slot_to_a_waiter`.
+                state.give_free(slot);
                 Err(())
             }
         }
@@ -611,6 +651,7 @@ impl<M: Manager> Shared<M> {
             match result {
                 Ok(conn) => {
                     state.counters.created += 1;
+                    Self::connect_succeeded(&mut state);
                     state.slots[slot].created_at = now;
                     if state.closed {
                         state.slots[slot].phase = Phase::Empty;
@@ -621,7 +662,7 @@ impl<M: Manager> Shared<M> {
                     state.give_idle(slot, conn, now, self.config.fairness);
                 }
                 Err(error) => {
-                    state.last_error = Some(std::sync::Arc::new(error));
+                    Self::connect_failed(&mut state, error);
                     state.slots[slot].phase = Phase::Empty;
                     state.give_free(slot);
                     return;
@@ -662,6 +703,38 @@ impl<M: Manager> Shared<M> {
     pub(crate) fn count_double_release(&self) {
         self.state.lock().counters.double_releases += 1;
     }
+}
+
+/// How long a waiter without a deadline sleeps between checks of its grant.
+const NAP_WITHOUT_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// When a checkout started to wait, and until when it may.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    at: Instant,
+    deadline: Deadline,
+}
+
+impl Started {
+    fn now(timeout: Option<Duration>) -> Self {
+        let at = Instant::now();
+        let deadline = match timeout {
+            None => Deadline::Now,
+            Some(timeout) => at.checked_add(timeout).map_or(Deadline::Never, Deadline::At),
+        };
+        Self { at, deadline }
+    }
+}
+
+/// How long a checkout may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    /// Not at all (`try_get`).
+    Now,
+    /// Until this instant.
+    At(Instant),
+    /// Without end (a timeout too long to add to the clock, such as `Duration::MAX`).
+    Never,
 }
 
 /// How a wait ended.

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use idem_core::Timestamp;
 
-use crate::sync::{Arc, Condvar};
+use crate::sync::{Arc, Condvar, Duration, Instant};
 use crate::{Fairness, PoolState};
 
 /// What a slot holds now.
@@ -71,6 +71,12 @@ pub(crate) struct State<C> {
     pub(crate) next_waiter_id: u64,
     pub(crate) closed: bool,
     pub(crate) last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+    /// The pause after the last failed connect (zero after a success): it doubles with
+    /// each failure in a row, up to a cap.
+    pub(crate) connect_backoff: Duration,
+    /// No connect starts before this instant (set by a failed connect): whoever holds a
+    /// slot to connect into waits for it, so a down server is not hammered.
+    pub(crate) connect_after: Option<Instant>,
     pub(crate) counters: PoolState,
 }
 
@@ -96,6 +102,8 @@ impl<C> State<C> {
             next_waiter_id: 0,
             closed: false,
             last_error: None,
+            connect_backoff: Duration::ZERO,
+            connect_after: None,
             counters: PoolState::default(),
         }
     }
@@ -144,6 +152,7 @@ impl<C> State<C> {
             Some(waiter) => {
                 waiter.grant = Some(Grant::Conn { slot, generation: next_generation });
                 waiter.cv.notify_one();
+                self.counters.handoffs += 1;
                 let s = &mut self.slots[slot];
                 s.generation = next_generation;
                 s.phase = Phase::Granted;

@@ -82,4 +82,8 @@ impl Condvar {
     pub(crate) fn notify_one(&self) {
         self.inner.notify_one();
     }
+
+    pub(crate) fn notify_all(&self) {
+        self.inner.notify_all();
+    }
 }

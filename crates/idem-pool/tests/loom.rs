@@ -118,3 +118,58 @@ fn close_races_get_and_release() {
         pool.assert_invariants();
     });
 }
+
+/// Fails its first connect; every later connect succeeds.
+#[derive(Debug, Default)]
+struct FailFirst {
+    failed: loom::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("connection refused")]
+struct Refused;
+
+impl Manager for FailFirst {
+    type Connection = u32;
+    type Error = Refused;
+    fn connect(&self) -> Result<u32, Refused> {
+        use loom::sync::atomic::Ordering::SeqCst;
+        if self.failed.swap(true, SeqCst) { Ok(7) } else { Err(Refused) }
+    }
+    fn is_valid(&self, _: &mut u32) -> Result<(), Refused> {
+        Ok(())
+    }
+    fn has_broken(&self, _: &mut u32) -> bool {
+        false
+    }
+}
+
+/// Race: a connect fails while another thread queues as a waiter (the stranded slot: the
+/// failed slot must reach the waiter, or under Fifo nobody may take it and no return
+/// will ever come).
+/// Invariant: both threads get the connection in turn, one connection is made; loom's
+/// condition variables never time out, so a stranded waiter is reported as a deadlock.
+#[test]
+fn failed_connect_hands_the_slot_to_a_waiter() {
+    for fairness in [Fairness::Fifo, Fairness::Barging] {
+        loom::model(move || {
+            let pool = Pool::builder()
+                .max_size(1)
+                .fairness(fairness)
+                .health_check(HealthCheck::Never)
+                .maintenance_interval(None)
+                .connection_timeout(Duration::from_secs(3600))
+                .build(FailFirst::default())
+                .expect("valid config");
+            let other = {
+                let pool = pool.clone();
+                thread::spawn(move || pool.get().map(|conn| *conn))
+            };
+            let mine = pool.get().map(|conn| *conn);
+            let theirs = other.join().unwrap();
+            assert_eq!((mine.expect("mine"), theirs.expect("theirs")), (7, 7));
+            assert_eq!(pool.state().created, 1);
+            pool.assert_invariants();
+        });
+    }
+}

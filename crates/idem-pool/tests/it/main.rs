@@ -1,6 +1,7 @@
 //! idem-pool's integration tests: one binary, one module per concern.
 
 mod behaviour;
+mod connect;
 mod model;
 mod stress;
 
@@ -42,7 +43,7 @@ pub(crate) struct TestManager {
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct TestError(&'static str);
+pub(crate) struct TestError(pub(crate) &'static str);
 
 impl Manager for TestManager {
     type Connection = TestConn;
@@ -82,4 +83,25 @@ pub(crate) fn pool(
         .clock(clock.clone());
     let pool = tune(builder).build(TestManager::default()).expect("valid config");
     (pool, clock)
+}
+
+/// Waits until `condition` holds, checking every 100 µs; fails the test with `what` if it
+/// does not hold within `limit`. The one place a test waits for another thread: it moves
+/// no time (the pool's clock is a `ManualClock`), it only lets other threads run.
+#[track_caller]
+pub(crate) fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "gave up after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// How long a test waits for another thread to reach a point before failing.
+pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(10);
+
+/// Waits until `n` threads wait in `get` on `pool`.
+#[track_caller]
+pub(crate) fn wait_for_waiters<M: Manager>(pool: &Pool<M>, n: usize) {
+    wait_until(&format!("{n} waiters"), WAIT_LIMIT, || pool.state().waiters >= n);
 }

@@ -1,0 +1,93 @@
+//! A failed connect never strands the slot it was made for: under every fairness mode the
+//! slot goes to the head waiter, who connects into it once the backoff has passed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+
+use idem_pool::{Fairness, HealthCheck, Manager, Pool};
+
+use crate::{TestError, WAIT_LIMIT, wait_for_waiters, wait_until};
+
+/// The first connect blocks until `fail_first` is called, then fails; later ones succeed.
+#[derive(Debug, Default)]
+struct FailFirst {
+    calls: AtomicU64,
+    gate: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl FailFirst {
+    fn fail_first(&self) {
+        *self.gate.lock().expect("lock") = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Manager for FailFirst {
+    type Connection = u64;
+    type Error = TestError;
+
+    fn connect(&self) -> Result<u64, TestError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        if call > 0 {
+            return Ok(call);
+        }
+        let mut open = self.gate.lock().expect("lock");
+        while !*open {
+            open = self.opened.wait(open).expect("lock");
+        }
+        Err(TestError("first connect failed"))
+    }
+    fn is_valid(&self, _: &mut u64) -> Result<(), TestError> {
+        Ok(())
+    }
+    fn has_broken(&self, _: &mut u64) -> bool {
+        false
+    }
+}
+
+fn check(fairness: Fairness, borrowers: usize) {
+    let pool = Pool::builder()
+        .max_size(1)
+        .fairness(fairness)
+        .health_check(HealthCheck::Never)
+        .maintenance_interval(None)
+        .connection_timeout(WAIT_LIMIT)
+        .build(FailFirst::default())
+        .expect("valid config");
+    let got = Arc::new(AtomicU64::new(0));
+    let spawn = |pool: &Pool<FailFirst>| {
+        let (pool, got) = (pool.clone(), got.clone());
+        thread::spawn(move || {
+            let conn = pool.get().map_err(|e| e.to_string())?;
+            got.fetch_add(1, Ordering::SeqCst);
+            drop(conn);
+            Ok::<(), String>(())
+        })
+    };
+    let mut threads = vec![spawn(&pool)];
+    wait_until("the first connect to start", WAIT_LIMIT, || {
+        pool.manager().calls.load(Ordering::SeqCst) == 1
+    });
+    threads.extend((1..borrowers).map(|_| spawn(&pool)));
+    wait_for_waiters(&pool, borrowers - 1);
+    pool.manager().fail_first();
+    for (i, thread) in threads.into_iter().enumerate() {
+        let result = thread.join().expect("borrower");
+        assert_eq!(result, Ok(()), "{fairness:?}, borrower {i} of {borrowers}");
+    }
+    assert_eq!(got.load(Ordering::SeqCst), borrowers as u64);
+    let state = pool.state();
+    assert_eq!((state.created, state.size, state.timeouts), (1, 1, 0), "{fairness:?}");
+    pool.assert_invariants();
+}
+
+#[test]
+fn a_failed_connect_hands_its_slot_to_the_waiters() {
+    for fairness in [Fairness::Fifo, Fairness::Barging] {
+        for borrowers in [2, 8] {
+            check(fairness, borrowers);
+        }
+    }
+}
