@@ -97,7 +97,7 @@ fn main() {
             wallet.account(id).map_or(0, |a| a.credits_posted as i128 - a.debits_posted as i128)
         })
         .sum();
-    wallet.check_invariants().expect("invariants");
+    wallet.assert_invariants();
     assert_eq!(idem_moved, INTENTS, "each intended transfer moved its money exactly once");
     println!(
         "retry_storm\ttransfers, {RETRY_PERCENT}% redelivered; effect = unit moved\t{INTENTS}\t{}\t{naive_moved_total}\t{idem_moved}",

@@ -268,7 +268,9 @@ impl Ledger {
             self.apply_chain(&batch[start..=end], &mut results);
             start = end + 1;
         }
-        debug_assert!(self.check_invariants().is_ok(), "{:?}", self.check_invariants());
+        if cfg!(debug_assertions) {
+            self.assert_invariants();
+        }
         Ok(results)
     }
 
@@ -479,42 +481,84 @@ impl Ledger {
     }
 
     /// Checks the ledger's invariants: debits equal credits (posted and pending), no
-    /// balance past its limit, pending reservations equal the pending transfers.
+    /// balance past its limit, pending reservations equal the pending transfers. Tests
+    /// call it after every step; debug builds call it after every batch.
     ///
-    /// # Errors
+    /// # Panics
     ///
-    /// A description of the first broken invariant (a bug in this crate).
-    pub fn check_invariants(&self) -> Result<(), String> {
-        let (mut dp, mut dq, mut cp, mut cq) = (0u128, 0u128, 0u128, 0u128);
+    /// If an invariant is broken (a bug in this crate, never a caller's error), with a
+    /// description of the first broken invariant.
+    pub fn assert_invariants(&self) {
+        if let Some(broken) = self.broken_invariant() {
+            panic!("wallet invariant broken: {broken}");
+        }
+    }
+
+    /// The first broken invariant, described, or `None`. Overflow-safe for any legal
+    /// state: the sums over all accounts are kept in 256 bits, since many accounts can
+    /// each hold up to `u128::MAX`. Recovery uses it to refuse a log instead of
+    /// panicking.
+    pub(crate) fn broken_invariant(&self) -> Option<String> {
+        let (mut dp, mut dq, mut cp, mut cq) = (Sum::ZERO, Sum::ZERO, Sum::ZERO, Sum::ZERO);
         for a in self.accounts.values() {
-            dp += a.debits_posted;
-            dq += a.debits_pending;
-            cp += a.credits_posted;
-            cq += a.credits_pending;
+            dp.add(a.debits_posted);
+            dq.add(a.debits_pending);
+            cp.add(a.credits_posted);
+            cq.add(a.credits_pending);
+            // A side whose two parts overflow `u128` exceeds any other side.
+            let exceeds = |posted: u128, pending: u128, limit: u128| {
+                posted.checked_add(pending).is_none_or(|total| total > limit)
+            };
             if a.flags.contains(AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS)
-                && a.debits_posted + a.debits_pending > a.credits_posted
+                && exceeds(a.debits_posted, a.debits_pending, a.credits_posted)
             {
-                return Err(format!("account {} exceeds its credits", a.id));
+                return Some(format!("account {} exceeds its credits", a.id));
             }
             if a.flags.contains(AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS)
-                && a.credits_posted + a.credits_pending > a.debits_posted
+                && exceeds(a.credits_posted, a.credits_pending, a.debits_posted)
             {
-                return Err(format!("account {} exceeds its debits", a.id));
+                return Some(format!("account {} exceeds its debits", a.id));
             }
         }
         if dp != cp || dq != cq {
-            return Err(format!("debits {dp}/{dq} != credits {cp}/{cq} (posted/pending)"));
+            return Some(format!("debits {dp}/{dq} != credits {cp}/{cq} (posted/pending)"));
         }
-        let reserved: u128 = self
-            .transfers
-            .values()
-            .filter(|t| t.pending == Some(PendingState::Pending))
-            .map(|t| t.amount_applied)
-            .sum();
+        let mut reserved = Sum::ZERO;
+        for t in self.transfers.values() {
+            if t.pending == Some(PendingState::Pending) {
+                reserved.add(t.amount_applied);
+            }
+        }
         if reserved != dq {
-            return Err(format!("pending transfers reserve {reserved}, accounts show {dq}"));
+            return Some(format!("pending transfers reserve {reserved}, accounts show {dq}"));
         }
-        Ok(())
+        None
+    }
+}
+
+/// A sum of `u128` amounts in 256 bits: it cannot overflow for fewer than 2^128 terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sum {
+    high: u128,
+    low: u128,
+}
+
+impl Sum {
+    const ZERO: Self = Self { high: 0, low: 0 };
+
+    fn add(&mut self, amount: u128) {
+        let (low, carry) = self.low.overflowing_add(amount);
+        self.low = low;
+        self.high += u128::from(carry);
+    }
+}
+
+impl std::fmt::Display for Sum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.high {
+            0 => write!(f, "{}", self.low),
+            high => write!(f, "{high}*2^128+{}", self.low),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use crate::{ALICE, BANK, BOB, CAPPED, OTHER_LEDGER, t, wallet, wallet_with};
 fn check(transfer: Transfer, result: R) {
     let (w, _) = wallet();
     assert_eq!(w.create_transfers(&[transfer]).expect("batch"), vec![result], "{transfer:?}");
-    w.check_invariants().expect("invariants");
+    w.assert_invariants();
 }
 
 fn with(mut transfer: Transfer, edit: impl FnOnce(&mut Transfer)) -> Transfer {
@@ -154,7 +154,7 @@ fn linked_chain_applies_all_or_nothing() {
         vec![R::Exists, R::LinkedEventFailed, R::LinkedEventFailed]
     );
     assert_eq!(w.account(BOB).map(|a| a.credits_posted), Some(101));
-    w.check_invariants().expect("invariants");
+    w.assert_invariants();
 }
 
 #[test]
@@ -220,4 +220,15 @@ fn limits_are_enforced_per_event_and_per_batch() {
     let too_many = vec![t(9, BANK, BOB, 1); BATCH_MAX + 1];
     assert_eq!(w.create_transfers(&too_many), Err(BatchError::TooLarge { len: BATCH_MAX + 1 }));
     assert!(w.transfer(9).is_none(), "nothing of a refused batch applies");
+}
+
+#[test]
+fn balances_near_u128_max_on_many_accounts_keep_the_invariant_check_whole() {
+    let (w, _) = wallet();
+    // The top-up debited BANK 100 already: with BOB debited u128::MAX, the sum of all
+    // debits passes u128::MAX, which is legal (each balance fits) and must not panic.
+    let batch = [t(1, BOB, BANK, u128::MAX), t(2, BANK, ALICE, 1)];
+    assert_eq!(w.create_transfers(&batch).expect("batch"), vec![R::Created, R::Created]);
+    assert_eq!(w.account(BOB).map(|a| a.debits_posted), Some(u128::MAX));
+    w.assert_invariants();
 }

@@ -47,5 +47,5 @@ fn overlapping_redelivered_batches_apply_each_id_once() {
     assert_eq!(created, BATCHES * PER_BATCH, "each id created exactly once");
     let per_batch_sum = PER_BATCH * (PER_BATCH + 1) / 2;
     assert_eq!(w.account(BOB).map(|a| a.credits_posted), Some(BATCHES * per_batch_sum));
-    w.check_invariants().expect("invariants");
+    w.assert_invariants();
 }

@@ -28,7 +28,7 @@ fn pending_reserves_and_counts_against_limits() {
         vec![R::ExceedsCredits],
         "80 reserved of 100"
     );
-    w.check_invariants().expect("invariants");
+    w.assert_invariants();
 }
 
 #[test]
@@ -55,7 +55,7 @@ fn post_a_smaller_amount_then_a_second_post_or_void_is_answered() {
         vec![R::Exists]
     );
     assert_eq!(w.account(BOB).map(|b| b.credits_posted), Some(50), "nothing moved twice");
-    w.check_invariants().expect("invariants");
+    w.assert_invariants();
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn a_pending_transfer_expires_by_the_clock_and_cannot_be_posted() {
     );
     assert_eq!(w.account(ALICE).map(|a| a.debits_pending), Some(0), "the reservation is released");
     assert_eq!(w.transfer(1).and_then(|s| s.pending), Some(PendingState::Expired));
-    w.check_invariants().expect("invariants");
+    w.assert_invariants();
 }
 
 #[test]
