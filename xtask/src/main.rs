@@ -150,8 +150,14 @@ fn ci() -> Result {
             .args(["test", "-p", "idem-payments", "--features", "postgres", "--test", "crash_pg"])
             .env("IDEM_PG_URL", &url),
     )?;
+    // Default features and all features: a link that resolves only with a feature on
+    // is caught by the first.
     run(
-        "doc",
+        "doc (default features)",
+        cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
+    )?;
+    run(
+        "doc (all features)",
         cargo()
             .args(["doc", "--workspace", "--no-deps", "--all-features"])
             .env("RUSTDOCFLAGS", "-D warnings"),

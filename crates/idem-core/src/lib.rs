@@ -45,8 +45,9 @@
 //!
 //! # Which operations need a key
 //!
-//! * Idempotent by their shape, no key needed: [`KeyStore::sweep`], reading a result by
-//!   claiming with the same fingerprint, and every constructor and validator here.
+//! * Idempotent by their shape, no key needed: [`KeyStore::sweep`], reading a key's state
+//!   with [`KeyStore::lookup`] (a read: it leaves no record and recovers nothing, where a
+//!   claim of an absent key would acquire it), and every constructor and validator here.
 //! * Needs a key: any operation with a side effect outside the store. The **caller**
 //!   generates the key, once per intended operation and as close to the user's intent as
 //!   possible (the checkout page, not the HTTP client), and sends the same key on every
@@ -67,7 +68,7 @@
 //!
 //! [`MemoryStore`] is the embedded default. A durable or shared backend implements
 //! [`KeyStore`] and runs the conformance suite in `testkit` (feature `testkit`) against
-//! itself with [`conformance_tests!`].
+//! itself with the `conformance_tests!` macro (also behind `testkit`).
 
 mod clock;
 mod fingerprint;
@@ -87,6 +88,6 @@ pub use fingerprint::{Fingerprint, FingerprintBuilder};
 pub use key::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey};
 pub use memory::{MemoryStore, StoreStats};
 pub use store::{
-    Claim, ConfigError, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig,
+    Claim, ConfigError, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig,
     StoreConfigBuilder, StoreError,
 };

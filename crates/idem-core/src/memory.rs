@@ -11,7 +11,9 @@ use hashbrown::HashTable;
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
-use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
+use crate::store::{
+    Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
+};
 use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
 
 /// The key hash: SipHash with per-store random keys, because keys come from callers and a
@@ -511,5 +513,31 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
             }
         }
         Ok(found)
+    }
+
+    fn lookup(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<KeyState<R>, StoreError> {
+        let now = self.clock.now();
+        let (hash, shard) = self.locate(key);
+        let state = shard.state.lock();
+        let Some(record) = state.table.find(hash, |r| r.key == *key) else {
+            return Ok(KeyState::Absent);
+        };
+        Ok(match &record.phase {
+            Phase::Finished { expires_at, .. } if *expires_at <= now => KeyState::Absent,
+            _ if record.fingerprint != *fingerprint => {
+                return Err(StoreError::KeyReused { key: key.clone() });
+            }
+            Phase::Finished { result, .. } => KeyState::Finished(result.clone()),
+            Phase::InFlight { lease_expires_at } if now < *lease_expires_at => {
+                KeyState::InFlight { retry_after: lease_expires_at.saturating_duration_since(now) }
+            }
+            Phase::InFlight { lease_expires_at } => {
+                KeyState::Pending { lease_expired_at: *lease_expires_at }
+            }
+        })
     }
 }

@@ -29,7 +29,10 @@ use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
 use crate::sqlite::{Durable, SqliteError, decode_result, encode_result};
-use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
+use crate::store::{
+    Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
+    key_state_of_row,
+};
 use crate::sync::Arc;
 
 /// The schema version this code migrates to and reads.
@@ -407,4 +410,34 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             })
             .collect()
     }
+
+    fn lookup(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<KeyState<R>, StoreError> {
+        let s = &self.schema;
+        let now = self.clock.now();
+        let row = self.with_client(|client| {
+            client
+                .query_opt(
+                    &format!(
+                        "SELECT fingerprint, finished, lease_expires_at, expires_at, result
+                         FROM {s}.claims WHERE scope = $1 AND key = $2"
+                    ),
+                    &[&key.scope().as_str(), &key.key().as_str()],
+                )
+                .map_err(pg)
+        })?;
+        let Some(row) = row else { return Ok(KeyState::Absent) };
+        let (fp, finished, lease_until, expires_at, result): StoredRow =
+            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+        let same = fp == fingerprint.as_bytes()[..];
+        key_state_of_row(key, same, finished, (lease_until, expires_at), result, now)?
+            .try_map(|bytes| decode_result(&bytes).map_err(StoreError::from))
+    }
 }
+
+/// A claims row as `lookup` reads it: fingerprint, finished, lease and result expiry
+/// (ms), result.
+type StoredRow = (Vec<u8>, bool, i64, i64, Option<Vec<u8>>);

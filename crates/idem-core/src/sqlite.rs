@@ -28,7 +28,10 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
-use crate::store::{Claim, FencingToken, KeyStore, Lease, PendingClaim, StoreConfig, StoreError};
+use crate::store::{
+    Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
+    key_state_of_row,
+};
 use crate::sync::Arc;
 
 /// The schema version this code writes and reads.
@@ -566,23 +569,28 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
     /// lease with this fingerprint is in flight. A read may be a moment stale; both answers
     /// stay true or become "retry" (a finished record never changes before it expires).
     /// Anything else (absent, expired, another fingerprint) goes to the writer.
-    fn read_claim(
-        &self,
-        key: &ScopedKey,
-        fingerprint: &Fingerprint,
-    ) -> Result<Option<Claim<R>>, StoreError> {
-        let now = self.clock.now();
+    /// The row of `key`, read on the reader connection (no write lock, no writer thread).
+    fn read_row(&self, key: &ScopedKey) -> Result<Option<StoredRow>, StoreError> {
         let reader = self.reader.lock();
-        let found: Option<StoredRow> = row(
+        row(
             &reader,
             "SELECT fingerprint, finished, lease_expires_at, expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
             params![key.scope().as_str(), key.key().as_str()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
         .optional()
-        .map_err(storage)?;
-        drop(reader);
-        let Some((fp, finished, lease_until, expires_at, result)) = found else { return Ok(None) };
+        .map_err(storage)
+    }
+
+    fn read_claim(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<Claim<R>>, StoreError> {
+        let now = self.clock.now();
+        let Some((fp, finished, lease_until, expires_at, result)) = self.read_row(key)? else {
+            return Ok(None);
+        };
         if fp != fingerprint.as_bytes()[..] {
             return Ok(None);
         }
@@ -668,6 +676,22 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
             Answer::Pending(result) => result,
             _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
         }
+    }
+
+    /// Reads on the reader connection, beside the writer thread: it takes no write lock.
+    fn lookup(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<KeyState<R>, StoreError> {
+        let now = self.clock.now();
+        let Some((fp, finished, lease_until, expires_at, result)) = self.read_row(key)? else {
+            return Ok(KeyState::Absent);
+        };
+        let same = fp == fingerprint.as_bytes()[..];
+        let times = (lease_until, expires_at);
+        key_state_of_row(key, same, finished == 1, times, result, now)?
+            .try_map(|bytes| decode_result(&bytes).map_err(StoreError::from))
     }
 }
 

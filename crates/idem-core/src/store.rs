@@ -373,6 +373,83 @@ pub trait KeyStore<R>: Send + Sync {
     ///
     /// [`StoreError::Storage`] if the backend failed.
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError>;
+
+    /// Reads the state of `key` for the request with `fingerprint`, changing nothing: an
+    /// absent key stays absent (a claim would acquire it and leave a record), a pending
+    /// claim is not recovered, no lease is handed out. A status endpoint or a reconciler
+    /// that only wants to know asks this, not [`claim`](Self::claim).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::KeyReused`] if the key is live for another fingerprint (its result
+    /// is never shown to another request); [`StoreError::Storage`] if the backend failed.
+    fn lookup(&self, key: &ScopedKey, fingerprint: &Fingerprint)
+    -> Result<KeyState<R>, StoreError>;
+}
+
+/// The state of a key, as read by [`KeyStore::lookup`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyState<R> {
+    /// No live record: never claimed, released, or its result's TTL has ended. A claim
+    /// would acquire it.
+    Absent,
+    /// A holder's lease is live; it runs out after `retry_after`.
+    InFlight {
+        /// How long until the holder's lease runs out.
+        retry_after: Duration,
+    },
+    /// Claimed, and the lease ran out without a complete or release: its side effect
+    /// may or may not have happened. The next claim recovers it.
+    Pending {
+        /// When its lease ran out.
+        lease_expired_at: Timestamp,
+    },
+    /// Finished: the result a claim with this fingerprint replays.
+    Finished(R),
+}
+
+impl<T> KeyState<T> {
+    /// Converts a finished result, keeping every other state as it is.
+    #[cfg(all(any(feature = "sqlite", feature = "postgres"), not(loom)))]
+    pub(crate) fn try_map<U, E>(self, f: impl FnOnce(T) -> Result<U, E>) -> Result<KeyState<U>, E> {
+        Ok(match self {
+            Self::Finished(result) => KeyState::Finished(f(result)?),
+            Self::InFlight { retry_after } => KeyState::InFlight { retry_after },
+            Self::Pending { lease_expired_at } => KeyState::Pending { lease_expired_at },
+            Self::Absent => KeyState::Absent,
+        })
+    }
+}
+
+/// The key state of a stored row (shared by the SQL backends), read at `now`. A live row
+/// for another fingerprint is `KeyReused`.
+#[cfg(all(any(feature = "sqlite", feature = "postgres"), not(loom)))]
+pub(crate) fn key_state_of_row(
+    key: &ScopedKey,
+    same_fingerprint: bool,
+    finished: bool,
+    (lease_expires_ms, expires_ms): (i64, i64),
+    result: Option<Vec<u8>>,
+    now: Timestamp,
+) -> Result<KeyState<Vec<u8>>, StoreError> {
+    let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
+    if finished && at(expires_ms) <= now {
+        return Ok(KeyState::Absent);
+    }
+    if !same_fingerprint {
+        return Err(StoreError::KeyReused { key: key.clone() });
+    }
+    let lease_until = at(lease_expires_ms);
+    Ok(match result {
+        Some(bytes) if finished => KeyState::Finished(bytes),
+        None if finished => {
+            return Err(StoreError::Storage(format!("{key}: finished without a result").into()));
+        }
+        _ if now < lease_until => {
+            KeyState::InFlight { retry_after: lease_until.saturating_duration_since(now) }
+        }
+        _ => KeyState::Pending { lease_expired_at: lease_until },
+    })
 }
 
 /// An in-flight claim whose lease has run out, as listed by [`KeyStore::pending`].
@@ -416,5 +493,13 @@ impl<R, S: KeyStore<R> + ?Sized> KeyStore<R> for crate::sync::Arc<S> {
 
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
         (**self).pending(max)
+    }
+
+    fn lookup(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<KeyState<R>, StoreError> {
+        (**self).lookup(key, fingerprint)
     }
 }

@@ -29,7 +29,8 @@ use std::time::Duration;
 
 use crate::sync::{Barrier, thread};
 use crate::{
-    Claim, Fingerprint, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError, Timestamp,
+    Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError,
+    Timestamp,
 };
 
 /// Where every case's clock starts.
@@ -422,6 +423,56 @@ pub fn racing_claimers_one_owner<S: KeyStore<String> + Sync>(
     }
 }
 
+#[track_caller]
+fn lookup<S: KeyStore<String>>(store: &S, k: &ScopedKey, n: u64) -> KeyState<String> {
+    store.lookup(k, &request(n)).unwrap_or_else(|e| panic!("lookup of {k} failed: {e}"))
+}
+
+/// A lookup follows the state machine: absent, in flight (with the time left), pending
+/// once the lease runs out, finished with the result, absent after the TTL; a live key
+/// looked up with another fingerprint is `KeyReused`.
+pub fn lookup_follows_the_state_machine<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    assert_eq!(lookup(&f.store, &k, 1), KeyState::Absent);
+    let _first = acquire(&f.store, &k, 1);
+    assert_eq!(lookup(&f.store, &k, 1), KeyState::InFlight { retry_after: LEASE });
+    let reused = f.store.lookup(&k, &request(2));
+    assert!(matches!(reused, Err(StoreError::KeyReused { .. })), "{reused:?}");
+    f.clock.advance(LEASE);
+    let expired = START.saturating_add(LEASE);
+    assert_eq!(lookup(&f.store, &k, 1), KeyState::Pending { lease_expired_at: expired });
+    let second = recover(&f.store, &k, 1);
+    f.store.complete(&second, "done".into()).expect("complete");
+    assert_eq!(lookup(&f.store, &k, 1), KeyState::Finished("done".into()));
+    let reused = f.store.lookup(&k, &request(2));
+    assert!(matches!(reused, Err(StoreError::KeyReused { .. })), "{reused:?}");
+    f.clock.advance(TTL);
+    assert_eq!(lookup(&f.store, &k, 2), KeyState::Absent, "an expired result is absent");
+}
+
+/// A lookup changes nothing: an absent key leaves no record (a full store still has
+/// room for it), and a pending claim is not recovered by looking at it.
+pub fn lookup_changes_nothing<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 1);
+    let (looked, claimed) = (key("s", "looked-at"), key("s", "claimed"));
+    for _ in 0..3 {
+        assert_eq!(lookup(&f.store, &looked, 1), KeyState::Absent);
+    }
+    let first = acquire(&f.store, &claimed, 1);
+    f.clock.advance(LEASE);
+    for _ in 0..3 {
+        assert!(matches!(lookup(&f.store, &claimed, 1), KeyState::Pending { .. }));
+    }
+    assert_eq!(f.store.pending(10).expect("pending").len(), 1, "still pending");
+    let second = recover(&f.store, &claimed, 1);
+    assert_eq!(second.token().get(), first.token().get() + 1, "no token was spent by lookups");
+}
+
 /// Generates one `#[test]` per conformance case for the backend built by `$make`, a
 /// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: KeyStore<String> + Sync`.
 #[macro_export]
@@ -434,7 +485,8 @@ macro_rules! conformance_tests {
             result_expires_at_ttl, scopes_are_separate, capacity_refuses_new_keys,
             sweep_removes_only_expired_results, claim_wait_absent_acquires,
             claim_wait_times_out, claim_wait_sees_completion, claim_wait_sees_release,
-            racing_claimers_one_owner, pending_lists_expired_claims);
+            racing_claimers_one_owner, pending_lists_expired_claims,
+            lookup_follows_the_state_machine, lookup_changes_nothing);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(

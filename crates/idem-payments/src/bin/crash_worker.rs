@@ -72,6 +72,13 @@ impl KeyStore<PaymentOutcome> for CrashStore<'_> {
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
         self.inner.pending(max)
     }
+    fn lookup(
+        &self,
+        key: &ScopedKey,
+        fp: &Fingerprint,
+    ) -> Result<idem_core::KeyState<PaymentOutcome>, StoreError> {
+        self.inner.lookup(key, fp)
+    }
 }
 
 struct CrashGateway<'a> {

@@ -161,6 +161,13 @@ fn one_failing_claim_does_not_stop_the_batch() {
         fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
             self.inner.pending(max)
         }
+        fn lookup(
+            &self,
+            key: &ScopedKey,
+            fp: &Fingerprint,
+        ) -> Result<idem_core::KeyState<PaymentOutcome>, StoreError> {
+            self.inner.lookup(key, fp)
+        }
     }
 
     let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
