@@ -64,6 +64,19 @@ fn fixture<S>(make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S, capacity: usize
     Fixture { store: make(config(capacity), clock.clone()), clock }
 }
 
+/// Waits until `condition` holds, checking every 100 µs, and panics naming `what` if it
+/// does not hold within `limit`. For a test that waits for another thread to reach a
+/// point (a waiter queued, a worker finished): it moves no clock and asserts no timing;
+/// a condition that never comes fails the test instead of hanging it.
+#[track_caller]
+pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "gave up after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
 /// A key in scope `scope`.
 ///
 /// # Panics

@@ -50,7 +50,9 @@ fn submissions(dup_percent: usize) -> Vec<Notification> {
 fn with_dedup(workers: usize, input: &[Notification]) -> Duration {
     let store =
         MemoryStore::new(StoreConfig::builder().capacity(MESSAGES * 2).build().expect("valid"));
-    let notifier = Notifier::start(Noop, store, Config { workers, ..Config::default() });
+    let notifier =
+        Notifier::start(Noop, store, Config::builder().workers(workers).build().expect("valid"))
+            .expect("workers start");
     let start = Instant::now();
     for n in input {
         while let Err(SubmitError::QueueFull { .. }) = notifier.submit(n.clone()) {

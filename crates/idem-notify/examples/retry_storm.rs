@@ -74,7 +74,9 @@ fn main() {
     } else {
         std::sync::Arc::new(MemoryStore::new(config))
     };
-    let notifier = Notifier::start(provider, store, Config { workers: 2, ..Config::default() });
+    let notifier =
+        Notifier::start(provider, store, Config::builder().workers(2).build().expect("valid"))
+            .expect("workers start");
     for (k, i) in list.iter().enumerate() {
         if k % 20 == 19 {
             notifier.provider().inject(ProviderFault::DeliverThenTimeout);

@@ -22,7 +22,8 @@
 //! use idem_core::MemoryStore;
 //! use idem_notify::{Channel, Config, Notification, Notifier, SimulatedProvider, Submitted};
 //!
-//! let notifier = Notifier::start(SimulatedProvider::new(), MemoryStore::new(Default::default()), Config::default());
+//! let store = MemoryStore::new(Default::default());
+//! let notifier = Notifier::start(SimulatedProvider::new(), store, Config::default())?;
 //! let n = Notification::new("welcome-user-42", "user:42", Channel::Email, "Welcome!")?;
 //! assert_eq!(notifier.submit(n.clone())?, Submitted::Accepted);
 //! // The producer timed out and retries: answered, not queued again.
@@ -44,6 +45,14 @@
 //!   replay after that sends again; a message still in flight is remembered until it
 //!   finishes.
 //!
+//! # Dead letters
+//!
+//! A message given up on is listed in [`Notifier::dead_letters`]. If every attempt was
+//! answered as not delivered, its id is given back and a resubmission under the same id
+//! is sent again (nothing reached the user, so it cannot ping twice). If an attempt may
+//! have delivered (an ambiguous send resent under [`UnknownPolicy::Resend`]), the dead
+//! letter is final: the id replays `Duplicate(DeadLettered)`.
+//!
 //! # When the provider has no status
 //!
 //! Then an ambiguous send (a timeout after sending) cannot be settled. The default,
@@ -51,16 +60,20 @@
 //! [`Notifier::unresolved`]; [`UnknownPolicy::Resend`] opts into at least once on that
 //! hop (a second ping possible).
 
+mod config;
 mod message;
 mod notifier;
 mod provider;
 mod retry;
 mod simulated;
 
+pub use config::{
+    ATTEMPTS_MAX, Config, ConfigBuilder, ConfigError, QUEUE_CAPACITY_MAX, UnknownPolicy,
+    WORKERS_MAX,
+};
 pub use message::{CONTENT_LEN_MAX, Channel, InvalidNotification, Notification};
 pub use notifier::{
-    Config, DeadLetter, Notifier, Outcome, ShutdownReport, Stats, SubmitError, Submitted,
-    UnknownPolicy,
+    DeadLetter, MarkReadError, Notifier, Outcome, ShutdownReport, Stats, SubmitError, Submitted,
 };
 pub use provider::{DeliveryStatus, Provider, SendError};
 pub use retry::{Jitter, RetryPolicy, Sleeper, ThreadSleeper};

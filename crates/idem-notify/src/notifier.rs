@@ -8,12 +8,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use idem_core::{Claim, KeyStore, Lease, ScopedKey, StoreError};
+use idem_core::{Claim, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError};
 use parking_lot::Mutex;
 
-use crate::message::Notification;
+use crate::config::{Config, UnknownPolicy};
+use crate::message::{InvalidNotification, Notification};
 use crate::provider::{DeliveryStatus, Provider, SendError};
-use crate::retry::{Jitter, RetryPolicy, Sleeper, ThreadSleeper};
+use crate::retry::Jitter;
 
 /// The stored outcome of a message id, replayed to duplicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,57 +84,6 @@ pub enum SubmitError {
     Store(StoreError),
 }
 
-/// What to do when a send's outcome is unknown and the provider cannot say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UnknownPolicy {
-    /// Report it unresolved and leave it: at most once, never a second ping.
-    ReportUnresolved,
-    /// Send it again: at least once, a second ping possible.
-    Resend,
-}
-
-/// The notifier's settings.
-#[derive(Clone)]
-pub struct Config {
-    /// Worker threads; default 2, 1 to 64.
-    pub workers: usize,
-    /// Queue capacity; default 1024.
-    pub queue_capacity: usize,
-    /// Retries of transient failures.
-    pub retry: RetryPolicy,
-    /// Ambiguous sends with no status answer; default `ReportUnresolved`.
-    pub unknown: UnknownPolicy,
-    /// How waits between attempts happen; default real sleeps.
-    pub sleeper: Arc<dyn Sleeper>,
-    /// The most (recipient, id) pairs `mark_read` remembers; default 1,000,000.
-    pub read_max: usize,
-}
-
-impl std::fmt::Debug for Config {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("workers", &self.workers)
-            .field("queue_capacity", &self.queue_capacity)
-            .field("retry", &self.retry)
-            .field("unknown", &self.unknown)
-            .field("read_max", &self.read_max)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            workers: 2,
-            queue_capacity: 1024,
-            retry: RetryPolicy::default(),
-            unknown: UnknownPolicy::ReportUnresolved,
-            sleeper: Arc::new(ThreadSleeper),
-            read_max: 1_000_000,
-        }
-    }
-}
-
 /// Counters, from [`Notifier::stats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -160,6 +110,27 @@ pub struct DeadLetter {
     pub notification: Notification,
     /// Why.
     pub reason: String,
+    /// Whether an attempt may have delivered it: an ambiguous send that the provider
+    /// could not settle, resent under [`UnknownPolicy::Resend`]. Such a dead letter is
+    /// final: its id is stored as [`Outcome::DeadLettered`] and a resubmission is answered
+    /// as a duplicate. Otherwise every attempt was answered as not delivered, the id is
+    /// given back, and a resubmission under the same id is sent again (it cannot ping
+    /// twice: nothing reached the user).
+    pub may_have_delivered: bool,
+}
+
+/// Why `mark_read` refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkReadError {
+    /// The recipient or the message id is not valid; nothing was marked.
+    #[error(transparent)]
+    Invalid(#[from] InvalidNotification),
+    /// The read set holds `read_max` pairs; nothing was marked.
+    #[error("the read set is full ({read_max} messages)")]
+    ReadSetFull {
+        /// The configured limit.
+        read_max: usize,
+    },
 }
 
 /// What `shutdown` left behind.
@@ -224,17 +195,16 @@ fn add(counter: &AtomicU64) {
 }
 
 impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
-    /// Starts `config.workers` workers over `provider`, deduplicating with `store` (whose
-    /// result TTL is the dedup window: 24 hours by default).
+    /// Starts `config.workers()` workers over `provider`, deduplicating with `store`
+    /// (whose result TTL is the dedup window: 24 hours by default). The configuration
+    /// was checked when it was built ([`Config::builder`]).
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// If `config.workers` is 0 or above 64, or `queue_capacity` is 0 (programmer
-    /// errors in the configuration), or the OS refuses to start a thread.
-    pub fn start(provider: P, store: S, config: Config) -> Self {
-        assert!((1..=64).contains(&config.workers), "workers must be 1 to 64");
-        assert!(config.queue_capacity > 0, "queue_capacity must be positive");
-        let (sender, receiver) = crossbeam_channel::bounded(config.queue_capacity);
+    /// The I/O error if the OS refuses to start a worker thread; the workers already
+    /// started are stopped, and nothing was queued.
+    pub fn start(provider: P, store: S, config: Config) -> Result<Self, std::io::Error> {
+        let (sender, receiver) = crossbeam_channel::bounded(config.queue_capacity());
         let shared = Arc::new(Shared {
             provider,
             store,
@@ -246,17 +216,24 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             deadline: Mutex::new(None),
             left: Mutex::new(Vec::new()),
         });
-        let workers = (0..shared.config.workers)
-            .map(|i| {
-                let (shared, receiver) = (shared.clone(), receiver.clone());
-                let seed = shared.config.retry.seed.wrapping_add(i as u64);
-                std::thread::Builder::new()
-                    .name(format!("idem-notify-worker-{i}"))
-                    .spawn(move || work(&shared, &receiver, Jitter::new(seed)))
-                    .expect("the OS starts a worker thread")
-            })
-            .collect();
-        Self { shared, sender: Mutex::new(Some(sender)), workers: Mutex::new(workers) }
+        let mut workers = Vec::with_capacity(shared.config.workers());
+        for i in 0..shared.config.workers() {
+            let (shared, receiver) = (shared.clone(), receiver.clone());
+            let seed = shared.config.retry().seed.wrapping_add(i as u64);
+            let spawned = std::thread::Builder::new()
+                .name(format!("idem-notify-worker-{i}"))
+                .spawn(move || work(&shared, &receiver, Jitter::new(seed)));
+            match spawned {
+                Ok(worker) => workers.push(worker),
+                Err(error) => {
+                    // Closing the queue stops the workers already started.
+                    drop(sender);
+                    workers.into_iter().for_each(|w| drop(w.join()));
+                    return Err(error);
+                }
+            }
+        }
+        Ok(Self { shared, sender: Mutex::new(Some(sender)), workers: Mutex::new(workers) })
     }
 
     /// Submits a notification; returns at once. The message id is claimed before it is
@@ -299,7 +276,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                 let (job, error) = match refused {
                     TrySendError::Full(job) => (
                         job,
-                        SubmitError::QueueFull { capacity: self.shared.config.queue_capacity },
+                        SubmitError::QueueFull { capacity: self.shared.config.queue_capacity() },
                     ),
                     TrySendError::Disconnected(job) => (job, SubmitError::ShutDown),
                 };
@@ -315,15 +292,20 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     ///
     /// # Errors
     ///
-    /// `Err(read_max)` if the read set is full.
-    pub fn mark_read(&self, recipient: &str, message_id: &str) -> Result<bool, usize> {
-        let Ok(key) = ScopedKey::parse(recipient, message_id) else { return Ok(false) };
+    /// [`MarkReadError::Invalid`] if the recipient or the message id is not valid (named
+    /// by [`InvalidNotification`]); [`MarkReadError::ReadSetFull`] if the read set holds
+    /// `read_max` pairs already.
+    pub fn mark_read(&self, recipient: &str, message_id: &str) -> Result<bool, MarkReadError> {
+        let recipient = Scope::new(recipient).map_err(InvalidNotification::Recipient)?;
+        let id = IdempotencyKey::new(message_id).map_err(InvalidNotification::MessageId)?;
+        let key = ScopedKey::new(recipient, id);
         let mut read = self.shared.read.lock();
         if read.contains(&key) {
             return Ok(false);
         }
-        if read.len() >= self.shared.config.read_max {
-            return Err(self.shared.config.read_max);
+        let read_max = self.shared.config.read_max();
+        if read.len() >= read_max {
+            return Err(MarkReadError::ReadSetFull { read_max });
         }
         Ok(read.insert(key))
     }
@@ -421,52 +403,70 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
         match shared.provider.status(n) {
             DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
             DeliveryStatus::NotDelivered => {}
-            DeliveryStatus::Unknown if shared.config.unknown == UnknownPolicy::Resend => {}
+            DeliveryStatus::Unknown if shared.config.unknown() == UnknownPolicy::Resend => {}
             DeliveryStatus::Unknown => return unresolved(shared, job),
         }
     }
-    let policy = shared.config.retry;
+    let policy = shared.config.retry();
     let mut last = String::new();
+    // Set once an attempt may have delivered; then a dead letter is final.
+    let mut may_have_delivered = job.recovering && shared.config.unknown() == UnknownPolicy::Resend;
     for attempt in 0..policy.attempts_max {
         if attempt > 0 {
             add(&shared.counters.retries);
         }
         match shared.provider.send(n) {
             Ok(()) => return finish(shared, &job, Outcome::Delivered),
-            Err(SendError::Permanent(reason)) => return dead(shared, &job, reason),
+            Err(SendError::Permanent(reason)) => {
+                return dead(shared, &job, reason, may_have_delivered);
+            }
             Err(SendError::Transient(reason)) => last = reason,
             Err(SendError::Ambiguous(reason)) => match shared.provider.status(n) {
                 DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
                 DeliveryStatus::NotDelivered => last = reason,
-                DeliveryStatus::Unknown if shared.config.unknown == UnknownPolicy::Resend => {
+                DeliveryStatus::Unknown if shared.config.unknown() == UnknownPolicy::Resend => {
+                    may_have_delivered = true;
                     last = reason
                 }
                 DeliveryStatus::Unknown => return unresolved(shared, job),
             },
         }
         if attempt + 1 < policy.attempts_max {
-            shared.config.sleeper.sleep(policy.delay(attempt, jitter));
+            shared.config.sleeper().sleep(policy.delay(attempt, jitter));
         }
     }
-    dead(shared, &job, format!("gave up after {} attempts: {last}", policy.attempts_max));
+    let reason = format!("gave up after {} attempts: {last}", policy.attempts_max);
+    dead(shared, &job, reason, may_have_delivered);
 }
 
 fn finish<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, outcome: Outcome) {
-    if outcome == Outcome::Delivered {
-        add(&shared.counters.sent);
-    }
+    let delivered = outcome == Outcome::Delivered;
     // LeaseLost: another submission recovered the id meanwhile; it asks the provider
     // before sending, so nothing is sent twice. Nothing more to do here.
     let _ = shared.store.complete(&job.lease, outcome);
+    // Counted after the store write: a caller who sees the count sees the stored outcome.
+    if delivered {
+        add(&shared.counters.sent);
+    }
 }
 
-fn dead<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, reason: String) {
+/// Gives up on a message. Final (stored as dead-lettered) if an attempt may have
+/// delivered it; otherwise the id is given back, so a resubmission sends it again.
+fn dead<P: Provider, S: KeyStore<Outcome>>(
+    shared: &Shared<P, S>,
+    job: &Job,
+    reason: String,
+    may_have_delivered: bool,
+) {
+    let notification = job.notification.clone();
+    let letter = DeadLetter { notification, reason: reason.clone(), may_have_delivered };
+    shared.dead.lock().push(letter);
+    let _ = if may_have_delivered {
+        shared.store.complete(&job.lease, Outcome::DeadLettered(reason))
+    } else {
+        shared.store.release(&job.lease)
+    };
     add(&shared.counters.dead_lettered);
-    shared
-        .dead
-        .lock()
-        .push(DeadLetter { notification: job.notification.clone(), reason: reason.clone() });
-    let _ = shared.store.complete(&job.lease, Outcome::DeadLettered(reason));
 }
 
 /// Leaves the id pending (its lease runs out; a replay then asks the provider again) and

@@ -3,17 +3,18 @@
 use std::sync::Barrier;
 use std::time::Duration;
 
-use idem_core::{Claim, KeyStore};
+use idem_core::{Claim, KeyError, KeyStore};
 use idem_notify::{
-    Channel, InvalidNotification, Jitter, Notification, Outcome, ProviderFault, RetryPolicy,
-    SimulatedProvider, SubmitError, Submitted, UnknownPolicy,
+    Channel, Config, ConfigError, InvalidNotification, Jitter, MarkReadError, Notification,
+    Outcome, ProviderFault, RetryPolicy, SimulatedProvider, SubmitError, Submitted, UnknownPolicy,
+    WORKERS_MAX,
 };
 
-use crate::{LEASE, drain, note, setup};
+use crate::{LEASE, WAIT, drain, note, setup, wait_until};
 
 #[test]
 fn a_notification_is_delivered_once_and_duplicates_are_answered() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     let n = note("m1");
     assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Accepted);
     drain(&s.notifier);
@@ -37,7 +38,7 @@ fn fingerprint_of(n: &Notification) -> idem_core::Fingerprint {
 
 #[test]
 fn duplicate_after_delivery_is_answered_with_the_outcome() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     let n = note("m1");
     s.notifier.submit(n.clone()).expect("submit");
     // Wait for the worker without stopping it: poll the stored outcome.
@@ -58,7 +59,7 @@ fn duplicate_after_delivery_is_answered_with_the_outcome() {
 
 #[test]
 fn same_id_different_content_is_refused() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     s.notifier.submit(note("m1")).expect("submit");
     let other = Notification::new("m1", "user:1", Channel::Email, "other text").expect("valid");
     assert!(matches!(s.notifier.submit(other), Err(SubmitError::ContentMismatch(_))));
@@ -93,7 +94,7 @@ fn invalid_notifications_are_refused_by_field() {
 
 #[test]
 fn transient_failures_back_off_within_bounds_then_deliver() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     s.notifier.provider().inject(ProviderFault::Throttle);
     s.notifier.provider().inject(ProviderFault::FailBeforeSend);
     let n = note("m1");
@@ -111,7 +112,7 @@ fn transient_failures_back_off_within_bounds_then_deliver() {
 
 #[test]
 fn attempts_stop_at_the_cap_and_the_dead_letter_says_why() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     for _ in 0..4 {
         s.notifier.provider().inject(ProviderFault::Throttle);
     }
@@ -126,8 +127,52 @@ fn attempts_stop_at_the_cap_and_the_dead_letter_says_why() {
 }
 
 #[test]
+fn a_dead_letter_that_was_never_delivered_can_be_resubmitted() {
+    // Every attempt answered "not delivered": throttled, refused before sending, a
+    // timeout the provider's status settles as not delivered, and a permanent refusal.
+    let faults = [
+        vec![ProviderFault::Throttle; 4],
+        vec![ProviderFault::FailBeforeSend; 4],
+        vec![ProviderFault::TimeoutWithoutDelivery; 4],
+        vec![ProviderFault::Permanent],
+    ];
+    for faults in faults {
+        let s = setup(SimulatedProvider::new(), |c| c);
+        faults.iter().for_each(|f| s.notifier.provider().inject(f.clone()));
+        let n = note("m1");
+        assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Accepted);
+        wait_until("the dead letter", WAIT, || s.notifier.stats().dead_lettered == 1);
+        let dead = s.notifier.dead_letters();
+        assert!(!dead[0].may_have_delivered, "{faults:?}: {dead:?}");
+        // The id was given back: the same id is sent again, once.
+        assert_eq!(s.notifier.submit(n.clone()).expect("resubmit"), Submitted::Accepted);
+        drain(&s.notifier);
+        assert_eq!(s.notifier.provider().deliveries(&n), 1, "{faults:?}");
+    }
+}
+
+#[test]
+fn a_dead_letter_after_an_unsettled_ambiguous_send_is_final() {
+    // The provider forgets ids, so it cannot settle a timeout; under Resend the retries
+    // go on and end dead-lettered, having possibly delivered.
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.unknown(UnknownPolicy::Resend));
+    s.notifier.provider().inject(ProviderFault::TimeoutWithoutDelivery);
+    for _ in 0..3 {
+        s.notifier.provider().inject(ProviderFault::Throttle);
+    }
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    wait_until("the dead letter", WAIT, || s.notifier.stats().dead_lettered == 1);
+    assert!(s.notifier.dead_letters()[0].may_have_delivered);
+    let again = s.notifier.submit(n.clone()).expect("resubmit");
+    assert!(matches!(again, Submitted::Duplicate(Outcome::DeadLettered(_))), "{again:?}");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 0, "never resent");
+}
+
+#[test]
 fn permanent_errors_are_not_retried() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     s.notifier.provider().inject(ProviderFault::Permanent);
     s.notifier.submit(note("m1")).expect("submit");
     drain(&s.notifier);
@@ -139,14 +184,14 @@ fn permanent_errors_are_not_retried() {
 fn ambiguous_send_is_reconciled_by_status_not_repeated() {
     // Delivered, then the answer lost: status says delivered, nothing is resent, even by a
     // provider that would not deduplicate a resend.
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
     let n = note("m1");
     s.notifier.submit(n.clone()).expect("submit");
     drain(&s.notifier);
     assert_eq!((s.notifier.provider().deliveries(&n), s.notifier.stats().retries), (1, 0));
     // Lost before delivering: status says not delivered; it is sent again, once.
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     s.notifier.provider().inject(ProviderFault::TimeoutWithoutDelivery);
     s.notifier.submit(n.clone()).expect("submit");
     drain(&s.notifier);
@@ -156,13 +201,13 @@ fn ambiguous_send_is_reconciled_by_status_not_repeated() {
 #[test]
 fn without_status_an_ambiguous_send_is_unresolved_unless_at_least_once() {
     let n = note("m1");
-    let s = setup(SimulatedProvider::new().forgetting_ids(), |_| {});
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c);
     s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
     s.notifier.submit(n.clone()).expect("submit");
     drain(&s.notifier);
     assert_eq!(s.notifier.provider().deliveries(&n), 1);
     assert_eq!(s.notifier.unresolved(), vec![n.clone()]);
-    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.unknown = UnknownPolicy::Resend);
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.unknown(UnknownPolicy::Resend));
     s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
     s.notifier.submit(n.clone()).expect("submit");
     drain(&s.notifier);
@@ -171,7 +216,7 @@ fn without_status_an_ambiguous_send_is_unresolved_unless_at_least_once() {
 
 #[test]
 fn a_crash_after_sending_is_settled_by_status_on_replay() {
-    let s = setup(SimulatedProvider::new().without_status(), |_| {});
+    let s = setup(SimulatedProvider::new().without_status(), |c| c);
     let n = note("m1");
     // A worker of a crashed process claimed the id, delivered, and died before recording.
     let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
@@ -191,7 +236,7 @@ fn a_crash_after_sending_is_settled_by_status_on_replay() {
 
 #[test]
 fn a_crash_after_sending_with_status_completes_without_resending() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     let n = note("m1");
     let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
     let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
@@ -207,7 +252,7 @@ fn a_crash_after_sending_with_status_completes_without_resending() {
 
 #[test]
 fn concurrent_duplicates_from_many_threads_deliver_once() {
-    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.workers = 2);
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.workers(2));
     let n = note("m1");
     let barrier = Barrier::new(8);
     std::thread::scope(|scope| {
@@ -226,7 +271,7 @@ fn concurrent_duplicates_from_many_threads_deliver_once() {
 
 #[test]
 fn a_restart_replays_through_the_same_store_and_sends_nothing_twice() {
-    let s = setup(SimulatedProvider::new().forgetting_ids(), |_| {});
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c);
     let n = note("m1");
     s.notifier.submit(n.clone()).expect("submit");
     drain(&s.notifier);
@@ -236,7 +281,8 @@ fn a_restart_replays_through_the_same_store_and_sends_nothing_twice() {
         SimulatedProvider::new().forgetting_ids(),
         s.store.clone(),
         idem_notify::Config::default(),
-    );
+    )
+    .expect("workers start");
     assert_eq!(
         restarted.submit(n.clone()).expect("submit"),
         Submitted::Duplicate(Outcome::Delivered)
@@ -247,7 +293,7 @@ fn a_restart_replays_through_the_same_store_and_sends_nothing_twice() {
 
 #[test]
 fn fan_out_pings_each_channel_once_even_when_retried() {
-    let s = setup(SimulatedProvider::new().forgetting_ids(), |_| {});
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c);
     let all = Notification::fan_out(
         "order-9",
         "user:1",
@@ -268,7 +314,7 @@ fn fan_out_pings_each_channel_once_even_when_retried() {
 
 #[test]
 fn a_full_queue_refuses_and_drops_nothing_silently() {
-    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity = 1);
+    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity(1));
     // Fill the queue faster than one worker drains it: some submissions are refused, and
     // every accepted one is delivered; a refused id is free to submit again.
     let notes: Vec<Notification> = (0..50).map(|i| note(&format!("m{i}"))).collect();
@@ -303,7 +349,7 @@ fn a_full_queue_refuses_and_drops_nothing_silently() {
 
 #[test]
 fn shutdown_past_its_deadline_reports_what_was_left_and_frees_the_ids() {
-    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity = 100);
+    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity(100));
     // With a zero deadline, whatever the worker has not started yet is left behind.
     let notes: Vec<Notification> = (0..20).map(|i| note(&format!("m{i}"))).collect();
     for n in &notes {
@@ -327,15 +373,63 @@ fn shutdown_past_its_deadline_reports_what_was_left_and_frees_the_ids() {
 
 #[test]
 fn mark_read_is_idempotent_by_shape() {
-    let s = setup(SimulatedProvider::new(), |_| {});
+    let s = setup(SimulatedProvider::new(), |c| c);
     assert_eq!(s.notifier.mark_read("user:1", "m1"), Ok(true));
     assert_eq!(s.notifier.mark_read("user:1", "m1"), Ok(false));
     assert!(s.notifier.is_read("user:1", "m1"));
     drain(&s.notifier);
-    let s = setup(SimulatedProvider::new(), |c| c.read_max = 1);
+    let s = setup(SimulatedProvider::new(), |c| c.read_max(1));
     assert_eq!(s.notifier.mark_read("user:1", "a"), Ok(true));
-    assert_eq!(s.notifier.mark_read("user:1", "b"), Err(1));
+    let full = s.notifier.mark_read("user:1", "b");
+    assert_eq!(full, Err(MarkReadError::ReadSetFull { read_max: 1 }));
     drain(&s.notifier);
+}
+
+#[test]
+fn mark_read_with_an_invalid_id_is_an_error_that_names_it() {
+    let s = setup(SimulatedProvider::new(), |c| c);
+    let cases = [
+        ("", "m1", InvalidNotification::Recipient(KeyError::Empty)),
+        ("user:1", "", InvalidNotification::MessageId(KeyError::Empty)),
+        (
+            "user:1",
+            "m1 ",
+            InvalidNotification::MessageId(KeyError::SurroundingSpace { position: 2 }),
+        ),
+    ];
+    for (recipient, id, expected) in cases {
+        let got = s.notifier.mark_read(recipient, id);
+        assert_eq!(got, Err(MarkReadError::Invalid(expected)), "{recipient:?} {id:?}");
+    }
+    assert_eq!(s.notifier.mark_read("user:1", "m1"), Ok(true), "nothing was marked before");
+    drain(&s.notifier);
+}
+
+#[test]
+fn bad_configuration_is_a_typed_error_naming_the_setting() {
+    let retry = |attempts_max, base| RetryPolicy { attempts_max, base, ..RetryPolicy::default() };
+    let cases = [
+        (Config::builder().workers(0), ConfigError::Workers(0)),
+        (Config::builder().workers(WORKERS_MAX + 1), ConfigError::Workers(WORKERS_MAX + 1)),
+        (Config::builder().queue_capacity(0), ConfigError::QueueCapacity(0)),
+        (Config::builder().queue_capacity(usize::MAX), ConfigError::QueueCapacity(usize::MAX)),
+        (Config::builder().retry(retry(0, Duration::ZERO)), ConfigError::AttemptsMax(0)),
+        (
+            Config::builder().retry(retry(u32::MAX, Duration::ZERO)),
+            ConfigError::AttemptsMax(u32::MAX),
+        ),
+        (
+            Config::builder().retry(retry(3, Duration::MAX)),
+            ConfigError::RetryBase { base: Duration::MAX, cap: RetryPolicy::default().cap },
+        ),
+        (Config::builder().read_max(0), ConfigError::ReadMax),
+    ];
+    for (builder, expected) in cases {
+        assert_eq!(builder.build().map(|_| ()), Err(expected.clone()));
+        assert!(!expected.to_string().is_empty());
+    }
+    let at_limits = Config::builder().workers(WORKERS_MAX).queue_capacity(1).build();
+    assert_eq!(at_limits.map(|c| c.workers()).ok(), Some(WORKERS_MAX));
 }
 
 #[test]

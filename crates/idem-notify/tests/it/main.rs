@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use idem_core::{ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_notify::{
-    Channel, Config, Notification, Notifier, Outcome, RetryPolicy, SimulatedProvider, Sleeper,
+    Channel, Config, ConfigBuilder, Notification, Notifier, Outcome, RetryPolicy,
+    SimulatedProvider, Sleeper,
 };
 
 pub(crate) const LEASE: Duration = Duration::from_secs(60);
@@ -32,28 +33,32 @@ pub(crate) struct Setup {
     pub(crate) sleeps: Arc<Recorder>,
 }
 
-pub(crate) fn setup(provider: SimulatedProvider, tune: impl FnOnce(&mut Config)) -> Setup {
+pub(crate) fn setup(
+    provider: SimulatedProvider,
+    tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Setup {
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
     let store = Arc::new(MemoryStore::with_clock(
         StoreConfig::builder().lease(LEASE).build().expect("valid"),
         clock.clone(),
     ));
     let sleeps = Arc::new(Recorder::default());
-    let mut config = Config {
-        workers: 1,
-        retry: RetryPolicy {
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(1),
-            attempts_max: 4,
-            seed: 7,
-        },
-        sleeper: sleeps.clone(),
-        ..Config::default()
+    let retry = RetryPolicy {
+        base: Duration::from_millis(100),
+        cap: Duration::from_secs(1),
+        attempts_max: 4,
+        seed: 7,
     };
-    tune(&mut config);
-    let notifier = Notifier::start(provider, store.clone(), config);
+    let builder = Config::builder().workers(1).retry(retry).sleeper(sleeps.clone());
+    let config = tune(builder).build().expect("valid config");
+    let notifier = Notifier::start(provider, store.clone(), config).expect("workers start");
     Setup { notifier, clock, store, sleeps }
 }
+
+/// How long a test waits for the workers before failing.
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+
+pub(crate) use idem_core::testkit::wait_until;
 
 pub(crate) fn note(id: &str) -> Notification {
     Notification::new(id, "user:1", Channel::Email, "hello").expect("valid")

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use idem_notify::{ProviderFault, SimulatedProvider, SubmitError, Submitted};
 use proptest::prelude::*;
 
-use crate::{LEASE, note, setup};
+use crate::{LEASE, WAIT, note, setup, wait_until};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -38,7 +38,7 @@ fn fault(kind: u8) -> ProviderFault {
 fn check(ops: &[Op]) {
     // Dedups nothing, but answers status: only the notifier prevents a second ping.
     let provider = SimulatedProvider::new();
-    let s = setup(provider.forgetting_ids_but_keeping_status(), |c| c.workers = 2);
+    let s = setup(provider.forgetting_ids_but_keeping_status(), |c| c.workers(2));
     let mut submitted = HashSet::new();
     for op in ops {
         match *op {
@@ -55,15 +55,15 @@ fn check(ops: &[Op]) {
                 // Only claims left pending (unresolved) may expire: a lease that runs out
                 // while its worker is still sending is a hung worker, which the lease
                 // length must rule out (and a deduplicating provider would absorb).
+                // The counters move after the store is written, so once they add up
+                // every worker has finished what it took. If they never do, the test
+                // fails here rather than moving the clock under a sending worker.
                 let settled = |st: idem_notify::Stats| {
                     st.sent + st.dead_lettered + st.unresolved >= st.accepted
                 };
-                for _ in 0..5_000 {
-                    if settled(s.notifier.stats()) {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
+                wait_until("every accepted message to settle", WAIT, || {
+                    settled(s.notifier.stats())
+                });
                 s.clock.advance(LEASE);
             }
         }

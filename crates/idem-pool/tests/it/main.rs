@@ -85,17 +85,7 @@ pub(crate) fn pool(
     (pool, clock)
 }
 
-/// Waits until `condition` holds, checking every 100 µs; fails the test with `what` if it
-/// does not hold within `limit`. The one place a test waits for another thread: it moves
-/// no time (the pool's clock is a `ManualClock`), it only lets other threads run.
-#[track_caller]
-pub(crate) fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + limit;
-    while !condition() {
-        assert!(std::time::Instant::now() < deadline, "gave up after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_micros(100));
-    }
-}
+pub(crate) use idem_core::testkit::wait_until;
 
 /// How long a test waits for another thread to reach a point before failing.
 pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(10);

@@ -1,0 +1,202 @@
+//! The notifier's settings: a builder that states each default and refuses a value out of
+//! range by name, so a `Config` that exists is one `Notifier::start` can run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::retry::{RetryPolicy, Sleeper, ThreadSleeper};
+
+/// The most worker threads.
+pub const WORKERS_MAX: usize = 64;
+/// The largest queue (the queue's slots are allocated when the notifier starts).
+pub const QUEUE_CAPACITY_MAX: usize = 1 << 20;
+/// The most attempts per message.
+pub const ATTEMPTS_MAX: u32 = 100;
+
+/// What to do when a send's outcome is unknown and the provider cannot say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnknownPolicy {
+    /// Report it unresolved and leave it: at most once, never a second ping.
+    ReportUnresolved,
+    /// Send it again: at least once, a second ping possible.
+    Resend,
+}
+
+/// A setting out of range, named, with the value given and the range allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `workers` must be 1 to [`WORKERS_MAX`].
+    #[error("workers is {0}; it must be 1 to {WORKERS_MAX}")]
+    Workers(usize),
+    /// `queue_capacity` must be 1 to [`QUEUE_CAPACITY_MAX`].
+    #[error("queue_capacity is {0}; it must be 1 to {QUEUE_CAPACITY_MAX}")]
+    QueueCapacity(usize),
+    /// `retry.attempts_max` must be 1 to [`ATTEMPTS_MAX`].
+    #[error("retry.attempts_max is {0}; it must be 1 to {ATTEMPTS_MAX}")]
+    AttemptsMax(u32),
+    /// `retry.base` must not exceed `retry.cap`.
+    #[error("retry.base ({base:?}) must not exceed retry.cap ({cap:?})")]
+    RetryBase {
+        /// The first backoff's bound given.
+        base: Duration,
+        /// The largest backoff given.
+        cap: Duration,
+    },
+    /// `read_max` must be at least 1.
+    #[error("read_max is 0; it must be at least 1")]
+    ReadMax,
+}
+
+/// The notifier's settings, built by [`Config::builder`] (or [`Config::default`]).
+///
+/// ```
+/// use idem_notify::{Config, ConfigError};
+///
+/// let config = Config::builder().workers(4).queue_capacity(10_000).build()?;
+/// assert_eq!(config.workers(), 4);
+/// assert_eq!(Config::builder().workers(0).build().unwrap_err(), ConfigError::Workers(0));
+/// # Ok::<(), ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Config {
+    workers: usize,
+    queue_capacity: usize,
+    retry: RetryPolicy,
+    unknown: UnknownPolicy,
+    sleeper: Arc<dyn Sleeper>,
+    read_max: usize,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("workers", &self.workers)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("retry", &self.retry)
+            .field("unknown", &self.unknown)
+            .field("read_max", &self.read_max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            queue_capacity: 1024,
+            retry: RetryPolicy::default(),
+            unknown: UnknownPolicy::ReportUnresolved,
+            sleeper: Arc::new(ThreadSleeper),
+            read_max: 1_000_000,
+        }
+    }
+}
+
+impl Config {
+    /// A builder that starts from the defaults.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder { config: Self::default() }
+    }
+
+    /// Worker threads.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Queue capacity.
+    pub fn queue_capacity(&self) -> usize {
+        self.queue_capacity
+    }
+
+    /// The retry policy.
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// What an unsettled ambiguous send does.
+    pub fn unknown(&self) -> UnknownPolicy {
+        self.unknown
+    }
+
+    /// How workers wait between attempts.
+    pub(crate) fn sleeper(&self) -> &dyn Sleeper {
+        &*self.sleeper
+    }
+
+    /// The most (recipient, id) pairs `mark_read` remembers.
+    pub fn read_max(&self) -> usize {
+        self.read_max
+    }
+}
+
+/// Builds a [`Config`]; each setter says its default.
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder {
+    config: Config,
+}
+
+impl ConfigBuilder {
+    /// Worker threads; default 2, 1 to [`WORKERS_MAX`].
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.config.workers = workers;
+        self
+    }
+
+    /// Queue capacity; default 1024, 1 to [`QUEUE_CAPACITY_MAX`]. A full queue refuses
+    /// a submission with `QueueFull`.
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.config.queue_capacity = capacity;
+        self
+    }
+
+    /// Retries of transient failures; default [`RetryPolicy::default`] (5 attempts,
+    /// 100 ms doubling to 10 s, full jitter).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.config.retry = retry;
+        self
+    }
+
+    /// Ambiguous sends with no status answer; default [`UnknownPolicy::ReportUnresolved`].
+    pub fn unknown(mut self, unknown: UnknownPolicy) -> Self {
+        self.config.unknown = unknown;
+        self
+    }
+
+    /// How workers wait between attempts; default real sleeps ([`ThreadSleeper`]). Tests
+    /// pass a recorder so that no test sleeps.
+    pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.config.sleeper = sleeper;
+        self
+    }
+
+    /// The most (recipient, id) pairs `mark_read` remembers; default 1,000,000, at least 1.
+    pub fn read_max(mut self, read_max: usize) -> Self {
+        self.config.read_max = read_max;
+        self
+    }
+
+    /// Checks every setting.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first setting out of range.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let c = self.config;
+        if !(1..=WORKERS_MAX).contains(&c.workers) {
+            return Err(ConfigError::Workers(c.workers));
+        }
+        if !(1..=QUEUE_CAPACITY_MAX).contains(&c.queue_capacity) {
+            return Err(ConfigError::QueueCapacity(c.queue_capacity));
+        }
+        if !(1..=ATTEMPTS_MAX).contains(&c.retry.attempts_max) {
+            return Err(ConfigError::AttemptsMax(c.retry.attempts_max));
+        }
+        if c.retry.base > c.retry.cap {
+            return Err(ConfigError::RetryBase { base: c.retry.base, cap: c.retry.cap });
+        }
+        if c.read_max == 0 {
+            return Err(ConfigError::ReadMax);
+        }
+        Ok(c)
+    }
+}
