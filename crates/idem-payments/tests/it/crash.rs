@@ -98,28 +98,83 @@ fn reconcile_leaves_unknown_claims_and_reports_them() {
     assert_eq!(charges(&p, &k, &r), 1);
 }
 
+/// A store that records which thread completed each lease.
+#[derive(Debug)]
+struct Witness {
+    inner: idem_core::MemoryStore<PaymentOutcome>,
+    completed_by: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl KeyStore<PaymentOutcome> for Witness {
+    fn claim(
+        &self,
+        key: &idem_core::ScopedKey,
+        fp: &idem_core::Fingerprint,
+    ) -> Result<Claim<PaymentOutcome>, idem_core::StoreError> {
+        self.inner.claim(key, fp)
+    }
+    fn complete(
+        &self,
+        lease: &idem_core::Lease,
+        result: PaymentOutcome,
+    ) -> Result<(), idem_core::StoreError> {
+        self.inner.complete(lease, result)?;
+        self.completed_by.lock().expect("lock").push(std::thread::current().id());
+        Ok(())
+    }
+    fn release(&self, lease: &idem_core::Lease) -> Result<(), idem_core::StoreError> {
+        self.inner.release(lease)
+    }
+    fn sweep(&self) -> Result<usize, idem_core::StoreError> {
+        self.inner.sweep()
+    }
+    fn pending(&self, max: usize) -> Result<Vec<idem_core::PendingClaim>, idem_core::StoreError> {
+        self.inner.pending(max)
+    }
+    fn lookup(
+        &self,
+        key: &idem_core::ScopedKey,
+        fp: &idem_core::Fingerprint,
+    ) -> Result<idem_core::KeyState<PaymentOutcome>, idem_core::StoreError> {
+        self.inner.lookup(key, fp)
+    }
+}
+
+/// A reconcile and a client retry race for one pending claim, many rounds so that both
+/// orders occur. Exactly one of them settles it (one completion in the store), the
+/// report says whether it was the reconciler, and the other is answered, not charged.
 #[test]
 fn reconcile_and_a_client_retry_race_safely() {
-    let (p, clock) = processor();
-    let (k, r) = (key("k"), request(10));
-    p.gateway().inject(Fault::ChargeThenTimeout);
-    assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
-    clock.advance(LEASE);
-    std::thread::scope(|s| {
-        let retry = s.spawn(|| p.pay(&k, &r));
-        let report = p.reconcile(10);
-        let retry = retry.join().expect("retry thread");
-        // Exactly one of them settled the claim; the other skipped or was told to wait.
-        let settled_by_reconcile = report.completed;
-        let settled_by_retry =
-            usize::from(matches!(&retry, Ok(pay) if pay.replayed && report.skipped == 1));
-        assert!(
-            settled_by_reconcile + settled_by_retry <= 1 || report.skipped == 0,
-            "{report:?} {retry:?}"
-        );
-    });
-    assert!(p.pay(&k, &r).expect("settled").replayed);
-    assert_eq!(charges(&p, &k, &r), 1);
+    use std::sync::Arc;
+    for round in 0..50 {
+        let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(0)));
+        let config = idem_core::StoreConfig::builder().lease(LEASE).build().expect("valid");
+        let inner = idem_core::MemoryStore::with_clock(config, clock.clone());
+        let store = Witness { inner, completed_by: std::sync::Mutex::default() };
+        let gateway = idem_payments::SimulatedGateway::new();
+        let p = idem_payments::Processor::new("shop", gateway, store).expect("valid");
+        let (k, r) = (key("k"), request(10));
+        p.gateway().inject(Fault::ChargeThenTimeout);
+        assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
+        clock.advance(LEASE);
+        let (report, retry, retry_thread) = std::thread::scope(|s| {
+            let retry = s.spawn(|| (p.pay(&k, &r), std::thread::current().id()));
+            let report = p.reconcile(10);
+            let (retry, id) = retry.join().expect("retry thread");
+            (report, retry, id)
+        });
+        let completed_by = p.store().completed_by.lock().expect("lock").clone();
+        assert_eq!(completed_by.len(), 1, "round {round}: settled once: {report:?} {retry:?}");
+        let by_retry = completed_by[0] == retry_thread;
+        assert_eq!(report.completed, usize::from(!by_retry), "round {round}: {report:?}");
+        match &retry {
+            Ok(pay) => assert!(pay.replayed, "round {round}: {retry:?}"),
+            Err(PayError::InProgress { .. }) => assert!(!by_retry, "round {round}"),
+            Err(other) => panic!("round {round}: {other:?}"),
+        }
+        let scoped = p.scoped_key(&k, &r).expect("scope");
+        assert_eq!(p.gateway().charges(&GatewayKey::derive(&scoped)), 1, "round {round}");
+    }
 }
 
 /// A store whose `complete` fails for one key: the reconciler reports that claim as
