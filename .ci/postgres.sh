@@ -23,6 +23,7 @@ DO $$ BEGIN
         CREATE ROLE idem LOGIN PASSWORD 'idem';
     END IF;
 END $$;
-SELECT 'CREATE DATABASE idem OWNER idem' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'idem')\gexec
+SELECT 'CREATE DATABASE idem OWNER idem'
+WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'idem')\gexec
 SQL
 echo "postgres://idem:idem@127.0.0.1:5432/idem"

@@ -2,7 +2,7 @@
 //!
 //! Each crate's `examples/retry_storm.rs` (target `retry_storm_<crate without idem->`)
 //! prints one line:
-//! `retry_storm<TAB>scenario<TAB>intents<TAB>attempts<TAB>naive side effects<TAB>idem side effects`.
+//! `retry_storm<TAB>scenario<TAB>intents<TAB>attempts<TAB>naive effects<TAB>idem effects`.
 
 use std::path::Path;
 use std::process::Command;

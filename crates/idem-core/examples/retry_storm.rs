@@ -78,7 +78,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (naive, idem) = (naive.into_inner(), effects.into_inner());
     assert_eq!(idem, INTENTS, "each intent must act exactly once");
     println!(
-        "retry_storm\tclaims on overlapping keys, 4 threads, {RETRY_PERCENT}% retry\t{INTENTS}\t{}\t{naive}\t{idem}",
+        "retry_storm\tclaims on overlapping keys, 4 threads, {RETRY_PERCENT}% \
+            retry\t{INTENTS}\t{}\t{naive}\t{idem}",
         list.len()
     );
     Ok(())

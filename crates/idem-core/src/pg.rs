@@ -22,7 +22,6 @@
 use std::fmt;
 use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
 use postgres::{Client, NoTls};
 
 use crate::clock::{Clock, SystemClock, Timestamp};
@@ -33,7 +32,7 @@ use crate::store::{
     Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
     key_state_of_row,
 };
-use crate::sync::Arc;
+use crate::sync::{Arc, Condvar, Mutex};
 
 /// The schema version this code migrates to and reads.
 pub const PG_SCHEMA_VERSION: i32 = 1;
@@ -102,8 +101,10 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
     let sql = format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
-         CREATE TABLE IF NOT EXISTS {schema}.meta (id INT PRIMARY KEY CHECK (id = 1), version INT NOT NULL, records BIGINT NOT NULL);
-         INSERT INTO {schema}.meta (id, version, records) VALUES (1, {PG_SCHEMA_VERSION}, 0) ON CONFLICT (id) DO NOTHING;
+         CREATE TABLE IF NOT EXISTS {schema}.meta (id INT PRIMARY KEY CHECK (id = 1), version
+             INT NOT NULL, records BIGINT NOT NULL);
+         INSERT INTO {schema}.meta (id, version, records) VALUES (1, {PG_SCHEMA_VERSION}, 0) ON
+             CONFLICT (id) DO NOTHING;
          CREATE SEQUENCE IF NOT EXISTS {schema}.tokens;
          CREATE TABLE IF NOT EXISTS {schema}.claims (
              scope TEXT NOT NULL,
@@ -205,7 +206,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 if let Some(client) = clients.pop() {
                     break client;
                 }
-                self.returned.wait(&mut clients);
+                clients = self.returned.wait(clients);
             }
         };
         let result = f(&mut client);
@@ -230,18 +231,27 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             let taken = tx
                 .query_opt(
                     &format!(
-                        "INSERT INTO {s}.claims (scope, key, fingerprint, token, finished, lease_expires_at, expires_at, result, recovered, fresh)
+                        "INSERT INTO {s}.claims (scope, key, fingerprint, token, finished,
+                            lease_expires_at, expires_at, result, recovered, fresh)
                          VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, $4, 0, NULL, FALSE, TRUE)
                          ON CONFLICT (scope, key) DO UPDATE SET
-                             fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token, finished = FALSE,
-                             lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0, result = NULL,
+                             fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token,
+                                 finished = FALSE,
+                             lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0,
+                                 result = NULL,
                              recovered = NOT {s}.claims.finished, fresh = FALSE
                          WHERE ({s}.claims.finished AND {s}.claims.expires_at <= $5)
                             OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= $5
                                 AND {s}.claims.fingerprint = EXCLUDED.fingerprint)
                          RETURNING token, recovered, fresh"
                     ),
-                    &[&key.scope().as_str(), &key.key().as_str(), &&fingerprint.as_bytes()[..], &ms(lease_expires_at), &ms(now)],
+                    &[
+                        &key.scope().as_str(),
+                        &key.key().as_str(),
+                        &&fingerprint.as_bytes()[..],
+                        &ms(lease_expires_at),
+                        &ms(now),
+                    ],
                 )
                 .map_err(pg)?;
             let Some(row) = taken else {
@@ -257,7 +267,13 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             let (token, recovered, fresh): (i64, bool, bool) = (row.get(0), row.get(1), row.get(2));
             if fresh {
                 let records: i64 = tx
-                    .query_one(&format!("UPDATE {s}.meta SET records = records + 1 WHERE id = 1 RETURNING records"), &[])
+                    .query_one(
+                        &format!(
+                            "UPDATE {s}.meta SET records = records + 1 WHERE id = 1
+                        RETURNING records"
+                        ),
+                        &[],
+                    )
                     .map_err(pg)?
                     .get(0);
                 if records > capacity {
@@ -282,7 +298,10 @@ fn inspect(
 ) -> Result<Claim<Vec<u8>>, StoreError> {
     let row = tx
         .query_one(
-            &format!("SELECT fingerprint, finished, lease_expires_at, result FROM {s}.claims WHERE scope = $1 AND key = $2"),
+            &format!(
+                "SELECT fingerprint, finished, lease_expires_at, result FROM {s}.claims
+                WHERE scope = $1 AND key = $2"
+            ),
             &[&key.scope().as_str(), &key.key().as_str()],
         )
         .map_err(pg)?;
@@ -344,14 +363,25 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             let mut tx = client.transaction().map_err(pg)?;
             let changed = tx
                 .execute(
-                    &format!("DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished"),
-                    &[&lease.key().scope().as_str(), &lease.key().key().as_str(), &(lease.token().get() as i64)],
+                    &format!(
+                        "DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token =
+                        $3 AND NOT finished"
+                    ),
+                    &[
+                        &lease.key().scope().as_str(),
+                        &lease.key().key().as_str(),
+                        &(lease.token().get() as i64),
+                    ],
                 )
                 .map_err(pg)?;
             if changed != 1 {
-                return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
+                return Err(StoreError::LeaseLost {
+                    key: lease.key().clone(),
+                    token: lease.token(),
+                });
             }
-            tx.execute(&format!("UPDATE {s}.meta SET records = records - 1 WHERE id = 1"), &[]).map_err(pg)?;
+            tx.execute(&format!("UPDATE {s}.meta SET records = records - 1 WHERE id = 1"), &[])
+                .map_err(pg)?;
             tx.commit().map_err(pg)
         })
     }
@@ -366,13 +396,17 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
                 .execute(
                     &format!(
                         "DELETE FROM {s}.claims WHERE (scope, key) IN (
-                             SELECT scope, key FROM {s}.claims WHERE finished AND expires_at <= $1 LIMIT $2)"
+                             SELECT scope, key FROM {s}.claims WHERE finished AND expires_at <=
+                                 $1 LIMIT $2)"
                     ),
                     &[&now, &batch],
                 )
                 .map_err(pg)?;
-            tx.execute(&format!("UPDATE {s}.meta SET records = records - $1 WHERE id = 1"), &[&(removed as i64)])
-                .map_err(pg)?;
+            tx.execute(
+                &format!("UPDATE {s}.meta SET records = records - $1 WHERE id = 1"),
+                &[&(removed as i64)],
+            )
+            .map_err(pg)?;
             tx.commit().map_err(pg)?;
             Ok(removed as usize)
         })

@@ -32,7 +32,7 @@ use crate::store::{
     Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
     key_state_of_row,
 };
-use crate::sync::Arc;
+use crate::sync::{Arc, JoinHandle, ThreadBuilder};
 
 /// The schema version this code writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -141,7 +141,7 @@ pub struct SqliteStore<R> {
     reader: crate::sync::Mutex<Connection>,
     clock: Arc<dyn Clock>,
     requests: Option<crossbeam_channel::Sender<Request>>,
-    writer: Option<std::thread::JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
     result_bytes_max: usize,
     _result: std::marker::PhantomData<fn() -> R>,
 }
@@ -405,21 +405,31 @@ fn claim(
         .map_err(storage)?;
     // One statement: insert the absent key, or take over an expired result (any
     // fingerprint) or an expired lease (same fingerprint), with the next token.
-    let taken: Option<(i64, i64)> = row(conn,
-            "INSERT INTO claims (scope, key, fingerprint, token, finished, lease_expires_at, expires_at, result, recovered, fresh)
+    let taken: Option<(i64, i64)> = row(
+        conn,
+        "INSERT INTO claims (scope, key, fingerprint, token, finished, lease_expires_at,
+                expires_at, result, recovered, fresh)
              VALUES (?1, ?2, ?3, ?4, 0, ?5, 0, NULL, 0, 1)
              ON CONFLICT (scope, key) DO UPDATE SET
                  fingerprint = excluded.fingerprint, token = excluded.token, finished = 0,
                  lease_expires_at = excluded.lease_expires_at, expires_at = 0, result = NULL,
                  recovered = 1 - claims.finished, fresh = 0
              WHERE (claims.finished = 1 AND claims.expires_at <= ?6)
-                OR (claims.finished = 0 AND claims.lease_expires_at <= ?6 AND claims.fingerprint = excluded.fingerprint)
+                OR (claims.finished = 0 AND claims.lease_expires_at <= ?6 AND
+                    claims.fingerprint = excluded.fingerprint)
              RETURNING recovered, fresh",
-            params![key.scope().as_str(), key.key().as_str(), &fingerprint.as_bytes()[..], token, ms(lease_expires_at), ms(now)],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(storage)?;
+        params![
+            key.scope().as_str(),
+            key.key().as_str(),
+            &fingerprint.as_bytes()[..],
+            token,
+            ms(lease_expires_at),
+            ms(now)
+        ],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+    .map_err(storage)?;
     let lease = Lease::new(key.clone(), FencingToken::new(token as u64), lease_expires_at);
     let Some((recovered, fresh)) = taken else {
         return inspect(conn, key, fingerprint, now);
@@ -445,12 +455,14 @@ fn inspect(
     fingerprint: &Fingerprint,
     now: Timestamp,
 ) -> Result<Claim<Vec<u8>>, StoreError> {
-    let (stored_fp, finished, lease_until, result): (Vec<u8>, i64, i64, Option<Vec<u8>>) = row(conn,
-            "SELECT fingerprint, finished, lease_expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
-            params![key.scope().as_str(), key.key().as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .map_err(storage)?;
+    let (stored_fp, finished, lease_until, result): (Vec<u8>, i64, i64, Option<Vec<u8>>) = row(
+        conn,
+        "SELECT fingerprint, finished, lease_expires_at, result FROM claims WHERE scope =
+                ?1 AND key = ?2",
+        params![key.scope().as_str(), key.key().as_str()],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .map_err(storage)?;
     if stored_fp != fingerprint.as_bytes()[..] {
         return Err(StoreError::KeyReused { key: key.clone() });
     }
@@ -534,7 +546,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         let reader = open_connection(path)?;
         let (requests, queue) = crossbeam_channel::bounded::<Request>(BATCH_MAX * 4);
         let writer = Writer { conn, clock: clock.clone(), config };
-        let handle = std::thread::Builder::new()
+        let handle = ThreadBuilder::new()
             .name("idem-sqlite-writer".into())
             .spawn(move || writer.run(&queue))
             .map_err(|e| StoreError::Storage(Box::new(e)))?;
@@ -574,7 +586,8 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         let reader = self.reader.lock();
         row(
             &reader,
-            "SELECT fingerprint, finished, lease_expires_at, expires_at, result FROM claims WHERE scope = ?1 AND key = ?2",
+            "SELECT fingerprint, finished, lease_expires_at, expires_at, result FROM claims
+                WHERE scope = ?1 AND key = ?2",
             params![key.scope().as_str(), key.key().as_str()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )

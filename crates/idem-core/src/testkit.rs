@@ -24,10 +24,9 @@
 // Each case's only panics are its assertions, documented once above.
 #![allow(clippy::missing_panics_doc)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::{Barrier, thread};
+use crate::sync::{Arc, Barrier, thread};
 use crate::{
     Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError,
     Timestamp,
@@ -73,7 +72,7 @@ pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bo
     let deadline = std::time::Instant::now() + limit;
     while !condition() {
         assert!(std::time::Instant::now() < deadline, "gave up after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_micros(100));
+        thread::sleep(Duration::from_micros(100));
     }
 }
 

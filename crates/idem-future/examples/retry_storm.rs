@@ -93,10 +93,12 @@ fn main() {
     let (idem_overwritten, idem_runs) = idem();
     assert_eq!(idem_runs, PROMISES, "each callback runs exactly once");
     println!(
-        "retry_storm\tcallbacks per promise, {WRITERS} racing completers\t{PROMISES}\t{}\t{naive_runs}\t{idem_runs}",
+        "retry_storm\tcallbacks per promise, {WRITERS} racing \
+            completers\t{PROMISES}\t{}\t{naive_runs}\t{idem_runs}",
         PROMISES * WRITERS
     );
     println!(
-        "values overwritten: naive {naive_overwritten}, idem {idem_overwritten} (losers get their value back)"
+        "values overwritten: naive {naive_overwritten}, idem {idem_overwritten} (losers get \
+            their value back)"
     );
 }

@@ -90,7 +90,8 @@ fn main() {
     let idem_pings = notifier.provider().total_deliveries();
     assert_eq!(idem_pings, INTENTS as u64, "exactly one ping per intended notification");
     println!(
-        "retry_storm\tnotifications{}, retries+redeliveries+timeouts\t{INTENTS}\t{}\t{naive_pings}\t{idem_pings}",
+        "retry_storm\tnotifications{}, \
+            retries+redeliveries+timeouts\t{INTENTS}\t{}\t{naive_pings}\t{idem_pings}",
         if durable { " (sqlite)" } else { "" },
         list.len()
     );

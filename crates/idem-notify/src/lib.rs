@@ -27,7 +27,8 @@
 //! let n = Notification::new("welcome-user-42", "user:42", Channel::Email, "Welcome!")?;
 //! assert_eq!(notifier.submit(n.clone())?, Submitted::Accepted);
 //! // The producer timed out and retries: answered, not queued again.
-//! assert!(matches!(notifier.submit(n.clone())?, Submitted::DuplicateInFlight | Submitted::Duplicate(_)));
+//! let again = notifier.submit(n.clone())?;
+//! assert!(matches!(again, Submitted::DuplicateInFlight | Submitted::Duplicate(_)));
 //! let report = notifier.shutdown(std::time::Duration::from_secs(5));
 //! assert!(report.drained);
 //! assert_eq!(notifier.provider().deliveries(&n), 1);

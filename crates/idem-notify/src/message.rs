@@ -93,7 +93,8 @@ impl Notification {
     /// ```
     /// use idem_notify::{Channel, Notification};
     ///
-    /// let all = Notification::fan_out("order-9-shipped", "user:42", &[Channel::Email, Channel::Push], "Shipped!")?;
+    /// let channels = [Channel::Email, Channel::Push];
+    /// let all = Notification::fan_out("order-9-shipped", "user:42", &channels, "Shipped!")?;
     /// assert_eq!(all[1].message_id(), "order-9-shipped/push");
     /// # Ok::<(), idem_notify::InvalidNotification>(())
     /// ```

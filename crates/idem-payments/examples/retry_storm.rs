@@ -117,7 +117,8 @@ fn main() {
     let (idem_charges, _) = processor.gateway().totals();
     assert_eq!(idem_charges, INTENTS, "exactly one charge per intended payment");
     println!(
-        "retry_storm\tpayments{}, {RETRY_PERCENT}% retry, 5% lost answers\t{INTENTS}\t{}\t{naive_charges}\t{idem_charges}",
+        "retry_storm\tpayments{}, {RETRY_PERCENT}% retry, 5% lost \
+            answers\t{INTENTS}\t{}\t{naive_charges}\t{idem_charges}",
         if durable { " (sqlite)" } else { "" },
         list.len()
     );

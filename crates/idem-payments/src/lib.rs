@@ -20,7 +20,8 @@
 //! use idem_core::{IdempotencyKey, MemoryStore};
 //! use idem_payments::{Fault, PayError, PaymentRequest, Processor, SimulatedGateway};
 //!
-//! let processor = Processor::new("shop", SimulatedGateway::new(), MemoryStore::new(Default::default()))?;
+//! let store = MemoryStore::new(Default::default());
+//! let processor = Processor::new("shop", SimulatedGateway::new(), store)?;
 //! let key = IdempotencyKey::new("order-991")?;
 //! let request = PaymentRequest::new("cus_7", 4_999, "USD")?;
 //!
@@ -48,7 +49,7 @@
 //! | gateway answer | stored | key | caller sees |
 //! |---|---|---|---|
 //! | charged | the charge | finished | `Ok(Payment)` |
-//! | declined (definitive) | the decline | finished | `Ok(Payment)` with `Declined`, replayed on retry |
+//! | declined (definitive) | the decline | finished | `Ok(Payment)`: `Declined`, replayed |
 //! | refused before sending | nothing | released | `Unavailable`: retry may charge |
 //! | no answer after sending | nothing | pending | `Pending`: reconcile settles it |
 //! | invalid request | nothing | never claimed | `Invalid` |

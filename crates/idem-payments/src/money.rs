@@ -143,8 +143,10 @@ impl PaymentRequest {
     ///
     /// let ok = PaymentRequest::new("cus_42", 1250, "EUR")?;
     /// assert_eq!(ok.amount().minor(), 1250);
-    /// assert_eq!(PaymentRequest::new("cus_42", 0, "EUR"), Err(ValidationError::NonPositiveAmount(0)));
-    /// assert!(matches!(PaymentRequest::new("cus_42", 5, "XXX"), Err(ValidationError::UnknownCurrency(_))));
+    /// let zero = PaymentRequest::new("cus_42", 0, "EUR");
+    /// assert_eq!(zero, Err(ValidationError::NonPositiveAmount(0)));
+    /// let unknown = PaymentRequest::new("cus_42", 5, "XXX");
+    /// assert!(matches!(unknown, Err(ValidationError::UnknownCurrency(_))));
     /// # Ok::<(), ValidationError>(())
     /// ```
     pub fn new(customer: &str, amount_minor: i64, currency: &str) -> Result<Self, ValidationError> {

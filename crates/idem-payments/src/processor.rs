@@ -147,7 +147,8 @@ pub struct ReconcileReport {
 /// use idem_core::{IdempotencyKey, MemoryStore};
 /// use idem_payments::{PaymentOutcome, PaymentRequest, Processor, SimulatedGateway};
 ///
-/// let processor = Processor::new("shop", SimulatedGateway::new(), MemoryStore::new(Default::default()))?;
+/// let store = MemoryStore::new(Default::default());
+/// let processor = Processor::new("shop", SimulatedGateway::new(), store)?;
 /// let key = IdempotencyKey::new("checkout-7f3a")?;
 /// let request = PaymentRequest::new("cus_42", 1250, "EUR")?;
 ///

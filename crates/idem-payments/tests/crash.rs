@@ -121,7 +121,8 @@ fn crashed_workers_never_charge_twice_nor_lose_an_acknowledged_answer() {
         round(n, &mut rng, &mut tally);
     }
     println!(
-        "crash rounds: {} rounds, {} workers crashed, {} double effects, {} lost acknowledged results, {} unresolved",
+        "crash rounds: {} rounds, {} workers crashed, {} double effects, {} lost acknowledged \
+            results, {} unresolved",
         tally.rounds, tally.crashes, tally.double_effects, tally.lost_acks, tally.unresolved
     );
     assert_eq!((tally.double_effects, tally.lost_acks, tally.unresolved), (0, 0, 0), "{tally:?}");

@@ -93,7 +93,8 @@ fn two_workers_on_one_server_one_killed_charge_once() {
         double += per_key.values().filter(|c| **c > 1).count();
     }
     println!(
-        "pg crash rounds: {rounds} rounds, {crashes} workers crashed, {double} double charges, {lost} lost acknowledged answers"
+        "pg crash rounds: {rounds} rounds, {crashes} workers crashed, {double} double charges, \
+            {lost} lost acknowledged answers"
     );
     assert_eq!((double, lost), (0, 0));
     assert!(crashes > 0);

@@ -118,7 +118,8 @@ fn main() {
     let (idem_shared, idem_releases) = idem();
     assert_eq!(idem_shared, 0, "idem never lends a held connection");
     println!(
-        "retry_storm\t{DOUBLE_PERCENT}% released twice; effect: shared loan\t{}\t{}\t{naive_shared}\t{idem_shared}",
+        "retry_storm\t{DOUBLE_PERCENT}% released twice; effect: shared \
+            loan\t{}\t{}\t{naive_shared}\t{idem_shared}",
         THREADS * LOANS_PER_THREAD,
         naive_releases.max(idem_releases)
     );

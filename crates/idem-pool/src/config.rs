@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use idem_core::{Clock, SystemClock};
 
+use crate::sync::Arc;
+
 /// Whether a connection is checked (with [`Manager::is_valid`](crate::Manager::is_valid))
 /// each time it is lent out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,7 +75,7 @@ pub(crate) struct Config {
     pub(crate) leak_threshold: Option<Duration>,
     pub(crate) maintenance_interval: Option<Duration>,
     pub(crate) waiters_max: usize,
-    pub(crate) clock: std::sync::Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for Config {
@@ -132,7 +134,7 @@ impl Default for Builder {
                 leak_threshold: None,
                 maintenance_interval: Some(Duration::from_secs(30)),
                 waiters_max: 10_000,
-                clock: std::sync::Arc::new(SystemClock),
+                clock: Arc::new(SystemClock),
             },
         }
     }
@@ -224,7 +226,7 @@ impl Builder {
     /// The clock that lifetimes, idle timeouts and leaks are measured by; default
     /// [`SystemClock`]. Tests pass a [`ManualClock`](idem_core::ManualClock).
     #[must_use]
-    pub fn clock(mut self, clock: std::sync::Arc<dyn Clock>) -> Self {
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.config.clock = clock;
         self
     }

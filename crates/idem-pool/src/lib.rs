@@ -72,6 +72,8 @@ pub use pool::{NeverManager, Pool};
 
 use std::time::Duration;
 
+use crate::sync::Arc;
+
 /// Why `get` failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
@@ -82,7 +84,7 @@ pub enum Error {
         waited: Duration,
         /// The last error from connecting or a health check, if any.
         #[source]
-        last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+        last_error: Option<Arc<dyn std::error::Error + Send + Sync>>,
     },
     /// The pool was closed.
     #[error("the pool is closed")]

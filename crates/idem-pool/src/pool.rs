@@ -224,12 +224,10 @@ impl<M: Manager> Pool<M> {
         let Some(interval) = self.shared().config.maintenance_interval else { return };
         let weak = crate::sync::Weak::clone(&Arc::downgrade(self.shared()));
         let stop = self.handle.stop.clone();
-        std::thread::Builder::new()
-            .name("idem-pool-maintenance".into())
-            .spawn(move || maintenance_loop(&weak, &stop, interval))
-            .map(drop)
-            // Without a thread the pool still works; maintenance runs on `maintain`.
-            .unwrap_or(());
+        // Without a thread the pool still works; maintenance runs on `maintain`.
+        let _ = crate::sync::spawn_named("idem-pool-maintenance", move || {
+            maintenance_loop(&weak, &stop, interval);
+        });
     }
 
     /// Loom models run without the maintenance thread.
@@ -429,7 +427,7 @@ impl<M: Manager> Shared<M> {
 
     /// Records a failed connect: its error, and the pause before the next connect.
     fn connect_failed(state: &mut State<M::Connection>, error: M::Error) {
-        state.last_error = Some(std::sync::Arc::new(error));
+        state.last_error = Some(Arc::new(error));
         state.connect_backoff = (state.connect_backoff * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
         state.connect_after = Instant::now().checked_add(state.connect_backoff);
     }
@@ -522,7 +520,7 @@ impl<M: Manager> Shared<M> {
             && let Err(error) = self.manager.is_valid(&mut conn)
         {
             let mut state = self.state.lock();
-            state.last_error = Some(std::sync::Arc::new(error));
+            state.last_error = Some(Arc::new(error));
             state.slots[slot].phase = Phase::Empty;
             state.counters.discarded += 1;
             state.give_free(slot);

@@ -70,7 +70,7 @@ pub(crate) struct State<C> {
     pub(crate) waiters: VecDeque<Waiter>,
     pub(crate) next_waiter_id: u64,
     pub(crate) closed: bool,
-    pub(crate) last_error: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+    pub(crate) last_error: Option<Arc<dyn std::error::Error + Send + Sync>>,
     /// The pause after the last failed connect (zero after a success): it doubles with
     /// each failure in a row, up to a cap.
     pub(crate) connect_backoff: Duration,

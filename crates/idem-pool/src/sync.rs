@@ -10,6 +10,13 @@ pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Weak;
 
+/// Starts the maintenance thread, named `name`; `Err` if the OS refuses a thread. Not
+/// under loom: the models run without maintenance.
+#[cfg(not(loom))]
+pub(crate) fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new().name(name.into()).spawn(f).map(drop)
+}
+
 /// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).
 #[derive(Debug, Default)]
 pub(crate) struct Mutex<T> {

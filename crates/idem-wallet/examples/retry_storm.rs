@@ -100,7 +100,8 @@ fn main() {
     wallet.assert_invariants();
     assert_eq!(idem_moved, INTENTS, "each intended transfer moved its money exactly once");
     println!(
-        "retry_storm\ttransfers, {RETRY_PERCENT}% redelivered; effect = unit moved\t{INTENTS}\t{}\t{naive_moved_total}\t{idem_moved}",
+        "retry_storm\ttransfers, {RETRY_PERCENT}% redelivered; effect = unit \
+            moved\t{INTENTS}\t{}\t{naive_moved_total}\t{idem_moved}",
         list.len()
     );
     // Both ledgers are double-entry, so both conserve money; only the naive one moved it

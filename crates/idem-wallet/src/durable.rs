@@ -291,7 +291,10 @@ fn recover(file: &mut File, ledger: &mut Ledger) -> Result<u64, LogError> {
 /// let wallet = DurableWallet::open(&path)?;
 /// let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
 /// wallet.create_accounts(vec![a(1), a(2)])?;
-/// let t = Transfer { id: 9, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1, ..Default::default() };
+/// let t = Transfer {
+///     id: 9, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,
+///     ..Default::default()
+/// };
 /// assert_eq!(wallet.create_transfers(vec![t])?, vec![TransferResult::Created]);
 /// drop(wallet); // a crash here loses nothing acknowledged
 /// let reopened = DurableWallet::open(&path)?;

@@ -30,7 +30,8 @@
 //! let mut chain = [t(10, 2, 1, 30), t(11, 2, 1, 90)];
 //! chain[0].flags = TransferFlags::LINKED;
 //! let results = wallet.create_transfers(&[t(9, 1, 2, 100), chain[0], chain[1]])?;
-//! assert_eq!(results, [TransferResult::Created, TransferResult::LinkedEventFailed, TransferResult::ExceedsCredits]);
+//! use TransferResult::{Created, ExceedsCredits, LinkedEventFailed};
+//! assert_eq!(results, [Created, LinkedEventFailed, ExceedsCredits]);
 //! assert_eq!(wallet.account(2).map(|a| a.debits_posted), Some(0), "nothing of the chain applied");
 //! # Ok::<(), idem_wallet::BatchError>(())
 //! ```
@@ -69,7 +70,8 @@
 //!
 //! # Where this differs from TigerBeetle
 //!
-//! In memory only (durability is a later issue); a subset of fields (no `user_data_64/32`,
+//! Durable through [`DurableWallet`] (a write-ahead log of batches, not TigerBeetle's
+//! replicated log); a subset of fields (no `user_data_64/32`,
 //! no `history` or `balancing` flags, no account `imported` timestamps); one `Overflow`
 //! code instead of one per balance; a post may name the pending transfer's accounts, or
 //! leave them 0.

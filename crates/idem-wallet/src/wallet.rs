@@ -23,7 +23,10 @@ use crate::types::{
 ///     NewAccount { id: 1, ledger: 978, code: 1, flags: AccountFlags::default() },
 ///     NewAccount { id: 2, ledger: 978, code: 1, flags: AccountFlags::default() },
 /// ])?;
-/// let pay = Transfer { id: 7, debit_account_id: 1, credit_account_id: 2, amount: 500, ledger: 978, code: 1, ..Default::default() };
+/// let pay = Transfer {
+///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 500, ledger: 978, code: 1,
+///     ..Default::default()
+/// };
 /// assert_eq!(wallet.create_transfers(&[pay])?, vec![TransferResult::Created]);
 /// // The client never heard back and retries with the same id: answered, not applied.
 /// assert_eq!(wallet.create_transfers(&[pay])?, vec![TransferResult::Exists]);

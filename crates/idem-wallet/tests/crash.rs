@@ -116,7 +116,8 @@ fn killed_workers_lose_no_acknowledged_transfer_and_apply_none_twice() {
         round(n, &mut rng, &mut tally);
     }
     println!(
-        "wallet crash rounds: {} rounds, {} workers crashed, {} lost acknowledged batches, {} double-applied ids",
+        "wallet crash rounds: {} rounds, {} workers crashed, {} lost acknowledged batches, {} \
+            double-applied ids",
         tally.rounds, tally.crashes, tally.lost_acknowledged, tally.double_applied
     );
     assert_eq!((tally.lost_acknowledged, tally.double_applied), (0, 0), "{tally:?}");

@@ -111,7 +111,8 @@ impl Model {
 
     /// Whether the lease with model token `token` on `k` still holds an in-flight claim.
     fn holds(&self, k: (u8, u8), token: u64) -> bool {
-        matches!(self.recs.get(&k), Some(r) if r.token == token && matches!(r.phase, Phase::InFlight { .. }))
+        let in_flight = |r: &&Rec| matches!(r.phase, Phase::InFlight { .. });
+        self.recs.get(&k).filter(in_flight).is_some_and(|r| r.token == token)
     }
 }
 

@@ -108,8 +108,16 @@ fn wait_timeout_expires_then_waits_again() {
 #[test]
 fn blocking_wait_wakes_on_completion_from_another_thread() {
     let (completer, future) = promise::<u32, ()>();
-    let reader = std::thread::spawn(move || future.wait());
-    std::thread::sleep(Duration::from_millis(10));
+    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let reader = {
+        let started = started.clone();
+        std::thread::spawn(move || {
+            started.wait();
+            future.wait()
+        })
+    };
+    // Completed while the reader is about to wait or waiting: either way it wakes.
+    started.wait();
     completer.complete(4).expect("wins");
     assert_eq!(reader.join().expect("reader"), Ok(4));
 }

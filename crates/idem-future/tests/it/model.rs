@@ -33,7 +33,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn one_winner_callbacks_once(threads in prop::collection::vec(prop::collection::vec(act(), 1..5), 1..5)) {
+    fn one_winner_callbacks_once(
+        threads in prop::collection::vec(prop::collection::vec(act(), 1..5), 1..5)
+    ) {
         let (completer, future) = promise::<u32, u32>();
         let shared = future.shared();
         let callbacks_registered = Arc::new(AtomicUsize::new(0));
@@ -81,6 +83,7 @@ proptest! {
             None => prop_assert_eq!(&outcome, &Err(Error::Abandoned)),
         }
         prop_assert!(seen.iter().all(|s| *s == outcome), "a reader saw another outcome");
-        prop_assert_eq!(callbacks_run.load(Ordering::SeqCst), callbacks_registered.load(Ordering::SeqCst));
+        let registered = callbacks_registered.load(Ordering::SeqCst);
+        prop_assert_eq!(callbacks_run.load(Ordering::SeqCst), registered);
     }
 }

@@ -41,13 +41,8 @@ fn duplicate_after_delivery_is_answered_with_the_outcome() {
     let s = setup(SimulatedProvider::new(), |c| c);
     let n = note("m1");
     s.notifier.submit(n.clone()).expect("submit");
-    // Wait for the worker without stopping it: poll the stored outcome.
-    for _ in 0..1000 {
-        if s.notifier.stats().sent == 1 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    // Wait for the worker without stopping it (the count moves after the store write).
+    wait_until("the delivery", WAIT, || s.notifier.stats().sent == 1);
     assert_eq!(
         s.notifier.submit(n.clone()).expect("submit"),
         Submitted::Duplicate(Outcome::Delivered)

@@ -3,7 +3,8 @@
 //! (flushed) for each answer it gives the client, and aborts at a named crash point if
 //! asked: `after_claim`, `after_charge`, `after_record` or `before_reply`, for one intent.
 //!
-//! Usage: `crash_worker <store file or postgres URL> <gateway file> <first> <count> [<point> <intent>]`
+//! Usage:
+//! `crash_worker <store file or postgres URL> <gateway file> <first> <count> [<point> <intent>]`
 
 use std::io::Write;
 use std::path::Path;

@@ -1,8 +1,10 @@
 //! Crash windows: a worker dies at each point of the protocol; the gateway's charge
 //! counter for the key stays at 1 and every retry gets the original answer.
 
-use idem_core::{Claim, KeyStore};
-use idem_payments::{Fault, Gateway, GatewayKey, PayError, PaymentOutcome};
+use std::sync::Arc;
+
+use idem_core::{Claim, KeyStore, ManualClock};
+use idem_payments::{Fault, Gateway, GatewayKey, PayError, PaymentOutcome, SimulatedGateway};
 
 use crate::{LEASE, charges, key, processor, request};
 
@@ -98,11 +100,19 @@ fn reconcile_leaves_unknown_claims_and_reports_them() {
     assert_eq!(charges(&p, &k, &r), 1);
 }
 
-/// A store that records which thread completed each lease.
+/// A store that records which thread completed each lease, and fails the completes of
+/// one key (`broken`) as a full disk would.
 #[derive(Debug)]
 struct Witness {
-    inner: idem_core::MemoryStore<PaymentOutcome>,
+    inner: std::sync::Arc<idem_core::MemoryStore<PaymentOutcome>>,
     completed_by: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+    broken: Option<idem_core::ScopedKey>,
+}
+
+impl Witness {
+    fn new(inner: std::sync::Arc<idem_core::MemoryStore<PaymentOutcome>>) -> Self {
+        Self { inner, completed_by: std::sync::Mutex::default(), broken: None }
+    }
 }
 
 impl KeyStore<PaymentOutcome> for Witness {
@@ -118,6 +128,9 @@ impl KeyStore<PaymentOutcome> for Witness {
         lease: &idem_core::Lease,
         result: PaymentOutcome,
     ) -> Result<(), idem_core::StoreError> {
+        if self.broken.as_ref() == Some(lease.key()) {
+            return Err(idem_core::StoreError::Storage("disk full".into()));
+        }
         self.inner.complete(lease, result)?;
         self.completed_by.lock().expect("lock").push(std::thread::current().id());
         Ok(())
@@ -140,19 +153,22 @@ impl KeyStore<PaymentOutcome> for Witness {
     }
 }
 
+/// A processor over a [`Witness`] store on a manual clock.
+fn witnessed() -> (idem_payments::Processor<SimulatedGateway, Witness>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
+    let config = idem_core::StoreConfig::builder().lease(LEASE).build().expect("valid");
+    let inner = Arc::new(idem_core::MemoryStore::with_clock(config, clock.clone()));
+    let p = idem_payments::Processor::new("shop", SimulatedGateway::new(), Witness::new(inner));
+    (p.expect("valid"), clock)
+}
+
 /// A reconcile and a client retry race for one pending claim, many rounds so that both
 /// orders occur. Exactly one of them settles it (one completion in the store), the
 /// report says whether it was the reconciler, and the other is answered, not charged.
 #[test]
 fn reconcile_and_a_client_retry_race_safely() {
-    use std::sync::Arc;
     for round in 0..50 {
-        let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(0)));
-        let config = idem_core::StoreConfig::builder().lease(LEASE).build().expect("valid");
-        let inner = idem_core::MemoryStore::with_clock(config, clock.clone());
-        let store = Witness { inner, completed_by: std::sync::Mutex::default() };
-        let gateway = idem_payments::SimulatedGateway::new();
-        let p = idem_payments::Processor::new("shop", gateway, store).expect("valid");
+        let (p, clock) = witnessed();
         let (k, r) = (key("k"), request(10));
         p.gateway().inject(Fault::ChargeThenTimeout);
         assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
@@ -181,67 +197,15 @@ fn reconcile_and_a_client_retry_race_safely() {
 /// failed and settles the rest of the batch.
 #[test]
 fn one_failing_claim_does_not_stop_the_batch() {
-    use std::sync::Arc;
-
-    use idem_core::{
-        Fingerprint, Lease, MemoryStore, PendingClaim, ScopedKey, StoreConfig, StoreError,
-    };
-
-    #[derive(Debug)]
-    struct Flaky {
-        inner: Arc<MemoryStore<PaymentOutcome>>,
-        broken: ScopedKey,
-    }
-
-    impl KeyStore<PaymentOutcome> for Flaky {
-        fn claim(
-            &self,
-            key: &ScopedKey,
-            fp: &Fingerprint,
-        ) -> Result<Claim<PaymentOutcome>, StoreError> {
-            self.inner.claim(key, fp)
-        }
-        fn complete(&self, lease: &Lease, result: PaymentOutcome) -> Result<(), StoreError> {
-            if *lease.key() == self.broken {
-                return Err(StoreError::Storage("disk full".into()));
-            }
-            self.inner.complete(lease, result)
-        }
-        fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-            self.inner.release(lease)
-        }
-        fn sweep(&self) -> Result<usize, StoreError> {
-            self.inner.sweep()
-        }
-        fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
-            self.inner.pending(max)
-        }
-        fn lookup(
-            &self,
-            key: &ScopedKey,
-            fp: &Fingerprint,
-        ) -> Result<idem_core::KeyState<PaymentOutcome>, StoreError> {
-            self.inner.lookup(key, fp)
-        }
-    }
-
-    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
-    let config = StoreConfig::builder().lease(LEASE).build().expect("valid");
-    let inner = Arc::new(MemoryStore::with_clock(config, clock.clone()));
+    let clock = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
+    let config = idem_core::StoreConfig::builder().lease(LEASE).build().expect("valid");
+    let inner = Arc::new(idem_core::MemoryStore::with_clock(config, clock.clone()));
     let requests: Vec<_> = (0..3).map(|i| (key(&format!("k{i}")), request(10 + i))).collect();
-    let probe = idem_payments::Processor::new(
-        "shop",
-        idem_payments::SimulatedGateway::new(),
-        inner.clone(),
-    )
-    .expect("valid");
+    let probe = idem_payments::Processor::new("shop", SimulatedGateway::new(), inner.clone())
+        .expect("valid");
     let broken = probe.scoped_key(&requests[1].0, &requests[1].1).expect("scope");
-    let p = idem_payments::Processor::new(
-        "shop",
-        idem_payments::SimulatedGateway::new(),
-        Flaky { inner, broken: broken.clone() },
-    )
-    .expect("valid");
+    let store = Witness { broken: Some(broken.clone()), ..Witness::new(inner) };
+    let p = idem_payments::Processor::new("shop", SimulatedGateway::new(), store).expect("valid");
     for (k, r) in &requests {
         p.gateway().inject(Fault::ChargeThenTimeout);
         assert!(matches!(p.pay(k, r), Err(PayError::Pending(_))));

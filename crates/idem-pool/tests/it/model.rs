@@ -6,7 +6,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use idem_pool::{HealthCheck, Lease, PooledConnection};
+use std::sync::Arc;
+
+use idem_core::ManualClock;
+use idem_pool::{HealthCheck, Lease, Pool, PooledConnection};
 use proptest::prelude::*;
 
 use crate::{TestManager, pool};
@@ -96,124 +99,146 @@ struct Guard {
     broken: bool,
 }
 
-fn check(ops: &[Op]) {
-    let (pool, clock) = pool(MAX, |b| {
-        b.max_lifetime(Some(Duration::from_millis(LIFETIME_MS)))
-            .idle_timeout(None)
-            .health_check(HealthCheck::Never)
-    });
-    let mut m = Model::default();
-    let mut guards: Vec<Guard> = Vec::new();
-    let mut leases: Vec<(Lease<TestManager>, usize, u64)> = Vec::new();
-    for op in ops {
+/// One run: the pool, its clock, the model, and what the test holds.
+struct Run {
+    pool: Pool<TestManager>,
+    clock: Arc<ManualClock>,
+    m: Model,
+    guards: Vec<Guard>,
+    leases: Vec<(Lease<TestManager>, usize, u64)>,
+}
+
+impl Run {
+    fn new() -> Self {
+        let (pool, clock) = pool(MAX, |b| {
+            b.max_lifetime(Some(Duration::from_millis(LIFETIME_MS)))
+                .idle_timeout(None)
+                .health_check(HealthCheck::Never)
+        });
+        Self { pool, clock, m: Model::default(), guards: Vec::new(), leases: Vec::new() }
+    }
+
+    fn step(&mut self, op: &Op) {
         match *op {
-            Op::Get => {
-                // The model's choice: the most recently returned idle connection, closing
-                // expired ones on the way; else a new one below MAX; else none.
-                let mut expect_slot = None;
-                while let Some(slot) = m.idle.pop() {
-                    if m.expired(slot) {
-                        m.discard(slot);
-                        continue;
-                    }
-                    expect_slot = Some(slot);
-                    break;
-                }
-                match (pool.try_get(), expect_slot) {
-                    (Ok(conn), Some(slot)) => {
-                        let (got, generation) = conn.loan_id();
-                        assert_eq!(got, slot, "the most recently returned idle connection");
-                        let previous = m.generations.insert(slot, generation).unwrap_or(0);
-                        assert!(generation > previous, "each loan gets a new generation");
-                        let now_ms = m.now_ms;
-                        let s = m.slots.get_mut(&slot).expect("idle slot");
-                        (s.held, s.lent_ms) = (Held::Lent, now_ms);
-                        conn.hold();
-                        guards.push(Guard { conn, broken: false });
-                    }
-                    (Ok(conn), None) => {
-                        assert!(m.slots.len() < MAX, "a new connection only below max_size");
-                        let (slot, generation) = conn.loan_id();
-                        assert!(!m.slots.contains_key(&slot), "a new connection in a free slot");
-                        let previous = m.generations.insert(slot, generation).unwrap_or(0);
-                        assert!(generation > previous);
-                        let now_ms = m.now_ms;
-                        m.slots.insert(
-                            slot,
-                            ModelSlot { created_ms: now_ms, lent_ms: now_ms, held: Held::Lent },
-                        );
-                        m.created += 1;
-                        conn.hold();
-                        guards.push(Guard { conn, broken: false });
-                    }
-                    (Err(_), None) => assert_eq!(m.slots.len(), MAX, "refused while room left"),
-                    (Err(e), Some(slot)) => panic!("refused ({e}) with slot {slot} idle"),
-                }
-            }
-            Op::Release(i) | Op::Drop(i) if !guards.is_empty() => {
-                let i = i % guards.len();
-                let drop_it = matches!(op, Op::Drop(_));
-                let guard = &mut guards[i];
-                let live = !guard.conn.is_released();
-                if live {
-                    guard.conn.unhold();
-                    m.give_back(guard.conn.loan_id().0, guard.broken);
-                }
-                if drop_it {
-                    guards.swap_remove(i);
-                } else {
-                    assert_eq!(guard.conn.release(), live, "release returns whether it released");
-                    m.double += u64::from(!live);
-                }
-            }
-            Op::Detach(i) if !guards.is_empty() => {
-                let i = i % guards.len();
-                if !guards[i].conn.is_released() && !guards[i].broken {
-                    let guard = guards.swap_remove(i);
-                    guard.conn.unhold();
-                    let lease = guard.conn.detach();
-                    let (slot, generation) = lease.loan_id();
-                    m.slots.get_mut(&slot).expect("lent").held = Held::Detached;
-                    leases.push((lease, slot, generation));
-                }
-            }
-            Op::ReleaseLease(i) if !leases.is_empty() => {
-                let (lease, slot, generation) = &leases[i % leases.len()];
-                let current = m.generations[slot] == *generation;
-                let detached =
-                    current && m.slots.get(slot).is_some_and(|s| s.held == Held::Detached);
-                assert_eq!(lease.release(), detached, "lease {slot}/{generation}");
-                if detached {
-                    m.give_back(*slot, false);
-                } else if current {
-                    m.double += 1;
-                } else {
-                    m.stale += 1;
-                }
-            }
-            Op::MarkBroken(i) if !guards.is_empty() => {
-                let i = i % guards.len();
-                guards[i].conn.mark_broken();
-                guards[i].broken = true;
+            Op::Get => self.get(),
+            Op::Release(i) if !self.guards.is_empty() => self.give_back(i, false),
+            Op::Drop(i) if !self.guards.is_empty() => self.give_back(i, true),
+            Op::Detach(i) if !self.guards.is_empty() => self.detach(i),
+            Op::ReleaseLease(i) if !self.leases.is_empty() => self.release_lease(i),
+            Op::MarkBroken(i) if !self.guards.is_empty() => {
+                let i = i % self.guards.len();
+                self.guards[i].conn.mark_broken();
+                self.guards[i].broken = true;
             }
             Op::Advance(ms) => {
-                clock.advance(Duration::from_millis(ms));
-                m.now_ms += ms;
+                self.clock.advance(Duration::from_millis(ms));
+                self.m.now_ms += ms;
             }
-            Op::Maintain => {
-                pool.maintain();
-                let idle = std::mem::take(&mut m.idle);
-                for slot in idle {
-                    if m.expired(slot) {
-                        m.discard(slot);
-                    } else {
-                        m.idle.push(slot);
-                    }
-                }
-            }
+            Op::Maintain => self.maintain(),
             _ => {}
         }
-        let state = pool.state();
+    }
+
+    /// The model's choice: the most recently returned idle connection, closing expired
+    /// ones on the way; else a new one below MAX; else none.
+    fn get(&mut self) {
+        let m = &mut self.m;
+        let mut expect_slot = None;
+        while let Some(slot) = m.idle.pop() {
+            if m.expired(slot) {
+                m.discard(slot);
+                continue;
+            }
+            expect_slot = Some(slot);
+            break;
+        }
+        let conn = match (self.pool.try_get(), expect_slot) {
+            (Ok(conn), Some(slot)) => {
+                assert_eq!(conn.loan_id().0, slot, "the most recently returned idle connection");
+                conn
+            }
+            (Ok(conn), None) => {
+                assert!(m.slots.len() < MAX, "a new connection only below max_size");
+                let slot = conn.loan_id().0;
+                assert!(!m.slots.contains_key(&slot), "a new connection in a free slot");
+                let at = m.now_ms;
+                m.slots.insert(slot, ModelSlot { created_ms: at, lent_ms: at, held: Held::Idle });
+                m.created += 1;
+                conn
+            }
+            (Err(_), None) => return assert_eq!(m.slots.len(), MAX, "refused while room left"),
+            (Err(e), Some(slot)) => panic!("refused ({e}) with slot {slot} idle"),
+        };
+        let (slot, generation) = conn.loan_id();
+        let previous = m.generations.insert(slot, generation).unwrap_or(0);
+        assert!(generation > previous, "each loan gets a new generation");
+        let now_ms = m.now_ms;
+        let s = m.slots.get_mut(&slot).expect("lent slot");
+        (s.held, s.lent_ms) = (Held::Lent, now_ms);
+        conn.hold();
+        self.guards.push(Guard { conn, broken: false });
+    }
+
+    /// An explicit release (kept guard) or a drop (guard gone).
+    fn give_back(&mut self, i: usize, drop_it: bool) {
+        let i = i % self.guards.len();
+        let guard = &mut self.guards[i];
+        let live = !guard.conn.is_released();
+        if live {
+            guard.conn.unhold();
+            self.m.give_back(guard.conn.loan_id().0, guard.broken);
+        }
+        if drop_it {
+            self.guards.swap_remove(i);
+        } else {
+            assert_eq!(guard.conn.release(), live, "release returns whether it released");
+            self.m.double += u64::from(!live);
+        }
+    }
+
+    fn detach(&mut self, i: usize) {
+        let i = i % self.guards.len();
+        if self.guards[i].conn.is_released() || self.guards[i].broken {
+            return;
+        }
+        let guard = self.guards.swap_remove(i);
+        guard.conn.unhold();
+        let lease = guard.conn.detach();
+        let (slot, generation) = lease.loan_id();
+        self.m.slots.get_mut(&slot).expect("lent").held = Held::Detached;
+        self.leases.push((lease, slot, generation));
+    }
+
+    fn release_lease(&mut self, i: usize) {
+        let (lease, slot, generation) = &self.leases[i % self.leases.len()];
+        let m = &mut self.m;
+        let current = m.generations[slot] == *generation;
+        let detached = current && m.slots.get(slot).is_some_and(|s| s.held == Held::Detached);
+        assert_eq!(lease.release(), detached, "lease {slot}/{generation}");
+        if detached {
+            m.give_back(*slot, false);
+        } else if current {
+            m.double += 1;
+        } else {
+            m.stale += 1;
+        }
+    }
+
+    fn maintain(&mut self) {
+        self.pool.maintain();
+        let idle = std::mem::take(&mut self.m.idle);
+        for slot in idle {
+            if self.m.expired(slot) {
+                self.m.discard(slot);
+            } else {
+                self.m.idle.push(slot);
+            }
+        }
+    }
+
+    /// After every step: the pool's counts are the model's, and its invariants hold.
+    fn assert_matches(&self, op: &Op) {
+        let (m, state) = (&self.m, self.pool.state());
         let in_use = m.slots.values().filter(|s| s.held != Held::Idle).count();
         let expected =
             (m.slots.len(), m.idle.len(), in_use, m.created, m.discarded, m.double, m.stale);
@@ -230,7 +255,15 @@ fn check(ops: &[Op]) {
             got, expected,
             "after {op:?}: (size, idle, in_use, created, discarded, double, stale)"
         );
-        pool.assert_invariants();
+        self.pool.assert_invariants();
+    }
+}
+
+fn check(ops: &[Op]) {
+    let mut run = Run::new();
+    for op in ops {
+        run.step(op);
+        run.assert_matches(op);
     }
 }
 

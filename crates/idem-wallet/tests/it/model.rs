@@ -155,11 +155,22 @@ fn check(batches: &[(Vec<Transfer>, u64)]) {
     }
 }
 
+/// Proptest cases: `IDEM_MODEL_CASES` (for a long local run), else 256.
+fn model_cases() -> u32 {
+    std::env::var("IDEM_MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256)
+}
+
+/// A batch of transfers and how far the clock moves after it, in milliseconds.
+fn batch() -> impl Strategy<Value = (Vec<Transfer>, u64)> {
+    let advance = prop::sample::select(vec![0u64, 500, 1_000, 5_000]);
+    (prop::collection::vec(transfer(), 1..8), advance)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: std::env::var("IDEM_MODEL_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: model_cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn ledger_matches_model(batches in prop::collection::vec((prop::collection::vec(transfer(), 1..8), prop::sample::select(vec![0u64, 500, 1_000, 5_000])), 1..12)) {
+    fn ledger_matches_model(batches in prop::collection::vec(batch(), 1..12)) {
         check(&batches);
     }
 }

@@ -1,0 +1,409 @@
+//! Tidy: the rules `docs/ARCHITECTURE.md` and the house style state, checked by ordinary
+//! tests so that they stay true. Each rule is a function from a file's path and text to
+//! its violations (`path:line: rule: what`), run over the tree by one `#[test]`, and run
+//! once more over a planted violation by `each_rule_catches_a_planted_violation`, so a
+//! rule that can no longer fail is noticed.
+//!
+//! Allow-lists name each exception and why; they are short on purpose.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The longest line, in columns (rustfmt's `max_width`).
+const LINE_COLUMNS_MAX: usize = 100;
+/// The longest function, in lines from `fn` to its closing brace.
+const FUNCTION_LINES_MAX: usize = 70;
+
+/// Lines that may run past [`LINE_COLUMNS_MAX`]: (path, why).
+const LONG_LINE_ALLOWED: &[(&str, &str)] = &[];
+
+/// Files under `tests/` that may sleep and read real time: (path, why).
+const REAL_TIME_ALLOWED: &[(&str, &str)] = &[
+    ("crates/idem-payments/tests/crash.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-payments/tests/crash_pg.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-wallet/tests/crash.rs", "places a SIGKILL at a random instant"),
+];
+
+/// The crates that solve a problem: none may depend on another.
+const PROBLEM_CRATES: &[&str] =
+    &["idem-payments", "idem-wallet", "idem-pool", "idem-future", "idem-notify"];
+
+type Violations = Vec<String>;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the root").to_path_buf()
+}
+
+/// Every file under `dir` (relative to the root) whose name ends with one of `exts`,
+/// skipping build output and version control.
+fn files(dir: &str, exts: &[&str]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![root().join(dir)];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !matches!(name.as_str(), "target" | ".git" | "proptest-regressions") {
+                    stack.push(path);
+                }
+            } else if exts.iter().any(|ext| name.ends_with(ext)) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root()).unwrap_or(path).to_string_lossy().replace('\\', "/")
+}
+
+/// Runs `rule` over `paths` and fails with every violation found.
+#[track_caller]
+fn check(paths: &[PathBuf], rule: fn(&str, &str) -> Violations) {
+    let mut violations = Vec::new();
+    for path in paths {
+        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        violations.extend(rule(&relative(path), &text));
+    }
+    assert!(violations.is_empty(), "tidy found:\n{}", violations.join("\n"));
+}
+
+fn rust_files() -> Vec<PathBuf> {
+    let mut paths = files("crates", &[".rs"]);
+    paths.extend(files("xtask", &[".rs"]));
+    paths
+}
+
+fn allowed(list: &[(&str, &str)], path: &str) -> bool {
+    list.iter().any(|(allowed, _why)| *allowed == path)
+}
+
+// ---- rule: line length ----------------------------------------------------------------
+
+fn long_lines(path: &str, text: &str) -> Violations {
+    if allowed(LONG_LINE_ALLOWED, path) {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        // Markdown tables cannot wrap; every other line can.
+        let table_row = path.ends_with(".md") && line.trim_start().starts_with('|');
+        let columns = line.chars().count();
+        if columns > LINE_COLUMNS_MAX && !table_row {
+            found.push(format!("{path}:{}: line length: {columns} columns", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn lines_are_at_most_100_columns() {
+    let mut paths = rust_files();
+    paths.extend(files("docs", &[".md"]));
+    paths.extend(files("crates", &[".md", ".toml"]));
+    paths.extend(files(".ci", &[""]));
+    paths.push(root().join("README.md"));
+    paths.push(root().join("Cargo.toml"));
+    check(&paths, long_lines);
+}
+
+// ---- rule: function length ------------------------------------------------------------
+
+/// Whether `line` (trimmed) opens a function definition.
+fn opens_fn(trimmed: &str) -> bool {
+    let mut rest = trimmed;
+    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe "] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    rest.starts_with("fn ")
+}
+
+fn long_functions(path: &str, text: &str) -> Violations {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if !opens_fn(trimmed) {
+            continue;
+        }
+        let indent = &line[..line.len() - trimmed.len()];
+        // A declaration without a body (a trait method) ends with `;` before any `{`.
+        let Some(open) = lines[start..].iter().position(|l| l.contains('{') || l.ends_with(';'))
+        else {
+            continue;
+        };
+        if !lines[start + open].contains('{') || lines[start + open].trim_end().ends_with('}') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let Some(end) = lines[start..].iter().position(|l| l.trim_end() == close) else {
+            continue;
+        };
+        let length = end + 1;
+        if length > FUNCTION_LINES_MAX {
+            let name = trimmed.split('(').next().unwrap_or(trimmed);
+            found
+                .push(format!("{path}:{}: function length: `{name}` is {length} lines", start + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn functions_are_at_most_70_lines() {
+    check(&rust_files(), long_functions);
+}
+
+// ---- rule: the sync shim --------------------------------------------------------------
+
+/// What only a crate's `sync` module may name, in the crates that have one.
+const SYNC_NAMES: &[&str] =
+    &["std::sync", "parking_lot", "std::thread", "core::sync", "loom::", "thread::spawn"];
+
+fn outside_sync_shim(path: &str, text: &str) -> Violations {
+    let in_shimmed_src = path.contains("/src/") && !path.ends_with("/src/sync.rs");
+    let crate_dir = path.split("/src/").next().unwrap_or_default();
+    if !in_shimmed_src || !root().join(crate_dir).join("src/sync.rs").exists() {
+        return Vec::new();
+    }
+    code_naming(path, text, SYNC_NAMES, "sync shim: outside sync.rs, names")
+}
+
+/// Each line of code (not a comment: doc examples are the user's code, not the crate's)
+/// that contains one of `names`, as a violation of `rule`.
+fn code_naming(path: &str, text: &str, names: &[&str], rule: &str) -> Violations {
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        if let Some(name) = names.iter().find(|name| code.contains(*name)) {
+            found.push(format!("{path}:{}: {rule} `{name}`", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_sync_module_names_locks_atomics_and_threads() {
+    check(&files("crates", &[".rs"]), outside_sync_shim);
+}
+
+// ---- rule: tests move no real time ----------------------------------------------------
+
+const REAL_TIME: &[&str] = &["thread::sleep", "Instant::now", ".elapsed()", "Instant"];
+
+fn real_time_in_tests(path: &str, text: &str) -> Violations {
+    if !path.contains("/tests/") || allowed(REAL_TIME_ALLOWED, path) {
+        return Vec::new();
+    }
+    code_naming(path, text, REAL_TIME, "real time in a test:")
+}
+
+#[test]
+fn tests_neither_sleep_nor_time_themselves() {
+    check(&files("crates", &[".rs"]), real_time_in_tests);
+}
+
+// ---- rule: the code map ---------------------------------------------------------------
+
+/// The source files `docs/ARCHITECTURE.md`'s code map names: `crates/<name>` or `xtask/`
+/// opens a crate, and each backticked `*.rs` on the bullets under it is a file in its
+/// `src/`.
+fn code_map(architecture: &str) -> BTreeSet<String> {
+    let section = architecture.split("## Code map").nth(1).unwrap_or_default();
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let mut named = BTreeSet::new();
+    let mut krate = String::new();
+    for line in section.lines() {
+        let ticked = line.split('`').skip(1).step_by(2);
+        if let Some(top) = line.strip_prefix("- `") {
+            krate = top.split('`').next().unwrap_or_default().trim_end_matches('/').to_string();
+            continue;
+        }
+        for name in ticked.filter(|t| t.ends_with(".rs")) {
+            named.insert(format!("{krate}/src/{name}"));
+        }
+    }
+    named
+}
+
+fn code_map_mismatches(architecture: &str, sources: &BTreeSet<String>) -> Violations {
+    let named = code_map(architecture);
+    let unnamed = sources.difference(&named).map(|p| format!("{p}: code map: not named"));
+    let missing = named.difference(sources).map(|p| format!("{p}: code map: no such file"));
+    unnamed.chain(missing).collect()
+}
+
+#[test]
+fn the_code_map_names_every_source_file_and_nothing_else() {
+    let architecture =
+        fs::read_to_string(root().join("docs/ARCHITECTURE.md")).expect("docs/ARCHITECTURE.md");
+    let mut sources: BTreeSet<String> =
+        files("crates", &[".rs"]).iter().map(|p| relative(p)).collect();
+    sources.extend(files("xtask", &[".rs"]).iter().map(|p| relative(p)));
+    sources.retain(|p| p.contains("/src/") && !p.ends_with("/src/lib.rs"));
+    let violations = code_map_mismatches(&architecture, &sources);
+    assert!(violations.is_empty(), "tidy found:\n{}", violations.join("\n"));
+}
+
+// ---- rule: problem crates stand alone -------------------------------------------------
+
+/// `(package, dependency)` pairs from `cargo metadata`'s JSON where both are problem
+/// crates.
+fn sibling_dependencies(metadata: &serde_json::Value) -> Violations {
+    let mut found = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        if !PROBLEM_CRATES.contains(&name) {
+            continue;
+        }
+        for dependency in package["dependencies"].as_array().into_iter().flatten() {
+            let dependency = dependency["name"].as_str().unwrap_or_default();
+            if PROBLEM_CRATES.contains(&dependency) {
+                found.push(format!("crates/{name}/Cargo.toml: depends on {dependency}"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_problem_crate_depends_on_another() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let violations = sibling_dependencies(&metadata);
+    assert!(violations.is_empty(), "tidy found:\n{}", violations.join("\n"));
+}
+
+// ---- rule: docs render ----------------------------------------------------------------
+
+/// The text of a Mermaid statement that is shown to the reader: after the first `:`.
+fn mermaid_label(line: &str) -> Option<&str> {
+    let (_, label) = line.split_once(':')?;
+    Some(label)
+}
+
+fn broken_docs(path: &str, text: &str) -> Violations {
+    let mut found = Vec::new();
+    let mut in_mermaid = false;
+    let mut in_code = false;
+    for (i, line) in text.lines().enumerate() {
+        let at = format!("{path}:{}", i + 1);
+        let fence = line.trim_start().starts_with("```");
+        if fence {
+            in_mermaid = !in_code && line.trim_start().starts_with("```mermaid");
+            in_code = !in_code;
+            continue;
+        }
+        if in_mermaid {
+            let label = mermaid_label(line).unwrap_or_default();
+            let without_breaks = label.replace("<br/>", "").replace("<br>", "");
+            if label.contains(';') {
+                found.push(format!("{at}: mermaid: `;` in a label ends the statement"));
+            }
+            if without_breaks.contains('<') || without_breaks.contains('>') {
+                found.push(format!("{at}: mermaid: raw `<` or `>` in a label"));
+            }
+        } else if !in_code {
+            found.extend(broken_links(path, line).into_iter().map(|l| format!("{at}: {l}")));
+        }
+    }
+    found
+}
+
+/// Links in one markdown line to files that do not exist (relative to the doc).
+fn broken_links(path: &str, line: &str) -> Violations {
+    let dir = root().join(path).parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut found = Vec::new();
+    for piece in line.split("](").skip(1) {
+        let target = piece.split(')').next().unwrap_or_default();
+        let target = target.split('#').next().unwrap_or_default();
+        let external = ["http://", "https://", "mailto:"].iter().any(|s| target.starts_with(s));
+        if target.is_empty() || external {
+            continue;
+        }
+        if !dir.join(target).exists() {
+            found.push(format!("link: `{target}` does not exist"));
+        }
+    }
+    found
+}
+
+#[test]
+fn docs_render_and_their_links_resolve() {
+    let mut paths = files("docs", &[".md"]);
+    paths.extend(files("crates", &[".md"]));
+    paths.push(root().join("README.md"));
+    check(&paths, broken_docs);
+}
+
+// ---- rule: no placeholders ------------------------------------------------------------
+
+/// Built from parts, so that this file does not match itself.
+fn placeholders() -> [String; 4] {
+    [
+        ["to", "do!("].concat(),
+        ["unimple", "mented!("].concat(),
+        ["db", "g!("].concat(),
+        ["#[ig", "nore"].concat(),
+    ]
+}
+
+fn placeholders_in(path: &str, text: &str) -> Violations {
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if let Some(p) = placeholders().iter().find(|p| line.contains(p.as_str())) {
+            found.push(format!("{path}:{}: placeholder: `{p}`", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_placeholders_or_ignored_tests() {
+    check(&rust_files(), placeholders_in);
+}
+
+// ---- every rule can fail --------------------------------------------------------------
+
+#[test]
+fn each_rule_catches_a_planted_violation() {
+    let wide = format!("// {}\n", "x".repeat(LINE_COLUMNS_MAX));
+    assert_eq!(long_lines("crates/a/src/x.rs", &wide).len(), 1, "line length");
+    let body = "    let x = 1;\n".repeat(FUNCTION_LINES_MAX);
+    let long = format!("pub(crate) fn f() {{\n{body}}}\n");
+    assert_eq!(long_functions("crates/a/src/x.rs", &long).len(), 1, "function length");
+    let short = format!("fn f() {{\n{}}}\n", "    let x = 1;\n".repeat(FUNCTION_LINES_MAX - 2));
+    assert!(long_functions("crates/a/src/x.rs", &short).is_empty(), "70 lines are fine");
+    let locked = "use parking_lot::Mutex;\n";
+    assert_eq!(outside_sync_shim("crates/idem-pool/src/pool.rs", locked).len(), 1, "sync");
+    assert!(outside_sync_shim("crates/idem-pool/src/sync.rs", locked).is_empty(), "sync.rs");
+    let sleeps = "    std::thread::sleep(d);\n";
+    assert_eq!(real_time_in_tests("crates/a/tests/it/x.rs", sleeps).len(), 1, "real time");
+    let map = "## Code map\n\n- `crates/a`: a.\n  - `x.rs`: x.\n";
+    let sources: BTreeSet<String> = ["crates/a/src/y.rs".to_string()].into();
+    assert_eq!(code_map_mismatches(map, &sources).len(), 2, "code map, both ways");
+    let metadata = serde_json::json!({"packages": [
+        {"name": "idem-wallet", "dependencies": [{"name": "idem-pool"}]}
+    ]});
+    assert_eq!(sibling_dependencies(&metadata).len(), 1, "sibling dependency");
+    let diagram = "```mermaid\nsequenceDiagram\n    A->>B: a; b\n    A->>B: x <y>\n```\n";
+    assert_eq!(broken_docs("docs/x.md", diagram).len(), 2, "mermaid");
+    assert_eq!(broken_docs("docs/x.md", "see [it](nowhere.md)\n").len(), 1, "link");
+    let placeholder = format!("    {}\n", placeholders()[0]);
+    assert_eq!(placeholders_in("crates/a/src/x.rs", &placeholder).len(), 1, "placeholder");
+}
