@@ -228,6 +228,11 @@ impl Ledger {
         self.create_transfers_at(batch, now_ms)
     }
 
+    /// An empty ledger with this one's limits and clock.
+    pub(crate) fn empty_like(&self) -> Self {
+        Self::new(self.limits, self.clock.clone())
+    }
+
     /// The time the ledger reads for a batch submitted now.
     pub fn now_ms(&self) -> u64 {
         self.clock.now().as_millis()

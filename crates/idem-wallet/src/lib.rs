@@ -81,7 +81,7 @@ mod ledger;
 mod types;
 mod wallet;
 
-pub use durable::{CrashPoint, DurableWallet, LogError};
+pub use durable::{DurableWallet, LogDevice, LogError, Recovery, TornTail};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits};
 pub use types::{
     Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,

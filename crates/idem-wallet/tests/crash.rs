@@ -1,19 +1,22 @@
-//! Crash tests of the durable wallet: a worker process submits batches and is killed
-//! (SIGKILL at a random moment) or aborts at a named point of the log writer (mid-append,
-//! after append before fsync, after fsync before reply). Then the log is reopened, every
-//! batch is retried (acknowledged ones too), and: every transfer is present exactly once,
-//! retries of acknowledged batches create nothing, balances equal the sum of all
-//! transfers, invariants hold. `IDEM_CRASH_ROUNDS` rounds (default 20); more with
-//! `cargo xtask crash`.
+//! Crash tests of the durable wallet: a worker process submits batches and dies: killed
+//! (SIGKILL at a random moment), aborted at a named point of the log writer (mid-append,
+//! after append before sync, after sync before reply), or cut off by a simulated power
+//! loss (only synced bytes survive, then a torn prefix or zeros), including right after
+//! an acknowledgement. Then the log is reopened, every batch is retried (acknowledged
+//! ones too), and: every transfer is present exactly once, retries of acknowledged
+//! batches create nothing, balances equal the sum of all transfers, invariants hold.
+//! `IDEM_CRASH_ROUNDS` rounds (default 20); more with `cargo xtask crash`.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
+use idem_core::SystemClock;
 use idem_wallet::crash_plan::batch;
-use idem_wallet::{DurableWallet, LogError, TransferResult as R};
+use idem_wallet::{DurableWallet, Limits, LogError, TransferResult as R};
 
 const BATCHES: u128 = 15;
 
@@ -38,37 +41,57 @@ impl Rng {
 struct Tally {
     rounds: u64,
     crashes: u64,
+    power_losses: u64,
+    torn_tails: u64,
     lost_acknowledged: u64,
     double_applied: u64,
 }
 
-fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
-    let log = dir("rounds").join(format!("wallet-{n}.wal"));
+/// The worker's faults (see `src/bin/wallet_worker.rs`); the rest of the plans are a
+/// SIGKILL at a random moment and no fault at all.
+const FAULTS: [&str; 6] = [
+    "kill_mid_append",
+    "kill_after_append",
+    "kill_after_sync",
+    "power_mid_append",
+    "power_after_append",
+    "power_after_ack",
+];
+
+/// Runs one worker with a random fault; returns the batches it acknowledged.
+fn run_worker(log: &std::path::Path, rng: &mut Rng, tally: &mut Tally) -> HashSet<u128> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wallet_worker"));
-    command.arg(&log).arg(BATCHES.to_string());
-    let plan = rng.next() % 5;
-    let record = (rng.next() % (BATCHES as u64 + 4)).to_string();
-    match plan {
-        0 => drop(command.arg("mid_append").arg(&record)),
-        1 => drop(command.arg("after_append").arg(&record)),
-        2 => drop(command.arg("after_sync").arg(&record)),
-        _ => {}
+    command.arg(log).arg(BATCHES.to_string());
+    let plan = (rng.next() % (FAULTS.len() as u64 + 2)) as usize;
+    let n = rng.next() % (BATCHES as u64 + 4);
+    if let Some(fault) = FAULTS.get(plan) {
+        command.arg(fault).arg(n.to_string());
+        tally.power_losses += u64::from(fault.starts_with("power"));
     }
     let mut child =
         command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("worker starts");
-    if plan == 3 {
+    if plan == FAULTS.len() {
         std::thread::sleep(Duration::from_micros(rng.next() % 20_000));
         let _ = child.kill();
     }
     let stdout = child.stdout.take().expect("piped");
-    let acked: HashSet<u128> = BufReader::new(stdout)
+    let acked = BufReader::new(stdout)
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| l.strip_prefix("ACK ").and_then(|b| b.parse().ok()))
         .collect();
     tally.crashes += u64::from(!child.wait().expect("worker ends").success());
+    acked
+}
 
+fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
+    let log = dir("rounds").join(format!("wallet-{n}.wal"));
+    let acked = run_worker(&log, rng, tally);
     let wallet = DurableWallet::open(&log).expect("the log reopens after the crash");
+    if let Some(tail) = &wallet.recovery().torn_tail {
+        tally.torn_tails += 1;
+        let _ = std::fs::remove_file(&tail.saved_to);
+    }
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
@@ -116,12 +139,17 @@ fn killed_workers_lose_no_acknowledged_transfer_and_apply_none_twice() {
         round(n, &mut rng, &mut tally);
     }
     println!(
-        "wallet crash rounds: {} rounds, {} workers crashed, {} lost acknowledged batches, {} \
-            double-applied ids",
-        tally.rounds, tally.crashes, tally.lost_acknowledged, tally.double_applied
+        "wallet crash rounds: {} rounds, {} workers crashed ({} by power loss, {} torn tails \
+            cut), {} lost acknowledged batches, {} double-applied ids",
+        tally.rounds,
+        tally.crashes,
+        tally.power_losses,
+        tally.torn_tails,
+        tally.lost_acknowledged,
+        tally.double_applied
     );
     assert_eq!((tally.lost_acknowledged, tally.double_applied), (0, 0), "{tally:?}");
-    assert!(tally.crashes > 0);
+    assert!(tally.crashes > 0 && tally.power_losses > 0, "{tally:?}");
     let _ = std::fs::remove_dir_all(dir("rounds"));
 }
 
@@ -145,7 +173,11 @@ fn a_torn_tail_is_cut_and_everything_before_it_kept() {
         let file = std::fs::OpenOptions::new().write(true).open(&log).expect("log");
         file.set_len(len - cut).expect("truncate");
         drop(file);
+        let cut_bytes = std::fs::read(&log).expect("log")[record_offsets(&log)[3]..].to_vec();
         let wallet = DurableWallet::open(&log).expect("a torn tail is recovered");
+        let tail = wallet.recovery().torn_tail.clone().expect("the cut is reported");
+        assert_eq!(std::fs::read(&tail.saved_to).expect("side file"), cut_bytes, "kept aside");
+        assert_eq!(std::fs::metadata(&log).expect("log").len(), tail.offset);
         assert!(
             wallet.transfer(10).is_some() && wallet.transfer(20).is_some(),
             "batches 0 and 1 kept"
@@ -170,4 +202,90 @@ fn corruption_in_the_middle_refuses_to_open_with_the_offset() {
         other => panic!("expected Corrupt at offset 8, got {other:?}"),
     }
     let _ = std::fs::remove_dir_all(dir("corrupt"));
+}
+
+/// The offset of every record in the log at `log` (record 0 is the accounts).
+fn record_offsets(log: &std::path::Path) -> Vec<usize> {
+    let bytes = std::fs::read(log).expect("log");
+    let mut offsets = Vec::new();
+    let mut at = 8;
+    while let Some(len) = bytes.get(at..at + 4) {
+        offsets.push(at);
+        at += 12 + u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+    }
+    offsets
+}
+
+#[test]
+fn a_flipped_length_bit_in_the_middle_is_corruption_not_a_torn_tail() {
+    let log = dir("length").join("length.wal");
+    write_batches(&log, 10);
+    let offsets = record_offsets(&log);
+    let len = std::fs::metadata(&log).expect("log").len();
+    let mut bytes = std::fs::read(&log).expect("log");
+    // The top byte of record 3's little-endian length: the record now "runs past the end".
+    bytes[offsets[3] + 3] ^= 0x80;
+    std::fs::write(&log, &bytes).expect("write");
+    match DurableWallet::open(&log) {
+        Err(LogError::Corrupt { offset, reason }) => {
+            assert_eq!(offset, offsets[3] as u64);
+            // The header's own checksum catches it before the length is trusted.
+            assert!(reason.starts_with("record header checksum mismatch"), "{reason}");
+        }
+        other => panic!("expected Corrupt at {}, got {other:?}", offsets[3]),
+    }
+    assert_eq!(std::fs::metadata(&log).expect("log").len(), len, "nothing was cut");
+    let _ = std::fs::remove_dir_all(dir("length"));
+}
+
+#[test]
+fn bit_rot_in_the_last_record_is_cut_aside_and_reported_never_silently() {
+    let log = dir("rot").join("rot.wal");
+    write_batches(&log, 3);
+    let last = *record_offsets(&log).last().expect("records");
+    let mut bytes = std::fs::read(&log).expect("log");
+    bytes[last + 12 + 30] ^= 0x01;
+    std::fs::write(&log, &bytes).expect("write");
+    let wallet = DurableWallet::open(&log).expect("no valid record follows: a torn tail");
+    let tail = wallet.recovery().torn_tail.clone().expect("reported");
+    assert_eq!(
+        (tail.offset, tail.reason.as_str()),
+        (last as u64, "record payload checksum mismatch")
+    );
+    assert_eq!(std::fs::read(&tail.saved_to).expect("side file"), bytes[last..].to_vec());
+    assert!(wallet.transfer(20).is_some() && wallet.transfer(30).is_none());
+    drop(wallet);
+    let _ = std::fs::remove_dir_all(dir("rot"));
+}
+
+#[test]
+fn a_zero_filled_tail_is_a_torn_tail() {
+    let log = dir("zeros").join("zeros.wal");
+    write_batches(&log, 3);
+    let len = std::fs::metadata(&log).expect("log").len();
+    let file = std::fs::OpenOptions::new().write(true).open(&log).expect("log");
+    file.set_len(len + 4096).expect("extend with zeros");
+    drop(file);
+    let wallet = DurableWallet::open(&log).expect("a zero-filled tail is recognised");
+    let tail = wallet.recovery().torn_tail.clone().expect("reported");
+    assert_eq!((tail.offset, tail.len, tail.reason.as_str()), (len, 4096, "zero-filled tail"));
+    assert!(wallet.transfer(30).is_some(), "every batch kept");
+    assert_eq!(wallet.recovery().records, 4);
+    drop(wallet);
+    let _ = std::fs::remove_dir_all(dir("zeros"));
+}
+
+#[test]
+fn reopening_with_other_limits_is_refused_not_a_rewritten_history() {
+    let log = dir("limits").join("limits.wal");
+    write_batches(&log, 3);
+    let offsets = record_offsets(&log);
+    // Room for 15 transfers: batch 1 (record 2) would now be answered differently.
+    let limits = Limits { transfers_max: 15, ..Limits::default() };
+    match DurableWallet::open_with(&log, limits, Arc::new(SystemClock)) {
+        Err(LogError::Diverged { offset }) => assert_eq!(offset, offsets[2] as u64),
+        other => panic!("expected Diverged at {}, got {other:?}", offsets[2]),
+    }
+    assert_eq!(DurableWallet::open(&log).expect("the right limits").recovery().records, 4);
+    let _ = std::fs::remove_dir_all(dir("limits"));
 }

@@ -1,0 +1,232 @@
+//! The log's bytes: a file header, then records that each check themselves twice.
+//!
+//! ```text
+//! file:    "IDEMWAL2" record*
+//! record:  [u32 payload length][u32 CRC-32 of the payload][u32 CRC-32 of the 8 bytes before]
+//!          [payload]
+//! payload: [u8 kind][u64 clock ms][u32 count][count events][count results]
+//! ```
+//!
+//! Little-endian throughout. Kind 1: accounts (24 bytes each); kind 2: transfers (108
+//! bytes each); kind 3: close one account (16 bytes, count 1). Each result is one byte,
+//! the result code the batch was answered with; recovery applies the events again and
+//! refuses the log if they decide anything else. The header has its own checksum so that
+//! a flipped length is caught before it is trusted, and a length is legal only up to
+//! [`PAYLOAD_MAX`], the largest batch.
+
+use crate::ledger::BATCH_MAX;
+use crate::types::{AccountFlags, AccountId, NewAccount, Transfer, TransferFlags};
+
+/// The file header: magic and format version.
+pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL2";
+/// A record's header: length, payload checksum, header checksum.
+pub(crate) const RECORD_HEADER: usize = 12;
+const KIND_ACCOUNTS: u8 = 1;
+const KIND_TRANSFERS: u8 = 2;
+const KIND_CLOSE: u8 = 3;
+const ACCOUNT_BYTES: usize = 24;
+const TRANSFER_BYTES: usize = 108;
+const PAYLOAD_PREFIX: usize = 1 + 8 + 4;
+/// The largest legal payload: a full batch of transfers and their results.
+pub(crate) const PAYLOAD_MAX: usize = PAYLOAD_PREFIX + BATCH_MAX * (TRANSFER_BYTES + 1);
+
+/// A batch as the log stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Op {
+    Accounts(Vec<NewAccount>),
+    Transfers(Vec<Transfer>),
+    Close(AccountId),
+}
+
+/// A decoded record: the batch, the clock it ran at, and the result codes it was
+/// answered with.
+#[derive(Debug)]
+pub(crate) struct Record {
+    pub(crate) op: Op,
+    pub(crate) now_ms: u64,
+    pub(crate) results: Vec<u8>,
+}
+
+/// Why the bytes at an offset are not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bad {
+    /// Fewer bytes left than a record header: a torn append, or corruption.
+    ShortHeader,
+    /// The header's own checksum fails.
+    HeaderChecksum,
+    /// The length is larger than any batch.
+    LengthTooLarge,
+    /// The payload runs past the end of the file.
+    ShortPayload,
+    /// The payload's checksum fails.
+    PayloadChecksum,
+    /// Checksums hold but the payload is not a batch (a bug, or a forged record).
+    Undecodable,
+}
+
+impl Bad {
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Self::ShortHeader => "record header cut short",
+            Self::HeaderChecksum => "record header checksum mismatch",
+            Self::LengthTooLarge => "record length larger than any batch",
+            Self::ShortPayload => "record runs past the end of the log",
+            Self::PayloadChecksum => "record payload checksum mismatch",
+            Self::Undecodable => "record checksums hold but it is not a batch",
+        }
+    }
+}
+
+fn checksum(bytes: &[u8]) -> u32 {
+    crc32fast::hash(bytes)
+}
+
+/// Encodes `op`, run at `now_ms` and answered with `results`, as one record.
+pub(crate) fn encode(op: &Op, now_ms: u64, results: &[u8]) -> Vec<u8> {
+    let count = match op {
+        Op::Accounts(a) => a.len(),
+        Op::Transfers(t) => t.len(),
+        Op::Close(_) => 1,
+    };
+    debug_assert_eq!(results.len(), count, "one result per event");
+    let event_bytes = match op {
+        Op::Accounts(_) => ACCOUNT_BYTES,
+        Op::Transfers(_) => TRANSFER_BYTES,
+        Op::Close(_) => 16,
+    };
+    let mut payload = Vec::with_capacity(PAYLOAD_PREFIX + count * (event_bytes + 1));
+    let kind = match op {
+        Op::Accounts(_) => KIND_ACCOUNTS,
+        Op::Transfers(_) => KIND_TRANSFERS,
+        Op::Close(_) => KIND_CLOSE,
+    };
+    payload.push(kind);
+    payload.extend_from_slice(&now_ms.to_le_bytes());
+    // A batch is at most BATCH_MAX events, checked before it reaches the log.
+    payload.extend_from_slice(&u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
+    encode_events(op, &mut payload);
+    payload.extend_from_slice(results);
+    assert!(payload.len() <= PAYLOAD_MAX, "a batch larger than BATCH_MAX reached the log");
+    let mut record = Vec::with_capacity(RECORD_HEADER + payload.len());
+    record.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    record.extend_from_slice(&checksum(&payload).to_le_bytes());
+    let header_checksum = checksum(&record[..8]);
+    record.extend_from_slice(&header_checksum.to_le_bytes());
+    record.extend_from_slice(&payload);
+    record
+}
+
+fn encode_events(op: &Op, payload: &mut Vec<u8>) {
+    match op {
+        Op::Accounts(accounts) => {
+            for a in accounts {
+                payload.extend_from_slice(&a.id.to_le_bytes());
+                payload.extend_from_slice(&a.ledger.to_le_bytes());
+                payload.extend_from_slice(&a.code.to_le_bytes());
+                payload.extend_from_slice(&a.flags.0.to_le_bytes());
+            }
+        }
+        Op::Transfers(transfers) => {
+            for t in transfers {
+                let wide = [t.id, t.debit_account_id, t.credit_account_id, t.amount];
+                for field in wide.into_iter().chain([t.pending_id, t.user_data]) {
+                    payload.extend_from_slice(&field.to_le_bytes());
+                }
+                payload.extend_from_slice(&t.timeout.to_le_bytes());
+                payload.extend_from_slice(&t.ledger.to_le_bytes());
+                payload.extend_from_slice(&t.code.to_le_bytes());
+                payload.extend_from_slice(&t.flags.0.to_le_bytes());
+            }
+        }
+        Op::Close(id) => payload.extend_from_slice(&id.to_le_bytes()),
+    }
+}
+
+/// Reads the record at `at`: the record and the offset after it, or why it is not one.
+pub(crate) fn read(bytes: &[u8], at: usize) -> Result<(Record, usize), Bad> {
+    let header = bytes.get(at..at + RECORD_HEADER).ok_or(Bad::ShortHeader)?;
+    let word =
+        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
+    if checksum(&header[..8]) != word(8) {
+        return Err(Bad::HeaderChecksum);
+    }
+    let len = word(0) as usize;
+    if len > PAYLOAD_MAX {
+        return Err(Bad::LengthTooLarge);
+    }
+    let start = at + RECORD_HEADER;
+    let payload = bytes.get(start..start + len).ok_or(Bad::ShortPayload)?;
+    if checksum(payload) != word(4) {
+        return Err(Bad::PayloadChecksum);
+    }
+    let record = decode(payload).ok_or(Bad::Undecodable)?;
+    Ok((record, start + len))
+}
+
+/// Little-endian field reader over a checked payload.
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.0.split_first_chunk::<N>()?;
+        self.0 = rest;
+        Some(*head)
+    }
+    fn u128(&mut self) -> Option<u128> {
+        self.take().map(u128::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take().map(u64::from_le_bytes)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take().map(u32::from_le_bytes)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take().map(u16::from_le_bytes)
+    }
+}
+
+fn decode(payload: &[u8]) -> Option<Record> {
+    let (&kind, rest) = payload.split_first()?;
+    let mut f = Fields(rest);
+    let now_ms = f.u64()?;
+    let count = f.u32()? as usize;
+    if count > BATCH_MAX {
+        return None;
+    }
+    let op = match kind {
+        KIND_ACCOUNTS => Op::Accounts((0..count).map(|_| account(&mut f)).collect::<Option<_>>()?),
+        KIND_TRANSFERS => {
+            Op::Transfers((0..count).map(|_| transfer(&mut f)).collect::<Option<_>>()?)
+        }
+        KIND_CLOSE if count == 1 => Op::Close(f.u128()?),
+        _ => return None,
+    };
+    (f.0.len() == count).then(|| Record { op, now_ms, results: f.0.to_vec() })
+}
+
+fn account(f: &mut Fields<'_>) -> Option<NewAccount> {
+    Some(NewAccount {
+        id: f.u128()?,
+        ledger: f.u32()?,
+        code: f.u16()?,
+        flags: AccountFlags(f.u16()?),
+    })
+}
+
+fn transfer(f: &mut Fields<'_>) -> Option<Transfer> {
+    let [id, debit, credit, amount, pending_id, user_data] =
+        [f.u128()?, f.u128()?, f.u128()?, f.u128()?, f.u128()?, f.u128()?];
+    Some(Transfer {
+        id,
+        debit_account_id: debit,
+        credit_account_id: credit,
+        amount,
+        pending_id,
+        user_data,
+        timeout: f.u32()?,
+        ledger: f.u32()?,
+        code: f.u16()?,
+        flags: TransferFlags(f.u16()?),
+    })
+}

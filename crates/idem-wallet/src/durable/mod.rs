@@ -1,0 +1,422 @@
+//! The durable wallet: every batch is decided, appended to a write-ahead log with its
+//! results, and synced before it is answered; opening the log replays it and checks that
+//! every record decides the same results again.
+//!
+//! * [`format`]: the bytes of the log (a file header, records with a header checksum and
+//!   a payload checksum, each batch with its results).
+//! * [`recovery`]: the replay, and the rule that tells a torn tail (cut, kept aside,
+//!   reported) from corruption (refused, with its offset).
+//! * [`writer`]: the log writer thread and its group commit.
+//!
+//! The log goes through a [`LogDevice`]: a [`File`] normally; a crash test passes a
+//! device that throws away what was written since the last sync, as a power loss does.
+
+mod format;
+mod recovery;
+mod writer;
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use idem_core::{Clock, SystemClock};
+use parking_lot::Mutex;
+
+pub(crate) use format::Op;
+
+use crate::ledger::{BATCH_MAX, BatchError, Ledger, Limits};
+use crate::types::{Account, AccountId, AccountResult, NewAccount, StoredTransfer};
+use crate::types::{Transfer, TransferId, TransferResult};
+
+/// Why the log could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// An I/O error.
+    #[error("log I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// The file is not a wallet log of this format.
+    #[error("not a wallet log of this format (bad file header)")]
+    BadHeader,
+    /// A record is corrupt and acknowledged batches may follow it, so the wallet refuses
+    /// to open instead of dropping them. Restore the log from a replica or a backup.
+    #[error("corrupt log record at byte offset {offset}: {reason}")]
+    Corrupt {
+        /// Where the bad record starts.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Replaying the record at `offset` decided other results than the batch was
+    /// answered with (the wallet was opened with other limits, or the ledger's rules
+    /// changed): history would be rewritten, so the wallet refuses to open.
+    #[error("the record at byte offset {offset} replays to other results than it answered")]
+    Diverged {
+        /// Where the record starts.
+        offset: u64,
+    },
+    /// Replaying the log broke a ledger invariant.
+    #[error("replayed ledger is inconsistent: {0}")]
+    Inconsistent(String),
+    /// The batch was refused (too large); nothing was logged.
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    /// The log writer stopped (an earlier write or sync failed); nothing more is
+    /// accepted. Reopen the log: it holds every acknowledged batch.
+    #[error("the log writer stopped")]
+    Stopped,
+}
+
+/// Where the log's bytes go: a [`File`] normally. A device must make every appended byte
+/// durable when `sync` returns `Ok`; a crash test passes one that, at a simulated power
+/// loss, keeps only what was synced.
+pub trait LogDevice: Send + 'static {
+    /// Reads the whole log.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error.
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>>;
+
+    /// Appends `bytes` at the end.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error; what was appended is unknown.
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+
+    /// Makes every appended byte durable (`fsync`).
+    ///
+    /// # Errors
+    ///
+    /// The I/O error; what is durable is unknown since the last successful sync.
+    fn sync(&mut self) -> std::io::Result<()>;
+
+    /// Cuts the log to `len` bytes, durably.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error.
+    fn truncate(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+/// A file opened for reading and appending.
+impl LogDevice for File {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.seek(SeekFrom::Start(0))?;
+        self.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_all(bytes)
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.sync_data()
+    }
+
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.set_len(len)?;
+        self.sync_all()
+    }
+}
+
+/// What opening the log found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Records replayed.
+    pub records: u64,
+    /// A tail that was not a complete record, cut from the log.
+    pub torn_tail: Option<TornTail>,
+}
+
+/// A tail cut from the log at open: never acknowledged (its sync had not returned), kept
+/// in a side file all the same, so that nothing is dropped unseen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// Where the cut starts.
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub len: u64,
+    /// Why the bytes there are not a record.
+    pub reason: String,
+    /// The side file holding the cut bytes: `<log>.torn-<offset>`.
+    pub saved_to: PathBuf,
+}
+
+/// A decided batch, as answered.
+pub(crate) enum Answer {
+    Accounts(Vec<AccountResult>),
+    Transfers(Vec<TransferResult>),
+    Close(bool),
+}
+
+pub(crate) fn apply(ledger: &mut Ledger, op: &Op, now_ms: u64) -> Result<Answer, BatchError> {
+    Ok(match op {
+        Op::Accounts(a) => Answer::Accounts(ledger.create_accounts_at(a, now_ms)?),
+        Op::Transfers(t) => Answer::Transfers(ledger.create_transfers_at(t, now_ms)?),
+        Op::Close(id) => Answer::Close(ledger.close_account(*id)),
+    })
+}
+
+/// The results as the log stores them: one byte per event, the result's code.
+pub(crate) fn result_codes(answer: &Answer) -> Vec<u8> {
+    match answer {
+        Answer::Accounts(results) => results.iter().map(|r| *r as u8).collect(),
+        Answer::Transfers(results) => results.iter().map(|r| *r as u8).collect(),
+        Answer::Close(existed) => vec![u8::from(*existed)],
+    }
+}
+
+/// One batch for the writer, and where to send its answer.
+pub(crate) struct Request {
+    pub(crate) op: Op,
+    pub(crate) reply: Sender<Result<Answer, String>>,
+}
+
+/// A wallet whose every acknowledged batch is on disk. Batches from all threads go to one
+/// log writer: those arriving while a sync is in progress share the next one (group
+/// commit); each batch is answered only after its record, results included, is synced.
+///
+/// ```
+/// use idem_wallet::{AccountFlags, DurableWallet, NewAccount, Transfer, TransferResult};
+///
+/// let path = std::env::temp_dir().join(format!("idem-wallet-doc-{}.wal", std::process::id()));
+/// # let _ = std::fs::remove_file(&path);
+/// let wallet = DurableWallet::open(&path)?;
+/// let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+/// wallet.create_accounts(vec![a(1), a(2)])?;
+/// let t = Transfer {
+///     id: 9, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,
+///     ..Default::default()
+/// };
+/// assert_eq!(wallet.create_transfers(vec![t])?, vec![TransferResult::Created]);
+/// drop(wallet); // a crash here loses nothing acknowledged
+/// let reopened = DurableWallet::open(&path)?;
+/// assert_eq!(reopened.recovery().records, 2);
+/// assert_eq!(reopened.create_transfers(vec![t])?, vec![TransferResult::Exists]);
+/// # drop(reopened); std::fs::remove_file(&path).ok();
+/// # Ok::<(), idem_wallet::LogError>(())
+/// ```
+pub struct DurableWallet {
+    ledger: Arc<Mutex<Ledger>>,
+    requests: Option<Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    path: PathBuf,
+    recovery: Recovery,
+}
+
+impl std::fmt::Debug for DurableWallet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DurableWallet")
+            .field("path", &self.path)
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DurableWallet {
+    /// Opens (creating) the log at `path` with the default limits and the system clock,
+    /// replaying it.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError`]: I/O, not a log, corruption (with its offset), a replay that decides
+    /// other results, or an inconsistent replay.
+    pub fn open(path: &Path) -> Result<Self, LogError> {
+        Self::open_with(path, Limits::default(), Arc::new(SystemClock))
+    }
+
+    /// Opens (creating) the log at `path` with explicit limits and clock. The limits must
+    /// be the ones the log was written with: a replay that decides other results is
+    /// refused ([`LogError::Diverged`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_with(path: &Path, limits: Limits, clock: Arc<dyn Clock>) -> Result<Self, LogError> {
+        let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+        Self::open_on(path, file, limits, clock)
+    }
+
+    /// Opens the log on `device`, which holds the log at `path` (`path` names the side
+    /// file of a cut tail, and the directory to sync).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open).
+    pub fn open_on<D: LogDevice>(
+        path: &Path,
+        mut device: D,
+        limits: Limits,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, LogError> {
+        let mut ledger = Ledger::new(limits, clock);
+        let (recovery, synced_len) = recover(path, &mut device, &mut ledger)?;
+        // The log (or its cut) is durable only once its directory entry is.
+        sync_directory(path)?;
+        let ledger = Arc::new(Mutex::new(ledger));
+        let (requests, queue) = crossbeam_channel::bounded::<Request>(writer::QUEUE_MAX);
+        let writer_ledger = ledger.clone();
+        let writer = std::thread::Builder::new()
+            .name("idem-wallet-log".into())
+            .spawn(move || writer::write_log(device, &writer_ledger, &queue, synced_len))?;
+        let (requests, writer) = (Some(requests), Some(writer));
+        Ok(Self { ledger, requests, writer, path: path.to_path_buf(), recovery })
+    }
+
+    /// What opening the log found: records replayed, and a torn tail if one was cut.
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    fn ask(&self, op: Op) -> Result<Answer, LogError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        self.requests
+            .as_ref()
+            .ok_or(LogError::Stopped)?
+            .send(Request { op, reply })
+            .map_err(|_| LogError::Stopped)?;
+        answer
+            .recv()
+            .map_err(|_| LogError::Stopped)?
+            .map_err(|e| LogError::Io(std::io::Error::other(e)))
+    }
+
+    /// Creates accounts, durably.
+    ///
+    /// # Errors
+    ///
+    /// [`LogError::Batch`] for a batch over [`BATCH_MAX`] (nothing logged); I/O errors.
+    pub fn create_accounts(&self, batch: Vec<NewAccount>) -> Result<Vec<AccountResult>, LogError> {
+        if batch.len() > BATCH_MAX {
+            return Err(BatchError::TooLarge { len: batch.len() }.into());
+        }
+        match self.ask(Op::Accounts(batch))? {
+            Answer::Accounts(results) => Ok(results),
+            _ => Err(LogError::Stopped),
+        }
+    }
+
+    /// Applies transfers, durably: the results are returned only after the batch and its
+    /// results are on disk.
+    ///
+    /// # Errors
+    ///
+    /// As [`create_accounts`](Self::create_accounts).
+    pub fn create_transfers(&self, batch: Vec<Transfer>) -> Result<Vec<TransferResult>, LogError> {
+        if batch.len() > BATCH_MAX {
+            return Err(BatchError::TooLarge { len: batch.len() }.into());
+        }
+        match self.ask(Op::Transfers(batch))? {
+            Answer::Transfers(results) => Ok(results),
+            _ => Err(LogError::Stopped),
+        }
+    }
+
+    /// Closes an account, durably; idempotent by its shape.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors.
+    pub fn close_account(&self, id: AccountId) -> Result<bool, LogError> {
+        match self.ask(Op::Close(id))? {
+            Answer::Close(existed) => Ok(existed),
+            _ => Err(LogError::Stopped),
+        }
+    }
+
+    /// Looks up an account. Reads see only synced batches: the writer holds the ledger
+    /// from deciding a group until its sync returns.
+    pub fn account(&self, id: AccountId) -> Option<Account> {
+        self.ledger.lock().account(id)
+    }
+
+    /// Looks up a transfer (as [`account`](Self::account), synced batches only).
+    pub fn transfer(&self, id: TransferId) -> Option<StoredTransfer> {
+        self.ledger.lock().transfer(id)
+    }
+
+    /// Checks the ledger's invariants; see [`Ledger::assert_invariants`].
+    ///
+    /// # Panics
+    ///
+    /// If an invariant is broken (a bug in this crate).
+    pub fn assert_invariants(&self) {
+        self.ledger.lock().assert_invariants();
+    }
+}
+
+impl Drop for DurableWallet {
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// Replays the log on `device` into `ledger`, writing the file header into an empty log
+/// and cutting a torn tail (kept in a side file first). Returns what it found and the
+/// length of the log, all of it synced.
+fn recover<D: LogDevice>(
+    path: &Path,
+    device: &mut D,
+    ledger: &mut Ledger,
+) -> Result<(Recovery, u64), LogError> {
+    let bytes = device.read_all()?;
+    if bytes.is_empty() || recovery::torn_creation(&bytes) {
+        // A new log, or one whose header never reached the disk: nothing in it was ever
+        // acknowledged. What is there is kept aside; the log starts afresh.
+        let torn_tail = if bytes.is_empty() {
+            None
+        } else {
+            Some(cut(path, device, 0, &bytes, "file header cut short")?)
+        };
+        device.append(format::FILE_HEADER)?;
+        device.sync()?;
+        return Ok((Recovery { records: 0, torn_tail }, format::FILE_HEADER.len() as u64));
+    }
+    let replayed = recovery::replay(&bytes, ledger)?;
+    let torn_tail = match replayed.tail {
+        None => None,
+        Some(tail) => Some(cut(path, device, tail.offset, &tail.bytes, tail.reason)?),
+    };
+    Ok((Recovery { records: replayed.records, torn_tail }, replayed.valid_len))
+}
+
+/// Keeps `bytes` (the log from `offset` on) in a side file, synced, then cuts the log at
+/// `offset`.
+fn cut<D: LogDevice>(
+    path: &Path,
+    device: &mut D,
+    offset: u64,
+    bytes: &[u8],
+    reason: &str,
+) -> Result<TornTail, LogError> {
+    let saved_to = side_file(path, offset);
+    let mut side = File::create(&saved_to)?;
+    side.write_all(bytes)?;
+    side.sync_all()?;
+    device.truncate(offset)?;
+    Ok(TornTail { offset, len: bytes.len() as u64, reason: reason.into(), saved_to })
+}
+
+fn side_file(path: &Path, offset: u64) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".torn-{offset}"));
+    path.with_file_name(name)
+}
+
+/// Syncs the directory holding `path`, so that a newly created log (or side file) stays.
+fn sync_directory(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}

@@ -1,0 +1,93 @@
+//! Recovery: the log is replayed into a ledger, record by record, and each record's
+//! results are decided again and compared with the ones it was answered with.
+//!
+//! A bad record (a checksum that fails, a length past the largest batch or past the end
+//! of the file) is judged by what follows it:
+//!
+//! * only zeros: a zero-filled tail (a file extended but never written, as a power loss
+//!   can leave): cut;
+//! * a valid record somewhere after it: corruption in the middle, since that record was
+//!   appended later and acknowledged records may sit on both sides: the log is refused,
+//!   naming the offset;
+//! * anything else: a torn tail, the last append cut short by a crash before its sync
+//!   returned, so never acknowledged: cut, and the bytes cut are kept beside the log and
+//!   reported, never dropped silently.
+
+use crate::durable::format::{self, Bad, FILE_HEADER};
+use crate::durable::{LogError, apply, result_codes};
+use crate::ledger::Ledger;
+
+/// What a replay found.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    /// Bytes of the log that hold valid records (header included).
+    pub(crate) valid_len: u64,
+    /// Records replayed.
+    pub(crate) records: u64,
+    /// A tail that is not a record, to be cut.
+    pub(crate) tail: Option<CutTail>,
+}
+
+/// A tail to cut.
+#[derive(Debug)]
+pub(crate) struct CutTail {
+    pub(crate) offset: u64,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) reason: &'static str,
+}
+
+/// Replays `bytes` (a whole log, header first) into `ledger`.
+pub(crate) fn replay(bytes: &[u8], ledger: &mut Ledger) -> Result<Replayed, LogError> {
+    if bytes.get(..FILE_HEADER.len()) != Some(&FILE_HEADER[..]) {
+        return Err(LogError::BadHeader);
+    }
+    let mut at = FILE_HEADER.len();
+    let mut records = 0;
+    let mut tail = None;
+    while at < bytes.len() {
+        let offset = at as u64;
+        match format::read(bytes, at) {
+            Ok((record, next)) => {
+                let answer = apply(ledger, &record.op, record.now_ms)?;
+                if result_codes(&answer) != record.results {
+                    return Err(LogError::Diverged { offset });
+                }
+                records += 1;
+                at = next;
+            }
+            Err(Bad::Undecodable) => {
+                return Err(LogError::Corrupt { offset, reason: Bad::Undecodable.reason().into() });
+            }
+            Err(bad) => {
+                tail = Some(judge_tail(bytes, at, bad)?);
+                break;
+            }
+        }
+    }
+    if let Some(broken) = ledger.broken_invariant() {
+        return Err(LogError::Inconsistent(broken));
+    }
+    Ok(Replayed { valid_len: at as u64, records, tail })
+}
+
+/// The bad record at `at` is a tail to cut, or corruption if a valid record follows.
+fn judge_tail(bytes: &[u8], at: usize, bad: Bad) -> Result<CutTail, LogError> {
+    let rest = &bytes[at..];
+    let offset = at as u64;
+    if rest.iter().all(|b| *b == 0) {
+        return Ok(CutTail { offset, bytes: rest.to_vec(), reason: "zero-filled tail" });
+    }
+    if let Some(next) = (at + 1..bytes.len()).find(|&y| format::read(bytes, y).is_ok()) {
+        let reason = format!("{}; a valid record follows at byte {next}", bad.reason());
+        return Err(LogError::Corrupt { offset, reason });
+    }
+    Ok(CutTail { offset, bytes: rest.to_vec(), reason: bad.reason() })
+}
+
+/// Whether `bytes` is a log whose file header never fully reached the disk: a proper
+/// prefix of the header, then only zeros. (A whole header is a log; anything else is not
+/// one and is refused.)
+pub(crate) fn torn_creation(bytes: &[u8]) -> bool {
+    let prefix = bytes.iter().zip(FILE_HEADER).take_while(|(a, b)| a == b).count();
+    prefix < FILE_HEADER.len() && bytes[prefix..].iter().all(|b| *b == 0)
+}
