@@ -34,8 +34,9 @@ use crate::store::{
 };
 use crate::sync::{Arc, Condvar, Mutex};
 
-/// The schema version this code migrates to and reads.
-pub const PG_SCHEMA_VERSION: i32 = 1;
+/// The schema version this code migrates to and reads. Version 2: every result carries a
+/// checksum bound to its key (a schema of version 1 is refused).
+pub const PG_SCHEMA_VERSION: i32 = 2;
 
 /// What went wrong with PostgreSQL; wrapped in [`StoreError::Storage`].
 #[derive(Debug, thiserror::Error)]
@@ -230,21 +231,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             let mut tx = client.transaction().map_err(pg)?;
             let taken = tx
                 .query_opt(
-                    &format!(
-                        "INSERT INTO {s}.claims (scope, key, fingerprint, token, finished,
-                            lease_expires_at, expires_at, result, recovered, fresh)
-                         VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, $4, 0, NULL, FALSE, TRUE)
-                         ON CONFLICT (scope, key) DO UPDATE SET
-                             fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token,
-                                 finished = FALSE,
-                             lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0,
-                                 result = NULL,
-                             recovered = NOT {s}.claims.finished, fresh = FALSE
-                         WHERE ({s}.claims.finished AND {s}.claims.expires_at <= $5)
-                            OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= $5
-                                AND {s}.claims.fingerprint = EXCLUDED.fingerprint)
-                         RETURNING token, recovered, fresh"
-                    ),
+                    &claim_sql(s),
                     &[
                         &key.scope().as_str(),
                         &key.key().as_str(),
@@ -258,7 +245,9 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 let answer = inspect(&mut tx, s, key, fingerprint, now)?;
                 tx.commit().map_err(pg)?;
                 return Ok(match answer {
-                    Claim::Replay(bytes) => Claim::Replay(decode_result(&bytes).map_err(corrupt)?),
+                    Claim::Replay(bytes) => {
+                        Claim::Replay(decode_result(key, &bytes).map_err(corrupt)?)
+                    }
                     Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
                     Claim::Acquired(l) => Claim::Acquired(l),
                     Claim::Recover(l) => Claim::Recover(l),
@@ -286,6 +275,26 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             Ok(if recovered { Claim::Recover(lease) } else { Claim::Acquired(lease) })
         })
     }
+}
+
+/// The claim in one statement: insert the absent key, or take over an expired result
+/// (any fingerprint) or an expired lease (same fingerprint), with the next token.
+fn claim_sql(s: &str) -> String {
+    format!(
+        "INSERT INTO {s}.claims (scope, key, fingerprint, token, finished,
+                            lease_expires_at, expires_at, result, recovered, fresh)
+                         VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, $4, 0, NULL, FALSE, TRUE)
+                         ON CONFLICT (scope, key) DO UPDATE SET
+                             fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token,
+                                 finished = FALSE,
+                             lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0,
+                                 result = NULL,
+                             recovered = NOT {s}.claims.finished, fresh = FALSE
+                         WHERE ({s}.claims.finished AND {s}.claims.expires_at <= $5)
+                            OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= $5
+                                AND {s}.claims.fingerprint = EXCLUDED.fingerprint)
+                         RETURNING token, recovered, fresh"
+    )
 }
 
 /// The claim changed nothing: say why. Reads only.
@@ -330,7 +339,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let bytes = encode_result(&result, self.result_bytes_max)?;
+        let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
         let expires_at = ms(self.clock.now().saturating_add(self.config.result_ttl()));
         let s = &self.schema;
         let changed = self.with_client(|client| {
@@ -468,7 +477,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         let same = fp == fingerprint.as_bytes()[..];
         key_state_of_row(key, same, finished, (lease_until, expires_at), result, now)?
-            .try_map(|bytes| decode_result(&bytes).map_err(StoreError::from))
+            .try_map(|bytes| decode_result(key, &bytes).map_err(StoreError::from))
     }
 }
 

@@ -34,8 +34,9 @@ use crate::store::{
 };
 use crate::sync::{Arc, JoinHandle, ThreadBuilder};
 
-/// The schema version this code writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this code writes and reads. Version 2: every result carries a
+/// checksum bound to its key.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The encoding of a stored result: a version byte, then `encode`'s bytes. Stable across
 /// releases: a durable store keeps what it wrote.
@@ -71,12 +72,30 @@ impl Durable for u64 {
     }
 }
 
-/// The version byte in front of every stored result.
-const RESULT_ENCODING_V1: u8 = 1;
+/// The version byte in front of every stored result: 2, a checksummed result. (1 was a
+/// result without a checksum; such a file has schema version 1 and is refused at open.)
+const RESULT_ENCODING_V2: u8 = 2;
+/// Version byte and checksum.
+const RESULT_PREFIX: usize = 5;
 
-/// A result as a durable store keeps it: the version byte, then [`Durable::encode`]'s
-/// bytes, at most `bytes_max` of them. Shared by the SQLite and PostgreSQL stores.
+/// The checksum of `payload` as the result of `key`: CRC-32 over the scope, the key (each
+/// length-prefixed) and the payload, so a result read under another key, or with a byte
+/// changed, fails it.
+fn result_checksum(key: &ScopedKey, payload: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    for part in [key.scope().as_str(), key.key().as_str()] {
+        hasher.update(&(part.len() as u32).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.update(payload);
+    hasher.finalize()
+}
+
+/// A result as a durable store keeps it for `key`: the version byte, the checksum
+/// (little-endian), then [`Durable::encode`]'s bytes, at most `bytes_max` of them. Shared
+/// by the SQLite and PostgreSQL stores.
 pub(crate) fn encode_result<R: Durable>(
+    key: &ScopedKey,
     result: &R,
     bytes_max: usize,
 ) -> Result<Vec<u8>, StoreError> {
@@ -84,19 +103,29 @@ pub(crate) fn encode_result<R: Durable>(
     if payload.len() > bytes_max {
         return Err(SqliteError::ResultTooLarge { len: payload.len(), max: bytes_max }.into());
     }
-    let mut bytes = Vec::with_capacity(payload.len() + 1);
-    bytes.push(RESULT_ENCODING_V1);
+    let mut bytes = Vec::with_capacity(payload.len() + RESULT_PREFIX);
+    bytes.push(RESULT_ENCODING_V2);
+    bytes.extend_from_slice(&result_checksum(key, &payload).to_le_bytes());
     bytes.extend_from_slice(&payload);
     Ok(bytes)
 }
 
-/// Reads back what [`encode_result`] wrote.
-pub(crate) fn decode_result<R: Durable>(bytes: &[u8]) -> Result<R, SqliteError> {
-    match bytes.split_first() {
-        Some((&RESULT_ENCODING_V1, payload)) => R::decode(payload),
-        Some((version, _)) => Err(SqliteError::Corrupt(format!("result encoding {version}"))),
-        None => Err(SqliteError::Corrupt("empty result".into())),
+/// Reads back what [`encode_result`] wrote for `key`; a result that fails its checksum is
+/// an error naming the key, never a replay.
+pub(crate) fn decode_result<R: Durable>(key: &ScopedKey, bytes: &[u8]) -> Result<R, SqliteError> {
+    let corrupt = |what: &str| SqliteError::Corrupt(format!("the result of key {key} {what}"));
+    let Some((&version, rest)) = bytes.split_first() else {
+        return Err(corrupt("is empty"));
+    };
+    if version != RESULT_ENCODING_V2 {
+        return Err(corrupt(&format!("has unknown encoding {version}")));
     }
+    let (checksum, payload) =
+        rest.split_first_chunk::<4>().ok_or_else(|| corrupt("is cut short"))?;
+    if u32::from_le_bytes(*checksum) != result_checksum(key, payload) {
+        return Err(corrupt("fails its checksum"));
+    }
+    R::decode(payload)
 }
 
 /// What went wrong in the SQLite store; wrapped in [`StoreError::Storage`].
@@ -119,9 +148,16 @@ pub enum SqliteError {
         /// The limit.
         max: usize,
     },
-    /// Stored bytes could not be read back.
+    /// Stored bytes could not be read back, or the file failed its integrity check.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The write transaction failed (a locked file past the busy timeout, I/O, a full
+    /// disk): nothing of it happened. Not corruption; a retry may succeed.
+    #[error("write transaction failed: {0}")]
+    Write(String),
+    /// The writer thread is gone (the store is closing); nothing more is written.
+    #[error("the store's writer thread stopped")]
+    WriterStopped,
 }
 
 impl From<SqliteError> for StoreError {
@@ -217,17 +253,23 @@ fn ms(t: Timestamp) -> i64 {
     i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// How many times opening retries its set-up while another handle holds the file's
+/// write lock (two processes creating one file at once).
+const OPEN_ATTEMPTS_MAX: u32 = 50;
+
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(storage)?;
     conn.busy_timeout(Duration::from_secs(30)).map_err(storage)?;
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(storage)?;
-    conn.pragma_update(None, "synchronous", "FULL").map_err(storage)?;
-    conn.execute_batch(SCHEMA).map_err(storage)?;
-    conn.execute(
-        "INSERT OR IGNORE INTO meta (id, schema_version, next_token, records) VALUES (1, ?1, 1, 0)",
-        params![SCHEMA_VERSION],
-    )
-    .map_err(storage)?;
+    let mut attempt = 1;
+    // A lock upgrade that could deadlock, or switching the journal mode, answers BUSY at
+    // once instead of waiting for the busy timeout: retry the whole set-up, with a pause.
+    while let Err(error) = set_up(&conn) {
+        if attempt >= OPEN_ATTEMPTS_MAX || !is_busy(&error) {
+            return Err(storage(error));
+        }
+        crate::sync::sleep(Duration::from_millis(u64::from(attempt.min(20))));
+        attempt += 1;
+    }
     let found: i64 = conn
         .query_row("SELECT schema_version FROM meta WHERE id = 1", [], |r| r.get(0))
         .map_err(storage)?;
@@ -235,6 +277,41 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         return Err(SqliteError::SchemaVersion { found }.into());
     }
     Ok(conn)
+}
+
+/// WAL, `synchronous = FULL`, and the schema, created under the write lock.
+fn set_up(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE; {SCHEMA}
+         INSERT OR IGNORE INTO meta (id, schema_version, next_token, records)
+             VALUES (1, {SCHEMA_VERSION}, 1, 0);
+         COMMIT;"
+    ))
+    .inspect_err(|_| {
+        let _ = conn.execute_batch("ROLLBACK");
+    })
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+    matches!(error.sqlite_error_code(), Some(DatabaseBusy | DatabaseLocked))
+}
+
+/// SQLite's own integrity check of the file's structure (`PRAGMA quick_check`): a file
+/// damaged on disk is refused at open, naming what SQLite found.
+fn quick_check(conn: &Connection) -> Result<(), StoreError> {
+    let mut statement = conn.prepare("PRAGMA quick_check").map_err(storage)?;
+    let findings: Vec<String> = statement
+        .query_map([], |r| r.get(0))
+        .map_err(storage)?
+        .collect::<Result<_, _>>()
+        .map_err(storage)?;
+    if findings == ["ok"] {
+        return Ok(());
+    }
+    Err(SqliteError::Corrupt(format!("quick_check: {}", findings.join("; "))).into())
 }
 
 impl Writer {
@@ -303,7 +380,7 @@ impl Writer {
 }
 
 fn commit_error(message: &str) -> StoreError {
-    SqliteError::Corrupt(format!("transaction failed: {message}")).into()
+    SqliteError::Write(message.to_string()).into()
 }
 
 fn failed(op: &Op, message: &str) -> Answer {
@@ -543,6 +620,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
         let conn = open_connection(path)?;
+        quick_check(&conn)?;
         let reader = open_connection(path)?;
         let (requests, queue) = crossbeam_channel::bounded::<Request>(BATCH_MAX * 4);
         let writer = Writer { conn, clock: clock.clone(), config };
@@ -560,6 +638,22 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         })
     }
 
+    /// The durability settings the store's connections run with, read back from SQLite:
+    /// `("wal", 2)` (write-ahead log, `synchronous = FULL`). A test holds the store to
+    /// them, since a killed process cannot show a missing sync.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Storage`] if SQLite fails.
+    pub fn durability(&self) -> Result<(String, i64), StoreError> {
+        let reader = self.reader.lock();
+        let journal_mode: String =
+            reader.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(storage)?;
+        let synchronous: i64 =
+            reader.query_row("PRAGMA synchronous", [], |r| r.get(0)).map_err(storage)?;
+        Ok((journal_mode, synchronous))
+    }
+
     /// Sets the largest stored result, in bytes (default 64 KiB).
     #[must_use]
     pub fn with_result_bytes_max(mut self, max: usize) -> Self {
@@ -570,9 +664,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
     /// Sends `op` to the writer and waits for its answer (after the commit).
     fn ask(&self, op: Op) -> Result<Answer, StoreError> {
         let (reply, answer) = crossbeam_channel::bounded(1);
-        let gone = || {
-            StoreError::Storage(Box::new(SqliteError::Corrupt("the writer thread stopped".into())))
-        };
+        let gone = || StoreError::from(SqliteError::WriterStopped);
         self.requests.as_ref().ok_or_else(gone)?.send(Request { op, reply }).map_err(|_| gone())?;
         answer.recv().map_err(|_| gone())
     }
@@ -611,7 +703,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         if finished == 1 && expires_at > now_ms {
             let bytes =
                 result.ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?;
-            return Ok(Some(Claim::Replay(decode_result(&bytes)?)));
+            return Ok(Some(Claim::Replay(decode_result(key, &bytes)?)));
         }
         if finished == 0 && lease_until > now_ms {
             let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
@@ -630,7 +722,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         }
         match self.ask(Op::Claim(key.clone(), *fingerprint))? {
             Answer::Claim(result) => Ok(match result? {
-                Claim::Replay(bytes) => Claim::Replay(decode_result(&bytes)?),
+                Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
                 Claim::Acquired(lease) => Claim::Acquired(lease),
                 Claim::Recover(lease) => Claim::Recover(lease),
                 Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
@@ -669,7 +761,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let bytes = encode_result(&result, self.result_bytes_max)?;
+        let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
         self.done(Op::Complete(lease.clone(), bytes))
     }
 
@@ -704,7 +796,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
         let same = fp == fingerprint.as_bytes()[..];
         let times = (lease_until, expires_at);
         key_state_of_row(key, same, finished == 1, times, result, now)?
-            .try_map(|bytes| decode_result(&bytes).map_err(StoreError::from))
+            .try_map(|bytes| decode_result(key, &bytes).map_err(StoreError::from))
     }
 }
 

@@ -82,7 +82,8 @@ pub mod crash_plan {
     pub const INTENTS: u64 = 12;
 
     /// The worker's named crash points.
-    pub const POINTS: [&str; 4] = ["after_claim", "after_charge", "after_record", "before_reply"];
+    pub const POINTS: [&str; 5] =
+        ["after_claim", "after_charge", "after_record", "before_reply", "after_ack"];
 
     /// The system clock moved ahead by more than the worker's lease: the restarted process
     /// sees every lease of a dead worker as run out, without waiting for it.

@@ -1,7 +1,9 @@
 //! One worker process of the payment crash tests. It pays intents `first..first+count`
 //! against an SQLite store file and a file gateway, printing `ACK <intent> <charge id>`
 //! (flushed) for each answer it gives the client, and aborts at a named crash point if
-//! asked: `after_claim`, `after_charge`, `after_record` or `before_reply`, for one intent.
+//! asked: `after_claim`, `after_charge`, `after_record`, `before_reply` or `after_ack`
+//! (right after the answer is printed, so the last acknowledged answer is checked every
+//! round rather than by timing), for one intent.
 //!
 //! Usage:
 //! `crash_worker <store file or postgres URL> <gateway file> <first> <count> [<point> <intent>]`
@@ -26,6 +28,7 @@ enum Point {
     AfterCharge,
     AfterRecord,
     BeforeReply,
+    AfterAck,
 }
 
 /// The crash plan: abort at `point` while handling the intent with key `key`.
@@ -134,6 +137,7 @@ fn main() {
         Some("after_charge") => Some(Point::AfterCharge),
         Some("after_record") => Some(Point::AfterRecord),
         Some("before_reply") => Some(Point::BeforeReply),
+        Some("after_ack") => Some(Point::AfterAck),
         _ => None,
     };
     let target: Option<u64> = rest.get(1).and_then(|t| t.parse().ok());
@@ -167,6 +171,7 @@ fn main() {
             };
             writeln!(out, "{}", ack_line(i, charge)).expect("stdout");
             out.flush().expect("stdout");
+            plan.hit(Point::AfterAck, key.as_str());
         }
     }
 }
