@@ -7,7 +7,9 @@
 //! * `ci`: fmt check, clippy with warnings denied, tests (and the PostgreSQL store's tests
 //!   against a server `.ci/postgres.sh` starts), docs with warnings denied, loom.
 //! * `miri`: idem-future (the crate with unsafe code) under Miri, where nightly has it.
-//! * `crash [--rounds N]`: the payment crash tests (real processes killed), N rounds.
+//! * `crash [--rounds N]`: the payment and wallet crash tests (real processes killed,
+//!   power loss simulated), N rounds.
+//! * `mutants [name...]`: the mutation catalogue; every named break must be caught.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use std::process::{Command, ExitCode};
 
 mod bench;
 mod demo;
+mod mutants;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -26,8 +29,9 @@ const TASKS: &[(&str, &str)] = &[
     ("miri", "idem-future's tests under Miri (needs nightly with miri; not part of ci)"),
     (
         "crash [--rounds N]",
-        "payment crash tests: kill real worker processes, N rounds (default 1000)",
+        "payment and wallet crash tests: killed workers, power loss; N rounds (default 1000)",
     ),
+    ("mutants [name...]", "break the code on purpose, one named mutation at a time; all caught"),
 ];
 
 fn main() -> ExitCode {
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("miri") => miri(),
         Some("crash") => crash(&args[1..]),
+        Some("mutants") => mutants::run(&args[1..]),
         Some(other) => Err(format!("unknown task {other:?}\n{}", usage())),
         None => {
             println!("{}", usage());

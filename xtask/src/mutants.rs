@@ -1,0 +1,265 @@
+//! `cargo xtask mutants [name...]`: the mutation catalogue. Each entry is a small, named
+//! break of the code (a dropped check, a skipped sync, a weakened ordering) and the test
+//! or loom model that must catch it. The task copies the tree to a scratch directory, runs
+//! every check once on the unbroken copy (each must pass there), then applies each
+//! mutation in turn, runs its check, and restores the file. A check that still passes on
+//! a broken tree is a missing check: the task fails and names the mutation.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::{Result, root};
+
+/// How a mutation is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// `cargo test -p <package> [--features <feature>] --test <test> <filter>`, with the
+    /// crash tests' rounds set by `IDEM_CRASH_ROUNDS`.
+    Test { package: &'static str, feature: &'static str, test: &'static str, filter: &'static str },
+    /// The package's loom models (`--cfg loom`, release, LOOM_MAX_PREEMPTIONS=3).
+    Loom { package: &'static str },
+}
+
+/// One named break of the code.
+#[derive(Debug)]
+struct Mutant {
+    name: &'static str,
+    file: &'static str,
+    from: &'static str,
+    to: &'static str,
+    check: Check,
+}
+
+const fn test(
+    package: &'static str,
+    feature: &'static str,
+    test: &'static str,
+    filter: &'static str,
+) -> Check {
+    Check::Test { package, feature, test, filter }
+}
+
+/// Crash-test rounds per check: enough for the fault plans to cover every point.
+const CRASH_ROUNDS: &str = "150";
+
+const CATALOGUE: &[Mutant] = &[
+    Mutant {
+        name: "sqlite-synchronous-off",
+        file: "crates/idem-core/src/sqlite.rs",
+        from: r#"conn.pragma_update(None, "synchronous", "FULL")?;"#,
+        to: r#"conn.pragma_update(None, "synchronous", "OFF")?;"#,
+        check: test("idem-core", "sqlite", "it", "sqlite::"),
+    },
+    Mutant {
+        name: "sqlite-result-checksum-unchecked",
+        file: "crates/idem-core/src/sqlite.rs",
+        from: "if u32::from_le_bytes(*checksum) != result_checksum(key, payload) {",
+        to: "if false {",
+        check: test("idem-core", "sqlite", "it", "sqlite::"),
+    },
+    Mutant {
+        name: "sqlite-checksum-ignores-the-key",
+        file: "crates/idem-core/src/sqlite.rs",
+        from: "for part in [key.scope().as_str(), key.key().as_str()] {",
+        to: "for part in [key.scope().as_str(), key.key().as_str()].iter().take(0) {",
+        check: test("idem-core", "sqlite", "it", "sqlite::"),
+    },
+    Mutant {
+        name: "wallet-skips-sync",
+        file: "crates/idem-wallet/src/durable/writer.rs",
+        from: "device.append(&bytes).and_then(|()| device.sync())",
+        to: "device.append(&bytes)",
+        check: test("idem-wallet", "", "crash", "killed"),
+    },
+    Mutant {
+        name: "wallet-recovery-skips-the-last-record",
+        file: "crates/idem-wallet/src/durable/recovery.rs",
+        from: "            Ok((record, next)) => {",
+        to: "            Ok((_, next)) if next == bytes.len() => at = next,\n            \
+             Ok((record, next)) => {",
+        check: test("idem-wallet", "", "crash", "killed"),
+    },
+    Mutant {
+        name: "wallet-header-checksum-unchecked",
+        file: "crates/idem-wallet/src/durable/format.rs",
+        from: "if checksum(&header[..8]) != word(8) {",
+        to: "if false {",
+        check: test("idem-wallet", "", "crash", "flipped_length"),
+    },
+    Mutant {
+        name: "wallet-replayed-results-unchecked",
+        file: "crates/idem-wallet/src/durable/recovery.rs",
+        from: "if result_codes(&answer) != record.results {",
+        to: "if false {",
+        check: test("idem-wallet", "", "crash", "other_limits"),
+    },
+    Mutant {
+        name: "wallet-invariant-sum-overflows",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "let (low, carry) = self.low.overflowing_add(amount);",
+        to: "let (low, carry) = (self.low + amount, false);",
+        check: test("idem-wallet", "", "it", "u128_max"),
+    },
+    Mutant {
+        name: "payments-recover-charges-blindly",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "Claim::Recover(lease) => match self.settle_from_lookup(scoped, request, &lease)? {",
+        to: "Claim::Recover(lease) => match None::<PaymentOutcome> {",
+        check: test("idem-payments", "", "crash", "crashed"),
+    },
+    Mutant {
+        name: "payments-gateway-answer-trusted",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "        None => Ok(charge),",
+        to: "        _ => Ok(charge),",
+        check: test("idem-payments", "", "it", "tenants::"),
+    },
+    Mutant {
+        name: "payments-merchant-may-hold-the-separator",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "if let Some(position) = merchant.find('/') {",
+        to: "if let Some(position) = merchant.find('\\0') {",
+        check: test("idem-payments", "", "it", "tenants::"),
+    },
+    Mutant {
+        name: "pool-release-skips-the-generation-check",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "if s.generation != generation {",
+        to: "if false {",
+        check: test("idem-pool", "", "it", "model::"),
+    },
+    Mutant {
+        name: "pool-failed-connect-strands-its-slot",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
+               state.give_free(slot);",
+        to: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
+             state.free.push(slot);",
+        check: Check::Loom { package: "idem-pool" },
+    },
+    Mutant {
+        name: "core-waiter-notify-dropped",
+        file: "crates/idem-core/src/memory.rs",
+        from: "            shard.changed.notify_all();\n        }\n        Ok(())",
+        to: "        }\n        Ok(())",
+        check: Check::Loom { package: "idem-core" },
+    },
+    Mutant {
+        name: "future-cell-snapshot-relaxed",
+        file: "crates/idem-future/src/cell.rs",
+        from: "Snapshot(self.state.load(Ordering::Acquire))",
+        to: "Snapshot(self.state.load(Ordering::Relaxed))",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "notify-dead-letters-always-final",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "    let _ = if may_have_delivered {",
+        to: "    let _ = if true {",
+        check: test("idem-notify", "", "it", "dead_letter"),
+    },
+];
+
+/// Runs the catalogue (or the named entries of it).
+pub(crate) fn run(args: &[String]) -> Result {
+    let selected: Vec<&Mutant> =
+        CATALOGUE.iter().filter(|m| args.is_empty() || args.iter().any(|a| a == m.name)).collect();
+    if selected.is_empty() {
+        let names: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+        return Err(format!("no mutation named {args:?}; the catalogue: {names:?}"));
+    }
+    let scratch = root().join("target/mutants");
+    let tree = copy_tree(&scratch)?;
+    let started = Instant::now();
+    let mut baselines: Vec<Check> = Vec::new();
+    for mutant in &selected {
+        if !baselines.contains(&mutant.check) {
+            baselines.push(mutant.check);
+            if !passes(&tree, &scratch, mutant.check)? {
+                return Err(format!("{:?} fails on the unbroken tree", mutant.check));
+            }
+        }
+    }
+    let mut survivors = Vec::new();
+    for mutant in &selected {
+        let clock = Instant::now();
+        let caught = !with_mutation(&tree, mutant, || passes(&tree, &scratch, mutant.check))?;
+        let verdict = if caught { "caught" } else { "SURVIVED" };
+        println!("xtask: mutant {:<42} {verdict:<8} {:>5.1} s", mutant.name, seconds(clock));
+        if !caught {
+            survivors.push(mutant.name);
+        }
+    }
+    println!("xtask: {} mutations in {:.0} s", selected.len(), seconds(started));
+    if survivors.is_empty() { Ok(()) } else { Err(format!("mutations survived: {survivors:?}")) }
+}
+
+fn seconds(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64()
+}
+
+/// Applies `mutant` to the scratch tree, runs `check`, and restores the file.
+fn with_mutation(
+    tree: &Path,
+    mutant: &Mutant,
+    check: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
+    let path = tree.join(mutant.file);
+    let original = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", mutant.file))?;
+    if original.matches(mutant.from).count() != 1 {
+        return Err(format!("{}: the text to break is not in {} once", mutant.name, mutant.file));
+    }
+    let write = |text: &str| std::fs::write(&path, text).map_err(|e| format!("{e}"));
+    write(&original.replacen(mutant.from, mutant.to, 1))?;
+    let result = check();
+    write(&original)?;
+    result
+}
+
+/// Whether `check` passes on the scratch tree.
+fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<bool> {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(tree).env("IDEM_CRASH_ROUNDS", CRASH_ROUNDS);
+    match check {
+        Check::Test { package, feature, test, filter } => {
+            command.args(["test", "-q", "-p", package, "--test", test]);
+            if !feature.is_empty() {
+                command.args(["--features", feature]);
+            }
+            command.args(["--", filter]).env("CARGO_TARGET_DIR", scratch.join("target"));
+        }
+        Check::Loom { package } => {
+            command
+                .args(["test", "-q", "--release", "-p", package, "--test", "loom"])
+                .env("CARGO_TARGET_DIR", scratch.join("loom"))
+                .env("RUSTFLAGS", "--cfg loom")
+                .env("LOOM_MAX_PREEMPTIONS", "3");
+        }
+    }
+    let output = command.output().map_err(|e| format!("cannot start cargo: {e}"))?;
+    Ok(output.status.success())
+}
+
+/// Copies the tracked and untracked (not ignored) files of the workspace into
+/// `<scratch>/tree`, fresh.
+fn copy_tree(scratch: &Path) -> Result<PathBuf> {
+    let tree = scratch.join("tree");
+    let _ = std::fs::remove_dir_all(&tree);
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("git ls-files: {e}"))?;
+    for file in listed.stdout.split(|b| *b == 0).filter(|f| !f.is_empty()) {
+        let relative = PathBuf::from(String::from_utf8_lossy(file).into_owned());
+        let (from, to) = (root().join(&relative), tree.join(&relative));
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        if from.is_file() {
+            std::fs::copy(&from, &to).map_err(|e| format!("{}: {e}", relative.display()))?;
+        }
+    }
+    Ok(tree)
+}
