@@ -457,9 +457,9 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
         fingerprint: &Fingerprint,
         timeout: Duration,
     ) -> Result<Claim<R>, StoreError> {
-        let deadline = crate::sync::Instant::now() + timeout;
+        let deadline = crate::store::deadline_after(timeout);
         self.claim_inner(key, fingerprint, |shard, mut state, claim| {
-            let left = deadline.saturating_duration_since(crate::sync::Instant::now());
+            let left = crate::store::time_left(deadline);
             let Claim::InFlight { retry_after } = claim else { return WaitStep::Done };
             if left.is_zero() {
                 return WaitStep::Done;

@@ -321,12 +321,12 @@ pub trait KeyStore<R>: Send + Sync {
         fingerprint: &Fingerprint,
         timeout: Duration,
     ) -> Result<Claim<R>, StoreError> {
-        let deadline = crate::sync::Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         let mut pause = Duration::from_millis(1);
         loop {
             let claim = self.claim(key, fingerprint)?;
             let Claim::InFlight { retry_after } = claim else { return Ok(claim) };
-            let left = deadline.saturating_duration_since(crate::sync::Instant::now());
+            let left = time_left(deadline);
             if left.is_zero() {
                 return Ok(claim);
             }
@@ -450,6 +450,17 @@ pub(crate) fn key_state_of_row(
         }
         _ => KeyState::Pending { lease_expired_at: lease_until },
     })
+}
+
+/// The instant `timeout` from now, or `None` (no deadline) for a timeout too long to add
+/// to the clock, such as `Duration::MAX`.
+pub(crate) fn deadline_after(timeout: Duration) -> Option<crate::sync::Instant> {
+    crate::sync::Instant::now().checked_add(timeout)
+}
+
+/// The time left until `deadline` (`Duration::MAX` without one).
+pub(crate) fn time_left(deadline: Option<crate::sync::Instant>) -> Duration {
+    deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(crate::sync::Instant::now()))
 }
 
 /// An in-flight claim whose lease has run out, as listed by [`KeyStore::pending`].

@@ -363,19 +363,22 @@ pub fn claim_wait_absent_acquires<S: KeyStore<String>>(
 ) {
     let f = fixture(make, 100);
     let k = key("s", "k");
-    let got = f.store.claim_wait(&k, &request(1), Duration::from_secs(60)).expect("claim_wait");
+    // The longest timeout there is: an absent key is acquired at once, nothing overflows.
+    let got = f.store.claim_wait(&k, &request(1), Duration::MAX).expect("claim_wait");
     assert!(matches!(got, Claim::Acquired(_)), "got {got:?}");
 }
 
-/// `claim_wait` gives up at its timeout with `InFlight`.
+/// `claim_wait` gives up at its timeout with `InFlight` (a zero timeout at once).
 pub fn claim_wait_times_out<S: KeyStore<String>>(
     make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
 ) {
     let f = fixture(make, 100);
     let k = key("s", "k");
     let _lease = acquire(&f.store, &k, 1);
-    let got = f.store.claim_wait(&k, &request(1), ms(20)).expect("claim_wait");
-    assert!(matches!(got, Claim::InFlight { .. }), "got {got:?}");
+    for timeout in [Duration::ZERO, ms(20)] {
+        let got = f.store.claim_wait(&k, &request(1), timeout).expect("claim_wait");
+        assert!(matches!(got, Claim::InFlight { .. }), "{timeout:?}: got {got:?}");
+    }
 }
 
 fn settle_while_waiting<S: KeyStore<String> + Sync>(
@@ -386,7 +389,8 @@ fn settle_while_waiting<S: KeyStore<String> + Sync>(
     let k = key("s", "k");
     let lease = acquire(&f.store, &k, 1);
     thread::scope(|scope| {
-        let waiter = scope.spawn(|| f.store.claim_wait(&k, &request(1), Duration::from_secs(30)));
+        // No deadline at all: only the settle ends the wait.
+        let waiter = scope.spawn(|| f.store.claim_wait(&k, &request(1), Duration::MAX));
         thread::sleep(ms(20));
         settle(&f.store, &lease);
         waiter.join().expect("waiter thread").expect("claim_wait")

@@ -354,7 +354,9 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// Stops accepting, lets the workers drain the queue until `deadline` from now, and
     /// reports what was left. Idempotent by its shape: a second call reports nothing new.
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
-        *self.shared.deadline.lock() = Some(Instant::now() + deadline);
+        // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
+        let drain_until = Instant::now().checked_add(deadline);
+        *self.shared.deadline.lock() = drain_until;
         drop(self.sender.lock().take());
         let workers = std::mem::take(&mut *self.workers.lock());
         for worker in workers {

@@ -242,13 +242,12 @@ fn maintenance_loop<M: Manager>(
     interval: Duration,
 ) {
     loop {
+        // An interval too long to add to the clock (`Duration::MAX`) waits in long naps.
+        let now = Instant::now();
+        let until = now.checked_add(interval).unwrap_or(now + NAP_WITHOUT_DEADLINE);
         {
             let stopped = stop.stopped.lock();
-            let stopped = if *stopped {
-                stopped
-            } else {
-                stop.cv.wait_until(stopped, Instant::now() + interval)
-            };
+            let stopped = if *stopped { stopped } else { stop.cv.wait_until(stopped, until) };
             if *stopped {
                 return;
             }
@@ -740,4 +739,25 @@ enum Waited<M: Manager> {
     Guard(PooledConnection<M>),
     Create(usize),
     Again,
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{Arc, Duration, Stop, maintenance_loop};
+
+    /// An interval too long to add to the clock (`Duration::MAX`): the maintenance thread
+    /// computes its wait without panicking, and stops when told.
+    #[test]
+    fn maintenance_with_an_endless_interval_waits_and_stops() {
+        let stop = Arc::new(Stop::default());
+        let shared = crate::sync::Weak::<super::Shared<super::NeverManager>>::new();
+        // Stopped before it starts: the loop still computes its first wait.
+        stop.signal();
+        let stopping = stop.clone();
+        let thread = crate::sync::spawn_named("test-maintenance", move || {
+            maintenance_loop(&shared, &stopping, Duration::MAX);
+        });
+        let thread = thread.expect("a thread");
+        assert!(thread.join().is_ok(), "the maintenance thread neither panicked nor hung");
+    }
 }

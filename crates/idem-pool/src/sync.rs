@@ -13,8 +13,11 @@ pub(crate) use std::sync::Weak;
 /// Starts the maintenance thread, named `name`; `Err` if the OS refuses a thread. Not
 /// under loom: the models run without maintenance.
 #[cfg(not(loom))]
-pub(crate) fn spawn_named(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    std::thread::Builder::new().name(name.into()).spawn(f).map(drop)
+pub(crate) fn spawn_named(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name(name.into()).spawn(f)
 }
 
 /// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).

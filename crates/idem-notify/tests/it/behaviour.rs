@@ -6,8 +6,8 @@ use std::time::Duration;
 use idem_core::{Claim, KeyError, KeyStore};
 use idem_notify::{
     Channel, Config, ConfigError, InvalidNotification, Jitter, MarkReadError, Notification,
-    Outcome, ProviderFault, RetryPolicy, SimulatedProvider, SubmitError, Submitted, UnknownPolicy,
-    WORKERS_MAX,
+    Outcome, ProviderFault, RetryPolicy, ShutdownReport, SimulatedProvider, SubmitError, Submitted,
+    UnknownPolicy, WORKERS_MAX,
 };
 
 use crate::{LEASE, WAIT, drain, note, setup, wait_until};
@@ -340,6 +340,21 @@ fn a_full_queue_refuses_and_drops_nothing_silently() {
         s.notifier.stats().refused,
         refused.len() as u64 + (s.notifier.stats().refused - refused.len() as u64)
     );
+}
+
+#[test]
+fn shutdown_without_a_deadline_drains_everything() {
+    let s = setup(SimulatedProvider::new(), |c| c.queue_capacity(100));
+    let notes: Vec<Notification> = (0..20).map(|i| note(&format!("m{i}"))).collect();
+    for n in &notes {
+        s.notifier.submit(n.clone()).expect("submit");
+    }
+    // The longest deadline there is: nothing overflows, every message is sent.
+    let report = s.notifier.shutdown(Duration::MAX);
+    assert!(report.drained && report.left.is_empty(), "{report:?}");
+    assert_eq!(s.notifier.stats().sent, notes.len() as u64);
+    let again = s.notifier.shutdown(Duration::MAX);
+    assert_eq!(again, ShutdownReport { drained: true, left: Vec::new() }, "idempotent");
 }
 
 #[test]

@@ -63,8 +63,12 @@ fn pay_wait_returns_the_first_attempts_outcome() {
     let (p, _) = processor();
     let (k, r) = (key("k1"), request(10));
     let first = p.pay(&k, &r).expect("pay");
-    let waited = p.pay_wait(&k, &r, Duration::from_millis(50)).expect("pay_wait");
-    assert_eq!((waited.outcome, waited.replayed), (first.outcome, true));
+    for timeout in [Duration::ZERO, Duration::from_millis(50), Duration::MAX] {
+        let waited = p.pay_wait(&k, &r, timeout).expect("pay_wait");
+        assert_eq!((&waited.outcome, waited.replayed), (&first.outcome, true), "{timeout:?}");
+    }
+    // An absent key with no deadline at all charges at once.
+    assert!(!p.pay_wait(&key("k2"), &r, Duration::MAX).expect("charges").replayed);
 }
 
 #[test]
