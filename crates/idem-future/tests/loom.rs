@@ -191,3 +191,26 @@ fn take_races_callback_registration() {
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     });
 }
+
+/// Race: a shared reader reads the outcome with `try_get` (a load of the state word, then
+/// a read of the value) while the completer writes and publishes it; the reader spins
+/// (yielding) until it sees the promise completed, so it reads the value without any other
+/// synchronisation with the completer (no join, no lock).
+/// Invariant: the reader sees exactly the value written (loom reports a read of the value
+/// not ordered after its write, as with a `Relaxed` state load, as a causality violation).
+#[test]
+fn shared_try_get_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let shared = future.shared();
+        let completing = thread::spawn(move || completer.complete(8).is_ok());
+        let seen = loop {
+            if let Some(seen) = shared.try_get() {
+                break seen;
+            }
+            thread::yield_now();
+        };
+        assert_eq!(seen, Ok(8));
+        assert!(completing.join().unwrap());
+    });
+}
