@@ -28,6 +28,10 @@ type KeyHasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 /// sweep visiting every shard stays cheap. Loom models use two, to stay small.
 #[cfg(not(loom))]
 const SHARDS: usize = 64;
+
+/// Expired results removed by each completion, at most (more wait for the next one, or
+/// for `sweep`). A completion pops every stale expiry entry it meets on the way.
+const EAGER_SWEEP_MAX: usize = 2;
 #[cfg(loom)]
 const SHARDS: usize = 2;
 
@@ -125,8 +129,11 @@ pub struct StoreStats {
     pub released: u64,
     /// Completes and releases refused with [`StoreError::LeaseLost`].
     pub lease_lost: u64,
-    /// Expired finished records removed by sweeps.
+    /// Expired finished records removed by sweeps (explicit, or a few per completion).
     pub swept: u64,
+    /// Entries in the expiry index: one per finished record, plus entries of records
+    /// taken over since, until a sweep or a completion pops them. Stays near `records`.
+    pub expiry_entries: usize,
 }
 
 impl StoreStats {
@@ -204,7 +211,9 @@ impl<R: Clone + Send> MemoryStore<R> {
     pub fn stats(&self) -> StoreStats {
         let mut total = StoreStats { records: self.len(), ..StoreStats::default() };
         for shard in self.shards.iter() {
-            total.add(&shard.state.lock().stats);
+            let state = shard.state.lock();
+            total.add(&state.stats);
+            total.expiry_entries += state.expiry.len();
         }
         total
     }
@@ -395,10 +404,17 @@ impl<R: Clone + Send> MemoryStore<R> {
         };
         match outcome {
             Some(result) => {
-                let expires_at = self.clock.now().saturating_add(self.config.result_ttl());
+                let now = self.clock.now();
+                let expires_at = now.saturating_add(self.config.result_ttl());
                 entry.into_mut().phase = Phase::Finished { result, expires_at };
                 state.expiry.push(Reverse((expires_at, lease.token(), hash)));
                 state.stats.completed += 1;
+                // Expired results and the entries of records since taken over are removed
+                // as time passes, a few per completion, not only when the store is full:
+                // the expiry index stays as large as the live records, whatever the load.
+                let removed = state.sweep(now, EAGER_SWEEP_MAX);
+                // ORDERING: see `reserve`.
+                self.records.fetch_sub(removed, Ordering::Relaxed);
             }
             None => {
                 entry.remove();

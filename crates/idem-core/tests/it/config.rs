@@ -91,6 +91,7 @@ fn counters_count_each_answer() {
         released: 0,
         lease_lost: 1,
         swept: 1,
+        expiry_entries: 0,
     };
     assert_eq!(stats, expected);
     assert!(store.is_empty());

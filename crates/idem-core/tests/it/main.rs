@@ -1,5 +1,6 @@
 //! idem-core's integration tests: one binary, one module per concern.
 
+mod bounded;
 mod config;
 mod conformance;
 mod fingerprint;
