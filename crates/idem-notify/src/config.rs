@@ -45,6 +45,9 @@ pub enum ConfigError {
     /// `read_max` must be at least 1.
     #[error("read_max is 0; it must be at least 1")]
     ReadMax,
+    /// `reports_max` must be at least 1.
+    #[error("reports_max is 0; it must be at least 1")]
+    ReportsMax,
 }
 
 /// The notifier's settings, built by [`Config::builder`] (or [`Config::default`]).
@@ -65,6 +68,7 @@ pub struct Config {
     unknown: UnknownPolicy,
     sleeper: Arc<dyn Sleeper>,
     read_max: usize,
+    reports_max: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -75,6 +79,7 @@ impl std::fmt::Debug for Config {
             .field("retry", &self.retry)
             .field("unknown", &self.unknown)
             .field("read_max", &self.read_max)
+            .field("reports_max", &self.reports_max)
             .finish_non_exhaustive()
     }
 }
@@ -88,6 +93,7 @@ impl Default for Config {
             unknown: UnknownPolicy::ReportUnresolved,
             sleeper: Arc::new(ThreadSleeper),
             read_max: 1_000_000,
+            reports_max: 1_000,
         }
     }
 }
@@ -126,6 +132,11 @@ impl Config {
     /// The most (recipient, id) pairs `mark_read` remembers.
     pub fn read_max(&self) -> usize {
         self.read_max
+    }
+
+    /// The most dead letters, and the most unresolved notifications, kept for reading.
+    pub fn reports_max(&self) -> usize {
+        self.reports_max
     }
 }
 
@@ -175,6 +186,17 @@ impl ConfigBuilder {
         self
     }
 
+    /// The most dead letters, and the most unresolved notifications, kept for
+    /// [`Notifier::dead_letters`](crate::Notifier::dead_letters) and
+    /// [`Notifier::unresolved`](crate::Notifier::unresolved); default 1,000, at least 1.
+    /// Past it the oldest is dropped from the list and counted
+    /// ([`Stats::reports_dropped`](crate::Stats::reports_dropped)); the message's id keeps
+    /// its state in the store either way.
+    pub fn reports_max(mut self, reports_max: usize) -> Self {
+        self.config.reports_max = reports_max;
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -196,6 +218,9 @@ impl ConfigBuilder {
         }
         if c.read_max == 0 {
             return Err(ConfigError::ReadMax);
+        }
+        if c.reports_max == 0 {
+            return Err(ConfigError::ReportsMax);
         }
         Ok(c)
     }

@@ -1,7 +1,7 @@
 //! The notifier: submit claims the message id and queues; workers send, retry, and store
 //! the outcome with the id.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -99,6 +99,9 @@ pub struct Stats {
     pub dead_lettered: u64,
     /// Notifications whose delivery is unknown and left for a human (or a later replay).
     pub unresolved: u64,
+    /// Dead letters and unresolved notifications dropped from their lists (the oldest
+    /// first) because a list held `reports_max` already.
+    pub reports_dropped: u64,
     /// Submissions refused (queue full, shut down, content mismatch).
     pub refused: u64,
 }
@@ -157,6 +160,7 @@ struct Counters {
     retries: AtomicU64,
     dead_lettered: AtomicU64,
     unresolved: AtomicU64,
+    reports_dropped: AtomicU64,
     refused: AtomicU64,
 }
 
@@ -165,8 +169,8 @@ struct Shared<P, S> {
     store: S,
     config: Config,
     counters: Counters,
-    dead: Mutex<Vec<DeadLetter>>,
-    unresolved: Mutex<Vec<Notification>>,
+    dead: Mutex<VecDeque<DeadLetter>>,
+    unresolved: Mutex<VecDeque<Notification>>,
     read: Mutex<HashSet<ScopedKey>>,
     /// Set by `shutdown`: workers stop taking jobs after this instant.
     deadline: Mutex<Option<Instant>>,
@@ -210,8 +214,8 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             store,
             config,
             counters: Counters::default(),
-            dead: Mutex::new(Vec::new()),
-            unresolved: Mutex::new(Vec::new()),
+            dead: Mutex::new(VecDeque::new()),
+            unresolved: Mutex::new(VecDeque::new()),
             read: Mutex::new(HashSet::new()),
             deadline: Mutex::new(None),
             left: Mutex::new(Vec::new()),
@@ -326,19 +330,22 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             retries: get(&c.retries),
             dead_lettered: get(&c.dead_lettered),
             unresolved: get(&c.unresolved),
+            reports_dropped: get(&c.reports_dropped),
             refused: get(&c.refused),
         }
     }
 
-    /// Notifications given up on, with their reasons.
+    /// Notifications given up on, with their reasons: the latest `reports_max`, oldest
+    /// first.
     pub fn dead_letters(&self) -> Vec<DeadLetter> {
-        self.shared.dead.lock().clone()
+        self.shared.dead.lock().iter().cloned().collect()
     }
 
     /// Notifications whose delivery is unknown and the provider cannot say: left
-    /// pending, never resent blindly. A replay after the lease runs out asks again.
+    /// pending, never resent blindly. A replay after the lease runs out asks again. The
+    /// latest `reports_max`, oldest first.
     pub fn unresolved(&self) -> Vec<Notification> {
-        self.shared.unresolved.lock().clone()
+        self.shared.unresolved.lock().iter().cloned().collect()
     }
 
     /// The provider (for tests and the demo).
@@ -462,7 +469,7 @@ fn dead<P: Provider, S: KeyStore<Outcome>>(
 ) {
     let notification = job.notification.clone();
     let letter = DeadLetter { notification, reason: reason.clone(), may_have_delivered };
-    shared.dead.lock().push(letter);
+    report(shared, &shared.dead, letter);
     let _ = if may_have_delivered {
         shared.store.complete(&job.lease, Outcome::DeadLettered(reason))
     } else {
@@ -475,5 +482,19 @@ fn dead<P: Provider, S: KeyStore<Outcome>>(
 /// reports the notification.
 fn unresolved<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: Job) {
     add(&shared.counters.unresolved);
-    shared.unresolved.lock().push(job.notification);
+    report(shared, &shared.unresolved, job.notification);
+}
+
+/// Appends to a report list, dropping (and counting) the oldest entry past `reports_max`.
+fn report<P: Provider, S: KeyStore<Outcome>, T>(
+    shared: &Shared<P, S>,
+    list: &Mutex<VecDeque<T>>,
+    entry: T,
+) {
+    let mut list = list.lock();
+    if list.len() >= shared.config.reports_max() {
+        list.pop_front();
+        add(&shared.counters.reports_dropped);
+    }
+    list.push_back(entry);
 }

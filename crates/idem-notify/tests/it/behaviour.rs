@@ -147,6 +147,25 @@ fn a_dead_letter_that_was_never_delivered_can_be_resubmitted() {
 }
 
 #[test]
+fn the_dead_letter_list_keeps_the_latest_and_counts_what_it_drops() {
+    let s = setup(SimulatedProvider::new(), |c| c.reports_max(100).queue_capacity(10_000));
+    let content = "x".repeat(1024);
+    for i in 0..5_000 {
+        s.notifier.provider().inject(ProviderFault::Permanent);
+        let n =
+            Notification::new(&format!("m{i}"), "user:1", Channel::Email, &content).expect("valid");
+        // One at a time, so that fault i meets message i.
+        s.notifier.submit(n).expect("submit");
+        wait_until("the dead letter", WAIT, || s.notifier.stats().dead_lettered == i + 1);
+    }
+    let dead = s.notifier.dead_letters();
+    assert_eq!(dead.len(), 100, "bounded by reports_max");
+    assert_eq!(dead[0].notification.message_id(), "m4900", "the latest kept, oldest first");
+    assert_eq!(s.notifier.stats().reports_dropped, 4_900);
+    drain(&s.notifier);
+}
+
+#[test]
 fn a_dead_letter_after_an_unsettled_ambiguous_send_is_final() {
     // The provider forgets ids, so it cannot settle a timeout; under Resend the retries
     // go on and end dead-lettered, having possibly delivered.
@@ -433,6 +452,7 @@ fn bad_configuration_is_a_typed_error_naming_the_setting() {
             ConfigError::RetryBase { base: Duration::MAX, cap: RetryPolicy::default().cap },
         ),
         (Config::builder().read_max(0), ConfigError::ReadMax),
+        (Config::builder().reports_max(0), ConfigError::ReportsMax),
     ];
     for (builder, expected) in cases {
         assert_eq!(builder.build().map(|_| ()), Err(expected.clone()));
