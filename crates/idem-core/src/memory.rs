@@ -10,7 +10,7 @@ use hashbrown::HashTable;
 
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
-use crate::key::ScopedKey;
+use crate::key::{Scope, ScopedKey};
 use crate::store::{
     Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
 };
@@ -70,6 +70,9 @@ pub struct MemoryStore<R> {
     /// Each key is hashed once per operation; the hash picks the shard and finds the
     /// record in the shard's table.
     hasher: KeyHasher,
+    /// In-flight claims per scope, kept only when a scope quota is configured. Locked
+    /// after a shard lock, never before one.
+    scopes: Mutex<std::collections::HashMap<Scope, usize>>,
 }
 
 struct Shard<R> {
@@ -188,7 +191,9 @@ impl<R: Clone + Send> MemoryStore<R> {
                 changed: Condvar::new(),
             })
             .collect();
-        Self { shards, clock, config, records: AtomicUsize::new(0), hasher: KeyHasher::default() }
+        let scopes = Mutex::new(std::collections::HashMap::new());
+        let records = AtomicUsize::new(0);
+        Self { shards, clock, config, records, hasher: KeyHasher::default(), scopes }
     }
 
     /// The limits this store enforces.
@@ -255,6 +260,42 @@ impl<R: Clone + Send> MemoryStore<R> {
         (hash, &self.shards[(hash >> 32) as usize % self.shards.len()])
     }
 
+    /// Counts one more claim in flight in `key`'s scope, if the quota (when there is one)
+    /// allows it.
+    ///
+    /// RACE (quota): two claims in one scope, on keys in different shards, reach the quota
+    /// at once. The count is checked and raised under the one scopes lock, so only one of
+    /// them gets the last place. Loom model: `scope_quota_holds_across_shards`.
+    fn scope_admits(&self, key: &ScopedKey) -> bool {
+        let Some(max) = self.config.scope_in_flight_max() else { return true };
+        let mut scopes = self.scopes.lock();
+        let in_flight = scopes.entry(key.scope().clone()).or_insert(0);
+        if *in_flight >= max {
+            return false;
+        }
+        *in_flight += 1;
+        true
+    }
+
+    /// Counts one claim in `key`'s scope no longer in flight (completed or released).
+    fn scope_settled(&self, key: &ScopedKey) {
+        if self.config.scope_in_flight_max().is_none() {
+            return;
+        }
+        let mut scopes = self.scopes.lock();
+        if let Some(in_flight) = scopes.get_mut(key.scope()) {
+            *in_flight -= 1;
+            if *in_flight == 0 {
+                scopes.remove(key.scope());
+            }
+        }
+    }
+
+    fn quota_error(&self, key: &ScopedKey) -> StoreError {
+        let in_flight_max = self.config.scope_in_flight_max().unwrap_or(usize::MAX);
+        StoreError::ScopeQuota { scope: key.scope().clone(), in_flight_max }
+    }
+
     /// Reserves room for one more record, if there is any.
     fn reserve(&self) -> bool {
         let capacity = self.config.capacity();
@@ -285,7 +326,11 @@ impl<R: Clone + Send> MemoryStore<R> {
             token
         };
         let Some(record) = table.find_mut(hash, |r| r.key == *key) else {
+            if !self.scope_admits(key) {
+                return Step::Answer(Err(self.quota_error(key)));
+            }
             if !self.reserve() {
+                self.scope_settled(key);
                 return Step::Full;
             }
             let token = take_token();
@@ -307,6 +352,9 @@ impl<R: Clone + Send> MemoryStore<R> {
         let answer = match &record.phase {
             // An expired result counts as absent, whatever its fingerprint: reuse the slot.
             Phase::Finished { expires_at, .. } if *expires_at <= now => {
+                if !self.scope_admits(key) {
+                    return Step::Answer(Err(self.quota_error(key)));
+                }
                 record.fingerprint = *fingerprint;
                 stats.acquired += 1;
                 Claim::Acquired(relet(record))
@@ -402,6 +450,8 @@ impl<R: Clone + Send> MemoryStore<R> {
             state.stats.lease_lost += 1;
             return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
         };
+        // Completed or released, the claim is no longer in flight in its scope.
+        self.scope_settled(lease.key());
         match outcome {
             Some(result) => {
                 let now = self.clock.now();

@@ -270,6 +270,10 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                     return Err(StoreError::StoreFull { capacity: self.config.capacity() });
                 }
             }
+            if !recovered {
+                // A refusal drops the transaction, which rolls the claim back.
+                scope_quota(&mut tx, s, key, self.config)?;
+            }
             tx.commit().map_err(pg)?;
             let lease = Lease::new(key.clone(), FencingToken::new(token as u64), lease_expires_at);
             Ok(if recovered { Claim::Recover(lease) } else { Claim::Acquired(lease) })
@@ -295,6 +299,27 @@ fn claim_sql(s: &str) -> String {
                                 AND {s}.claims.fingerprint = EXCLUDED.fingerprint)
                          RETURNING token, recovered, fresh"
     )
+}
+
+/// With a scope quota, refuses a new in-flight claim (already written in `tx`) past it.
+fn scope_quota(
+    tx: &mut postgres::Transaction<'_>,
+    s: &str,
+    key: &ScopedKey,
+    config: StoreConfig,
+) -> Result<(), StoreError> {
+    let Some(max) = config.scope_in_flight_max() else { return Ok(()) };
+    let in_flight: i64 = tx
+        .query_one(
+            &format!("SELECT COUNT(*) FROM {s}.claims WHERE scope = $1 AND NOT finished"),
+            &[&key.scope().as_str()],
+        )
+        .map_err(pg)?
+        .get(0);
+    if in_flight > i64::try_from(max).unwrap_or(i64::MAX) {
+        return Err(StoreError::ScopeQuota { scope: key.scope().clone(), in_flight_max: max });
+    }
+    Ok(())
 }
 
 /// The claim changed nothing: say why. Reads only.

@@ -515,6 +515,9 @@ fn claim(
         // The savepoint rolls the insert back.
         return Err(StoreError::StoreFull { capacity: config.capacity() });
     }
+    if recovered == 0 {
+        scope_quota(conn, key, config)?;
+    }
     let counted = if fresh == 1 { 1 } else { 0 };
     exec(
         conn,
@@ -523,6 +526,23 @@ fn claim(
     )
     .map_err(storage)?;
     Ok(if recovered == 1 { Claim::Recover(lease) } else { Claim::Acquired(lease) })
+}
+
+/// With a scope quota, refuses a new in-flight claim (already written, and rolled back
+/// with its savepoint by the refusal) past the quota.
+fn scope_quota(conn: &Connection, key: &ScopedKey, config: StoreConfig) -> Result<(), StoreError> {
+    let Some(max) = config.scope_in_flight_max() else { return Ok(()) };
+    let in_flight: i64 = row(
+        conn,
+        "SELECT COUNT(*) FROM claims WHERE scope = ?1 AND finished = 0",
+        params![key.scope().as_str()],
+        |r| r.get(0),
+    )
+    .map_err(storage)?;
+    if in_flight > i64::try_from(max).unwrap_or(i64::MAX) {
+        return Err(StoreError::ScopeQuota { scope: key.scope().clone(), in_flight_max: max });
+    }
+    Ok(())
 }
 
 /// The claim changed nothing: say why (in flight, replay, key reused). Reads only.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::clock::Timestamp;
 use crate::fingerprint::Fingerprint;
-use crate::key::ScopedKey;
+use crate::key::{Scope, ScopedKey};
 
 /// A number that grows every time a key is claimed, so that of two leases on one key the
 /// later one always has the higher token, and the store can refuse the earlier one.
@@ -110,6 +110,16 @@ pub enum StoreError {
         /// The configured capacity.
         capacity: usize,
     },
+    /// The scope already holds its quota of claims in flight
+    /// ([`StoreConfigBuilder::scope_in_flight_max`]); the new claim is refused and nothing
+    /// changes. Finish or reconcile that scope's pending claims first.
+    #[error("scope {scope} holds {in_flight_max} claims in flight already")]
+    ScopeQuota {
+        /// The scope at its quota.
+        scope: Scope,
+        /// The configured quota.
+        in_flight_max: usize,
+    },
     /// The lease no longer holds its key: it was taken over after expiring, or the key was
     /// already completed or released. Nothing was changed.
     #[error("lease {token} on key {key} is no longer held")]
@@ -132,6 +142,7 @@ pub struct StoreConfig {
     lease: Duration,
     capacity: usize,
     sweep_batch_max: usize,
+    scope_in_flight_max: Option<usize>,
 }
 
 /// The configuration was refused.
@@ -164,6 +175,7 @@ impl Default for StoreConfig {
             lease: StoreConfig::LEASE_DEFAULT,
             capacity: StoreConfig::CAPACITY_DEFAULT,
             sweep_batch_max: StoreConfig::SWEEP_BATCH_DEFAULT,
+            scope_in_flight_max: None,
         }
     }
 }
@@ -219,6 +231,11 @@ impl StoreConfig {
     pub fn sweep_batch_max(&self) -> usize {
         self.sweep_batch_max
     }
+
+    /// The most claims one scope may hold in flight at once, if limited.
+    pub fn scope_in_flight_max(&self) -> Option<usize> {
+        self.scope_in_flight_max
+    }
 }
 
 /// Builds a validated [`StoreConfig`]; every setter names its default.
@@ -257,6 +274,17 @@ impl StoreConfigBuilder {
         self
     }
 
+    /// The most claims one scope (one tenant) may hold in flight at once; default
+    /// unlimited, 1 to 2^32. In-flight claims abandoned by crashed callers stay until
+    /// recovered, and without a quota one tenant could fill the store's capacity for all;
+    /// past it a new claim in that scope is refused with [`StoreError::ScopeQuota`]
+    /// (replays and recoveries are not new claims and are never refused by it).
+    #[must_use]
+    pub fn scope_in_flight_max(mut self, max: usize) -> Self {
+        self.config.scope_in_flight_max = Some(max);
+        self
+    }
+
     /// Checks every setting.
     ///
     /// # Errors
@@ -272,6 +300,7 @@ impl StoreConfigBuilder {
         let counts = [
             ("capacity", c.capacity, StoreConfig::CAPACITY_MAX),
             ("sweep_batch_max", c.sweep_batch_max, StoreConfig::SWEEP_BATCH_MAX),
+            ("scope_in_flight_max", c.scope_in_flight_max.unwrap_or(1), StoreConfig::CAPACITY_MAX),
         ];
         for (name, value, max) in counts {
             if value == 0 || value > max {

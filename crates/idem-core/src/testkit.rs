@@ -489,6 +489,36 @@ pub fn lookup_changes_nothing<S: KeyStore<String>>(
     assert_eq!(second.token().get(), first.token().get() + 1, "no token was spent by lookups");
 }
 
+/// With a scope quota of 2: a third claim in flight in one scope is refused and changes
+/// nothing, another scope is not affected, a completion makes room, and replays and
+/// recoveries are never refused by the quota.
+pub fn scope_quota_refuses_past_the_limit<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let config = StoreConfig::builder()
+        .lease(LEASE)
+        .result_ttl(TTL)
+        .scope_in_flight_max(2)
+        .build()
+        .expect("the suite's configuration is valid");
+    let clock = Arc::new(ManualClock::new(START));
+    let store = make(config, clock.clone());
+    let first = acquire(&store, &key("a", "k1"), 1);
+    let _second = acquire(&store, &key("a", "k2"), 1);
+    let refused = store.claim(&key("a", "k3"), &request(1));
+    match &refused {
+        Err(StoreError::ScopeQuota { scope, in_flight_max: 2 }) => assert_eq!(scope.as_str(), "a"),
+        other => panic!("expected ScopeQuota, got {other:?}"),
+    }
+    assert_eq!(store.lookup(&key("a", "k3"), &request(1)).expect("lookup"), KeyState::Absent);
+    let _other = acquire(&store, &key("b", "k3"), 1);
+    store.complete(&first, "done".into()).expect("complete");
+    let _third = acquire(&store, &key("a", "k3"), 1);
+    assert_eq!(claim(&store, &key("a", "k1"), 1), Claim::Replay("done".into()));
+    clock.advance(LEASE);
+    let _recovered = recover(&store, &key("a", "k2"), 1);
+}
+
 /// Generates one `#[test]` per conformance case for the backend built by `$make`, a
 /// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: KeyStore<String> + Sync`.
 #[macro_export]
@@ -502,7 +532,8 @@ macro_rules! conformance_tests {
             sweep_removes_only_expired_results, claim_wait_absent_acquires,
             claim_wait_times_out, claim_wait_sees_completion, claim_wait_sees_release,
             racing_claimers_one_owner, pending_lists_expired_claims,
-            lookup_follows_the_state_machine, lookup_changes_nothing);
+            lookup_follows_the_state_machine, lookup_changes_nothing,
+            scope_quota_refuses_past_the_limit);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(

@@ -113,3 +113,33 @@ fn stale_complete_races_recovery() {
         store.assert_invariants();
     });
 }
+
+/// Race: two claims of different keys in one scope, with a quota of one claim in flight
+/// per scope; the keys may sit in different shards, so no shard lock orders them.
+/// Invariant: exactly one claim is in flight afterwards, the other was refused with
+/// `ScopeQuota` and left no record.
+#[test]
+fn scope_quota_holds_across_shards() {
+    loom::model(|| {
+        let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_millis(0)));
+        let config = StoreConfig::builder().scope_in_flight_max(1).build().expect("valid");
+        let store = Arc::new(MemoryStore::<u32>::with_clock(config, clock));
+        let claim = |store: &MemoryStore<u32>, name: &str| {
+            let key = ScopedKey::parse("tenant", name).expect("valid key");
+            match store.claim(&key, &request()) {
+                Ok(Claim::Acquired(_)) => true,
+                Err(StoreError::ScopeQuota { in_flight_max: 1, .. }) => false,
+                other => panic!("{name}: {other:?}"),
+            }
+        };
+        let other = {
+            let store = store.clone();
+            thread::spawn(move || claim(&store, "a"))
+        };
+        let mine = claim(&store, "b");
+        let theirs = other.join().expect("claimer thread");
+        assert!(mine ^ theirs, "exactly one gets the quota: {mine} {theirs}");
+        assert_eq!(store.len(), 1, "the refusal left nothing");
+        store.assert_invariants();
+    });
+}
