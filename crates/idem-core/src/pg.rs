@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls};
 
-use crate::clock::{Clock, SystemClock, Timestamp};
+use crate::clock::{Clock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::ScopedKey;
 use crate::sqlite::{Durable, SqliteError, decode_result, encode_result};
@@ -41,8 +41,9 @@ pub const PG_SCHEMA_VERSION: i32 = 2;
 /// What went wrong with PostgreSQL; wrapped in [`StoreError::Storage`].
 #[derive(Debug, thiserror::Error)]
 pub enum PgError {
-    /// The server failed, timed out, or could not be reached.
-    #[error("postgres: {0}")]
+    /// The server failed, timed out, or could not be reached; the message is the
+    /// server's own where it sent one (severity, SQLSTATE code, message, detail, hint).
+    #[error("postgres: {}", describe(.0))]
     Postgres(#[from] postgres::Error),
     /// The schema was migrated by another version of this code.
     #[error("schema {schema} has version {found}, this code reads version {PG_SCHEMA_VERSION}")]
@@ -52,9 +53,15 @@ pub enum PgError {
         /// The version found.
         found: i32,
     },
-    /// A namespace name that is not a plain identifier.
-    #[error("invalid schema name {0:?}: use lowercase letters, digits and underscores")]
-    SchemaName(String),
+    /// A namespace name that is not a plain identifier, or is one PostgreSQL keeps for
+    /// itself or for applications (`public`, `information_schema`, `pg_*`).
+    #[error("invalid schema name {name:?}: {why}")]
+    SchemaName {
+        /// The refused name.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// A stored value could not be read back.
     #[error("corrupt record: {0}")]
     Corrupt(String),
@@ -70,6 +77,89 @@ fn pg(error: postgres::Error) -> StoreError {
     PgError::Postgres(error).into()
 }
 
+/// The server's own words for a database error ("db error" alone says nothing); the
+/// client library's message for anything else (a closed connection, a timeout).
+fn describe(error: &postgres::Error) -> String {
+    let Some(db) = error.as_db_error() else { return error.to_string() };
+    let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+    if let Some(detail) = db.detail() {
+        text.push_str(&format!(" ({detail})"));
+    }
+    if let Some(hint) = db.hint() {
+        text.push_str(&format!("; hint: {hint}"));
+    }
+    text
+}
+
+/// Checks a namespace name: a plain lowercase identifier that is not PostgreSQL's own
+/// (`pg_*`, `information_schema`) nor the default one applications share (`public`).
+/// Reserved words (`select`, `user`) are fine: every statement quotes the name.
+fn check_schema_name(name: &str) -> Result<(), PgError> {
+    let refuse = |why| Err(PgError::SchemaName { name: name.to_string(), why });
+    if name.is_empty() || name.len() > 63 {
+        return refuse("use 1 to 63 characters");
+    }
+    let plain = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if !plain || name.as_bytes()[0].is_ascii_digit() {
+        return refuse("use lowercase letters, digits and underscores, not starting with a digit");
+    }
+    if name.starts_with("pg_") || name == "information_schema" {
+        return refuse("the name is reserved for PostgreSQL's own schemas");
+    }
+    if name == "public" {
+        return refuse("public is shared with the application's own tables; choose a namespace");
+    }
+    Ok(())
+}
+
+/// Database time without a round trip per operation: the server's clock read once (and
+/// again at every reconnect), advanced by this process's monotonic clock. No process's
+/// wall clock enters a lease, so clients whose clocks are skewed still agree on when a
+/// lease runs out (to within the round trip of the reading).
+#[derive(Debug)]
+struct DatabaseClock {
+    reading: Mutex<(u64, crate::sync::Instant)>,
+}
+
+impl DatabaseClock {
+    fn read(client: &mut Client) -> Result<Self, StoreError> {
+        let clock = Self { reading: Mutex::new((0, crate::sync::Instant::now())) };
+        clock.resync(client)?;
+        Ok(clock)
+    }
+
+    /// Reads the server's clock; the reading is taken as of the middle of the round trip.
+    fn resync(&self, client: &mut Client) -> Result<(), StoreError> {
+        let sent = crate::sync::Instant::now();
+        let server_ms: i64 = client
+            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+            .map_err(pg)?
+            .get(0);
+        let received = crate::sync::Instant::now();
+        let half_trip = received.duration_since(sent) / 2;
+        let server_ms = u64::try_from(server_ms).unwrap_or(0);
+        let at_receipt = server_ms.saturating_add(half_trip.as_millis() as u64);
+        *self.reading.lock() = (at_receipt, received);
+        Ok(())
+    }
+}
+
+impl Clock for DatabaseClock {
+    fn now(&self) -> Timestamp {
+        let (server_ms, at) = *self.reading.lock();
+        let elapsed = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Timestamp::from_millis(server_ms.saturating_add(elapsed))
+    }
+}
+
+/// Where the store's time comes from.
+enum Time {
+    /// The database's clock (the default): one clock for every client.
+    Database(Arc<DatabaseClock>),
+    /// A clock the caller gave: every process sharing the namespace must share it.
+    Client(Arc<dyn Clock>),
+}
+
 fn corrupt(error: SqliteError) -> StoreError {
     PgError::Corrupt(error.to_string()).into()
 }
@@ -78,7 +168,11 @@ fn corrupt(error: SqliteError) -> StoreError {
 pub struct PgStore<R> {
     clients: Mutex<Vec<Client>>,
     returned: Condvar,
+    /// How to open a connection again after the server closed one.
+    url: postgres::Config,
+    /// The namespace, quoted for statements (`"name"`).
     schema: String,
+    time: Time,
     clock: Arc<dyn Clock>,
     config: StoreConfig,
     result_bytes_max: usize,
@@ -98,6 +192,14 @@ impl<R> fmt::Debug for PgStore<R> {
 const CLIENTS: usize = 4;
 /// Every statement gives up after this long.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens one connection with the store's statement timeout.
+fn open_client(url: &postgres::Config) -> Result<Client, StoreError> {
+    let mut client = url.connect(NoTls).map_err(pg)?;
+    let timeout = STATEMENT_TIMEOUT.as_millis();
+    client.batch_execute(&format!("SET statement_timeout = {timeout}")).map_err(pg)?;
+    Ok(client)
+}
 
 fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
     let sql = format!(
@@ -132,7 +234,8 @@ fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
         .get(0);
     tx.commit().map_err(pg)?;
     if found != PG_SCHEMA_VERSION {
-        return Err(PgError::SchemaVersion { schema: schema.to_string(), found }.into());
+        let schema = schema.trim_matches('"').to_string();
+        return Err(PgError::SchemaVersion { schema, found }.into());
     }
     Ok(())
 }
@@ -142,18 +245,21 @@ fn ms(t: Timestamp) -> i64 {
 }
 
 impl<R: Durable + Clone + Send> PgStore<R> {
-    /// Connects to `url`, migrates the tables in namespace `schema` (created if absent),
-    /// on the system clock.
+    /// Connects to `url`, migrates the tables in namespace `schema` (created if absent).
+    /// Leases and result lifetimes run on the database's clock, so every client agrees on
+    /// them whatever its own clock says.
     ///
     /// # Errors
     ///
-    /// [`StoreError::Storage`] with [`PgError`]: unreachable server, bad schema name, or a
-    /// schema of another version.
+    /// [`StoreError::Storage`] with [`PgError`]: unreachable server (with the server's
+    /// message), bad schema name, or a schema of another version.
     pub fn connect(url: &str, schema: &str, config: StoreConfig) -> Result<Self, StoreError> {
-        Self::connect_with_clock(url, schema, config, Arc::new(SystemClock))
+        Self::open(url, schema, config, None)
     }
 
-    /// As [`connect`](Self::connect), reading time from `clock`.
+    /// As [`connect`](Self::connect), reading time from `clock` instead of the database:
+    /// for tests (a `ManualClock`), or where every client shares one clock. Clients on
+    /// different clocks must not use it: a client ahead would recover others' live leases.
     ///
     /// # Errors
     ///
@@ -164,31 +270,39 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         config: StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        let plain = !schema.is_empty()
-            && schema.len() <= 63
-            && schema.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            && !schema.as_bytes()[0].is_ascii_digit();
-        if !plain {
-            return Err(PgError::SchemaName(schema.to_string()).into());
+        Self::open(url, schema, config, Some(clock))
+    }
+
+    fn open(
+        url: &str,
+        schema: &str,
+        config: StoreConfig,
+        clock: Option<Arc<dyn Clock>>,
+    ) -> Result<Self, StoreError> {
+        check_schema_name(schema)?;
+        let mut url: postgres::Config = url.parse().map_err(pg)?;
+        url.connect_timeout(STATEMENT_TIMEOUT);
+        if url.get_application_name().is_none() {
+            // Names the store's sessions in `pg_stat_activity`.
+            url.application_name(&format!("idem:{schema}"));
         }
-        let mut url_config: postgres::Config = url.parse().map_err(pg)?;
-        url_config.connect_timeout(STATEMENT_TIMEOUT);
-        let mut clients = Vec::with_capacity(CLIENTS);
-        for _ in 0..CLIENTS {
-            let mut client = url_config.connect(NoTls).map_err(pg)?;
-            client
-                .batch_execute(&format!(
-                    "SET statement_timeout = {}",
-                    STATEMENT_TIMEOUT.as_millis()
-                ))
-                .map_err(pg)?;
-            clients.push(client);
-        }
-        migrate(&mut clients[0], schema)?;
+        let mut clients = (0..CLIENTS).map(|_| open_client(&url)).collect::<Result<Vec<_>, _>>()?;
+        let schema = format!("\"{schema}\"");
+        migrate(&mut clients[0], &schema)?;
+        let time = match clock {
+            Some(clock) => Time::Client(clock),
+            None => Time::Database(Arc::new(DatabaseClock::read(&mut clients[0])?)),
+        };
+        let clock: Arc<dyn Clock> = match &time {
+            Time::Client(clock) => clock.clone(),
+            Time::Database(clock) => clock.clone(),
+        };
         Ok(Self {
             clients: Mutex::new(clients),
             returned: Condvar::new(),
-            schema: schema.to_string(),
+            url,
+            schema,
+            time,
             clock,
             config,
             result_bytes_max: 64 * 1024,
@@ -197,6 +311,10 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     }
 
     /// Runs `f` with a connection from the store's set, waiting for one if all are busy.
+    /// A connection the server closed (a restart, an idle timeout) is opened again first;
+    /// if the server is still away, that is the error, and the next call tries again.
+    /// An operation whose connection fails under it is not retried: it may have taken
+    /// effect, and its caller decides (a claim left pending is recovered, never redone).
     fn with_client<T>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
@@ -210,12 +328,36 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 clients = self.returned.wait(clients);
             }
         };
-        let result = f(&mut client);
-        // A connection the server closed is not put back broken: the next statement on it
-        // fails fast and the caller sees a typed error; the set stays the same size.
+        let result = self.reconnect_if_closed(&mut client).and_then(|()| f(&mut client));
         self.clients.lock().push(client);
         self.returned.notify_one();
         result
+    }
+
+    /// Drops the store's namespace and every table in it (`DROP SCHEMA ... CASCADE`): a
+    /// tenant offboarded, a test done. Every record is gone; later calls fail.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Storage`] if the server refuses or fails.
+    pub fn drop_schema(&self) -> Result<(), StoreError> {
+        let schema = &self.schema;
+        self.with_client(|client| {
+            client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).map_err(pg)
+        })
+    }
+
+    /// Replaces a connection the server closed with a new one (one attempt, bounded by
+    /// the connect timeout), and reads the server's clock again.
+    fn reconnect_if_closed(&self, client: &mut Client) -> Result<(), StoreError> {
+        if !client.is_closed() {
+            return Ok(());
+        }
+        *client = open_client(&self.url)?;
+        if let Time::Database(clock) = &self.time {
+            clock.resync(client)?;
+        }
+        Ok(())
     }
 
     fn claim_once(

@@ -5,8 +5,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use idem_core::pg::PgStore;
-use idem_core::{Claim, Fingerprint, KeyStore, ManualClock, ScopedKey, StoreConfig};
+use std::time::Duration;
+
+use idem_core::pg::{PgError, PgStore};
+use idem_core::{
+    Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, PendingClaim, ScopedKey,
+    StoreConfig, StoreError,
+};
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")
@@ -19,15 +24,70 @@ fn schema() -> String {
     format!("idem_test_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
-fn postgres(config: StoreConfig, clock: Arc<ManualClock>) -> PgStore<String> {
-    PgStore::connect_with_clock(&url(), &schema(), config, clock).expect("connect")
+/// A namespace that is dropped (with its tables) when the test is done with it.
+struct Namespace(String);
+
+impl Namespace {
+    fn new() -> Self {
+        Self(schema())
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        if let Ok(mut admin) = postgres::Client::connect(&url(), postgres::NoTls) {
+            let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.0));
+        }
+    }
+}
+
+/// A store and its namespace, dropped together.
+struct TestStore {
+    store: PgStore<String>,
+    _namespace: Namespace,
+}
+
+impl KeyStore<String> for TestStore {
+    fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<Claim<String>, StoreError> {
+        self.store.claim(key, fp)
+    }
+    fn claim_wait(
+        &self,
+        key: &ScopedKey,
+        fp: &Fingerprint,
+        timeout: Duration,
+    ) -> Result<Claim<String>, StoreError> {
+        self.store.claim_wait(key, fp, timeout)
+    }
+    fn complete(&self, lease: &Lease, result: String) -> Result<(), StoreError> {
+        self.store.complete(lease, result)
+    }
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.store.release(lease)
+    }
+    fn sweep(&self) -> Result<usize, StoreError> {
+        self.store.sweep()
+    }
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        self.store.pending(max)
+    }
+    fn lookup(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<KeyState<String>, StoreError> {
+        self.store.lookup(key, fp)
+    }
+}
+
+fn postgres(config: StoreConfig, clock: Arc<ManualClock>) -> TestStore {
+    let namespace = Namespace::new();
+    let store = PgStore::connect_with_clock(&url(), &namespace.0, config, clock).expect("connect");
+    TestStore { store, _namespace: namespace }
 }
 
 idem_core::conformance_tests!(postgres);
 
 #[test]
 fn two_instances_racing_on_one_schema_give_one_owner() {
-    let namespace = schema();
+    let guard = Namespace::new();
+    let namespace = guard.0.clone();
     let a: PgStore<String> =
         PgStore::connect(&url(), &namespace, StoreConfig::default()).expect("a");
     let b: PgStore<String> =
@@ -72,5 +132,119 @@ fn an_unreachable_server_is_a_typed_error() {
             assert!(e.downcast_ref::<idem_core::pg::PgError>().is_some(), "{e}");
         }
         other => panic!("expected a storage error, got {other:?}"),
+    }
+}
+
+fn fp() -> Fingerprint {
+    Fingerprint::builder("t").finish()
+}
+
+fn key(name: &str) -> ScopedKey {
+    ScopedKey::parse("t", name).expect("key")
+}
+
+/// The server's clock, in milliseconds.
+fn server_ms() -> i64 {
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let row = admin
+        .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+        .expect("now");
+    row.get(0)
+}
+
+/// Leases run on the database's clock: a store reads no process's wall clock, so a
+/// client whose clock is ahead cannot recover another's live lease. (A store given its
+/// own clock trusts it; one 31 s ahead recovers at once, which is why such a clock must
+/// be shared by every client.)
+#[test]
+fn leases_run_on_the_database_clock_so_skewed_clients_agree() {
+    let namespace = Namespace::new();
+    let config = StoreConfig::builder().lease(Duration::from_secs(30)).build().expect("valid");
+    let a: PgStore<String> = PgStore::connect(&url(), &namespace.0, config).expect("a");
+    let b: PgStore<String> = PgStore::connect(&url(), &namespace.0, config).expect("b");
+    let before = server_ms();
+    let Claim::Acquired(lease) = a.claim(&key("k"), &fp()).expect("claim") else { panic!() };
+    let after = server_ms();
+    let expires = lease.expires_at().as_millis() as i64;
+    assert!(
+        (before + 29_000..=after + 31_000).contains(&expires),
+        "the lease ends 30 s after the server's now: {before} .. {expires} .. {after}"
+    );
+    match b.claim(&key("k"), &fp()).expect("claim") {
+        Claim::InFlight { retry_after } => assert!(retry_after > Duration::from_secs(25)),
+        other => panic!("another client sees the lease live, got {other:?}"),
+    }
+    let ahead = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(
+        u64::try_from(after + 31_000).expect("positive"),
+    )));
+    let skewed: PgStore<String> =
+        PgStore::connect_with_clock(&url(), &namespace.0, config, ahead).expect("skewed");
+    assert!(matches!(skewed.claim(&key("k"), &fp()), Ok(Claim::Recover(_))), "own clock trusted");
+}
+
+/// The server closes the store's connections (as a restart does): the next calls open
+/// them again instead of failing with "connection closed" forever.
+#[test]
+fn the_store_reconnects_after_the_server_closed_its_connections() {
+    let namespace = Namespace::new();
+    let store: PgStore<String> =
+        PgStore::connect(&url(), &namespace.0, StoreConfig::default()).expect("connect");
+    let _held = store.claim(&key("before"), &fp()).expect("claim");
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let terminated = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            &[&format!("idem:{}", namespace.0)],
+        )
+        .expect("terminate");
+    assert_eq!(terminated.len(), 4, "the store's four connections");
+    // A call whose connection died under it fails (it may have taken effect: not retried);
+    // the connection is opened again for the next. Four connections: at most four fail.
+    let attempts: Vec<bool> =
+        (0..8).map(|i| store.claim(&key(&format!("after-{i}")), &fp()).is_ok()).collect();
+    assert!(attempts[4..].iter().all(|ok| *ok), "{attempts:?}");
+    assert!(matches!(store.claim(&key("before"), &fp()), Ok(Claim::InFlight { .. })));
+}
+
+/// A database error carries the server's own message, not "db error".
+#[test]
+fn errors_carry_the_servers_message() {
+    let wrong = url().replacen("idem:idem@", "idem:wrong-password@", 1);
+    assert_ne!(wrong, url(), "the test URL names user idem with password idem");
+    let error = PgStore::<String>::connect(&wrong, "idem_x", StoreConfig::default())
+        .expect_err("a wrong password is refused");
+    let text = error.to_string();
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(text.contains("28P01"), "the SQLSTATE code: {text}");
+}
+
+/// Reserved words work as namespaces (every statement quotes the name); PostgreSQL's own
+/// schemas and the shared `public` are refused with the reason.
+#[test]
+fn schema_names_are_checked_and_quoted() {
+    let reserved = "select";
+    let store: PgStore<String> =
+        PgStore::connect(&url(), reserved, StoreConfig::default()).expect("a reserved word");
+    let Claim::Acquired(lease) = store.claim(&key("k"), &fp()).expect("claim") else { panic!() };
+    store.complete(&lease, "done".into()).expect("complete");
+    drop(store);
+    drop(Namespace(reserved.into()));
+    for (name, why) in [
+        ("public", "public is shared"),
+        ("pg_idem", "reserved for PostgreSQL"),
+        ("information_schema", "reserved for PostgreSQL"),
+        ("", "1 to 63"),
+        ("Upper", "lowercase"),
+        ("1st", "not starting with a digit"),
+    ] {
+        match PgStore::<String>::connect(&url(), name, StoreConfig::default()) {
+            Err(StoreError::Storage(e)) => match e.downcast_ref::<PgError>() {
+                Some(PgError::SchemaName { why: got, .. }) => {
+                    assert!(got.contains(why), "{name}: {got}")
+                }
+                other => panic!("{name}: {other:?}"),
+            },
+            other => panic!("{name}: expected a schema name error, got {other:?}"),
+        }
     }
 }

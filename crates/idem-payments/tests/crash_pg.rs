@@ -91,6 +91,7 @@ fn two_workers_on_one_server_one_killed_charge_once() {
         }
         assert_eq!(per_key.len() as u64, INTENTS);
         double += per_key.values().filter(|c| **c > 1).count();
+        processor.store().drop_schema().expect("the round's namespace is dropped");
     }
     println!(
         "pg crash rounds: {rounds} rounds, {crashes} workers crashed, {double} double charges, \
@@ -121,5 +122,7 @@ fn two_processes_racing_on_one_server_charge_once() {
         assert!(child.wait().expect("ends").success());
     }
     assert_eq!(FileGateway::charges(&gateway).expect("gateway").len() as u64, INTENTS);
+    let store = PgStore::<PaymentOutcome>::connect(&url, &schema, StoreConfig::default());
+    store.expect("connect").drop_schema().expect("the namespace is dropped");
     let _ = std::fs::remove_dir_all(dir("race"));
 }
