@@ -155,6 +155,14 @@ fn ci() -> Result {
             .args(["test", "-p", "idem-payments", "--features", "postgres", "--test", "crash_pg"])
             .env("IDEM_PG_URL", &url),
     )?;
+    // Last, alone: it restarts the server under a live store.
+    run(
+        "postgres restart",
+        cargo()
+            .args(["test", "-p", "idem-core", "--features", "postgres"])
+            .args(["--test", "postgres_restart"])
+            .env("IDEM_PG_URL", &url),
+    )?;
     // Default features and all features: a link that resolves only with a feature on
     // is caught by the first.
     run(
