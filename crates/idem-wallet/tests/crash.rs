@@ -289,3 +289,57 @@ fn reopening_with_other_limits_is_refused_not_a_rewritten_history() {
     assert_eq!(DurableWallet::open(&log).expect("the right limits").recovery().records, 4);
     let _ = std::fs::remove_dir_all(dir("limits"));
 }
+
+/// A log file whose `panic_at`th append panics (a buggy device, or an internal check that
+/// trips while a group is written).
+struct PanickingFile {
+    file: std::fs::File,
+    appends: u64,
+    panic_at: u64,
+}
+
+impl idem_wallet::LogDevice for PanickingFile {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.appends += 1;
+        assert_ne!(self.appends, self.panic_at, "the device fails");
+        self.file.append(bytes)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.file.sync()
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.truncate(len)
+    }
+}
+
+/// A writer that fails mid-group answers its callers with an error (no hang, no success),
+/// refuses later batches, and leaves a log that reopens with every acknowledged batch.
+#[test]
+fn a_failing_writer_fails_its_callers_and_leaves_a_log_that_reopens() {
+    let log = dir("panic").join("panic.wal");
+    let file =
+        std::fs::OpenOptions::new().read(true).append(true).create(true).open(&log).expect("log");
+    // Append 1 is the file header, 2 the accounts, 3 and 4 batches 0 and 1; 5 fails.
+    let device = PanickingFile { file, appends: 0, panic_at: 5 };
+    let wallet = DurableWallet::open_on(&log, device, Limits::default(), Arc::new(SystemClock))
+        .expect("open");
+    let accounts: Vec<_> = (1..=11u128)
+        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
+        .collect();
+    wallet.create_accounts(accounts).expect("accounts");
+    wallet.create_transfers(batch(0)).expect("batch 0");
+    wallet.create_transfers(batch(1)).expect("batch 1");
+    let failed = wallet.create_transfers(batch(2));
+    assert!(matches!(failed, Err(LogError::WriterFailed(_))), "{failed:?}");
+    assert!(wallet.transfer(21).is_none(), "readers never see the failed batch");
+    assert!(matches!(wallet.create_transfers(batch(3)), Err(LogError::Stopped)));
+    drop(wallet);
+    let reopened = DurableWallet::open(&log).expect("the log reopens");
+    assert!(reopened.transfer(20).is_some() && reopened.transfer(21).is_none());
+    reopened.assert_invariants();
+    drop(reopened);
+    let _ = std::fs::remove_dir_all(dir("panic"));
+}

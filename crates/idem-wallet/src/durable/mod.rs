@@ -67,6 +67,12 @@ pub enum LogError {
     /// accepted. Reopen the log: it holds every acknowledged batch.
     #[error("the log writer stopped")]
     Stopped,
+    /// The log writer failed while deciding or writing this batch's group (a bug: an
+    /// internal check, or a log device that panicked). Nothing of the group was logged or
+    /// answered as done, the in-memory ledger was rebuilt from the synced log, and the
+    /// writer stopped; reopening the log recovers every acknowledged batch.
+    #[error("the log writer failed: {0}; nothing of this batch was logged")]
+    WriterFailed(String),
 }
 
 /// Where the log's bytes go: a [`File`] normally. A device must make every appended byte
@@ -175,7 +181,7 @@ pub(crate) fn result_codes(answer: &Answer) -> Vec<u8> {
 /// One batch for the writer, and where to send its answer.
 pub(crate) struct Request {
     pub(crate) op: Op,
-    pub(crate) reply: Sender<Result<Answer, String>>,
+    pub(crate) reply: Sender<Result<Answer, LogError>>,
 }
 
 /// A wallet whose every acknowledged batch is on disk. Batches from all threads go to one
@@ -281,10 +287,7 @@ impl DurableWallet {
             .ok_or(LogError::Stopped)?
             .send(Request { op, reply })
             .map_err(|_| LogError::Stopped)?;
-        answer
-            .recv()
-            .map_err(|_| LogError::Stopped)?
-            .map_err(|e| LogError::Io(std::io::Error::other(e)))
+        answer.recv().map_err(|_| LogError::Stopped)?
     }
 
     /// Creates accounts, durably.
