@@ -96,3 +96,35 @@ fn counters_count_each_answer() {
     assert_eq!(stats, expected);
     assert!(store.is_empty());
 }
+
+/// Every duration setting at the extremes: zero is refused by name, `Duration::MAX` is
+/// accepted and saturates (a lease or result that never ends), the clock saturates.
+#[test]
+fn durations_at_zero_and_max() {
+    for (name, builder) in [
+        ("lease", StoreConfig::builder().lease(std::time::Duration::ZERO)),
+        ("result_ttl", StoreConfig::builder().result_ttl(std::time::Duration::ZERO)),
+    ] {
+        let refused = builder.build();
+        assert!(
+            matches!(&refused, Err(idem_core::ConfigError::TooShort { name: n, .. }) if *n == name),
+            "{refused:?}"
+        );
+    }
+    let max = std::time::Duration::MAX;
+    let config = StoreConfig::builder().lease(max).result_ttl(max).build().expect("valid");
+    let clock = std::sync::Arc::new(ManualClock::new(Timestamp::from_millis(5)));
+    let store = MemoryStore::<u64>::with_clock(config, clock.clone());
+    let key = ScopedKey::parse("s", "k").expect("key");
+    let fp = idem_core::Fingerprint::builder("t").finish();
+    let Claim::Acquired(lease) = store.claim(&key, &fp).expect("claim") else { panic!() };
+    assert_eq!(lease.expires_at(), Timestamp::from_millis(u64::MAX), "saturated");
+    store.complete(&lease, 9).expect("complete");
+    let century = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
+    clock.advance(century);
+    assert_eq!(store.claim(&key, &fp).expect("claim"), Claim::Replay(9), "never expires");
+    let clock = ManualClock::new(Timestamp::from_millis(5));
+    clock.advance(max);
+    clock.advance(max);
+    assert_eq!(idem_core::Clock::now(&clock), Timestamp::from_millis(u64::MAX), "saturates");
+}

@@ -193,3 +193,16 @@ fn public_types_are_send_and_sync() {
     send_sync::<SharedFuture<String, String>>();
     send_sync::<Error<String>>();
 }
+
+#[test]
+fn wait_timeout_at_zero_and_max() {
+    let (completer, future) = promise::<u32, ()>();
+    let future = future.wait_timeout(Duration::ZERO).expect_err("pending: given back at once");
+    let shared = future.shared();
+    assert_eq!(shared.wait_timeout(Duration::ZERO), None, "pending");
+    completer.complete(5).expect("wins");
+    assert_eq!(shared.wait_timeout(Duration::MAX), Some(Ok(5)), "no overflow, no wait");
+    let (completer, future) = promise::<u32, ()>();
+    completer.complete(6).expect("wins");
+    assert_eq!(future.wait_timeout(Duration::MAX).expect("ready"), Ok(6));
+}

@@ -488,3 +488,19 @@ fn backoff_bounds_double_up_to_the_cap_and_jitter_stays_inside() {
         "huge attempt numbers saturate at the cap"
     );
 }
+
+#[test]
+fn a_retry_policy_of_maximal_durations_neither_panics_nor_overflows() {
+    let retry = RetryPolicy { base: Duration::MAX, cap: Duration::MAX, attempts_max: 3, seed: 1 };
+    let s = setup(SimulatedProvider::new(), |c| c.retry(retry));
+    s.notifier.provider().inject(ProviderFault::Throttle);
+    s.notifier.provider().inject(ProviderFault::Throttle);
+    let n = note("m1");
+    s.notifier.submit(n.clone()).expect("submit");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1);
+    let waits = s.sleeps.0.lock().expect("lock").clone();
+    assert_eq!(waits.len(), 2, "two backoffs (the second doubles MAX), recorded, not slept");
+    let zero = RetryPolicy { base: Duration::ZERO, cap: Duration::ZERO, ..retry };
+    assert_eq!(zero.delay(0, &mut Jitter::new(1)), Duration::ZERO);
+}

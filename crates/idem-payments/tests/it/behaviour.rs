@@ -173,3 +173,21 @@ fn store_full_is_a_typed_error() {
         Err(PayError::Store(idem_core::StoreError::StoreFull { .. }))
     ));
 }
+
+#[test]
+fn a_gateway_memory_of_duration_max_never_forgets_and_never_overflows() {
+    let clock =
+        std::sync::Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(0)));
+    let gateway = idem_payments::SimulatedGateway::new()
+        .with_latency(Duration::ZERO)
+        .forgetting_after(Duration::MAX, clock.clone());
+    let store =
+        idem_core::MemoryStore::with_clock(idem_core::StoreConfig::default(), clock.clone());
+    let p = idem_payments::Processor::new("shop", gateway, store).expect("valid");
+    let (k, r) = (key("k"), request(10));
+    p.gateway().inject(Fault::ChargeThenTimeout);
+    assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
+    clock.advance(Duration::from_secs(100 * 365 * 24 * 3600));
+    let report = p.reconcile(10);
+    assert_eq!(report.completed, 1, "the gateway still remembers the charge: {report:?}");
+}

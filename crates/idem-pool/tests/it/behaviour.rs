@@ -395,3 +395,28 @@ fn fifo_hands_a_returned_connection_to_the_waiter_not_to_a_newcomer() {
     release_waiter.wait();
     assert!(waiter.join().expect("waiter").is_ok());
 }
+
+#[test]
+fn duration_settings_at_zero_and_max() {
+    let ms = Duration::from_millis;
+    assert!(matches!(
+        Pool::builder().connection_timeout(Duration::ZERO).build(TestManager::default()),
+        Err(ConfigError::TooShort { name: "connection_timeout", .. })
+    ));
+    let (pool, clock) = pool(1, |b| {
+        b.connection_timeout(Duration::MAX)
+            .idle_timeout(Some(Duration::MAX))
+            .max_lifetime(Some(Duration::MAX))
+            .leak_threshold(Some(Duration::MAX))
+    });
+    let held = pool.get().expect("get");
+    let id = held.id;
+    clock.advance(Duration::from_secs(100 * 365 * 24 * 3600)); // a century: nothing ends
+    pool.maintain();
+    drop(held);
+    assert_eq!(pool.get_timeout(ms(1)).expect("kept: nothing expires").id, id);
+    let held = pool.get().expect("get");
+    assert!(matches!(pool.get_timeout(Duration::ZERO), Err(Error::Timeout { .. })));
+    drop(held);
+    pool.assert_invariants();
+}
