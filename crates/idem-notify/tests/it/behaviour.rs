@@ -504,3 +504,33 @@ fn a_retry_policy_of_maximal_durations_neither_panics_nor_overflows() {
     let zero = RetryPolicy { base: Duration::ZERO, cap: Duration::ZERO, ..retry };
     assert_eq!(zero.delay(0, &mut Jitter::new(1)), Duration::ZERO);
 }
+
+/// A million notifications through one notifier, the id store's results expiring as the
+/// clock moves: what the notifier and its store keep stays bounded by their limits (the
+/// store's records by its capacity and TTL, the report lists by `reports_max`), not by
+/// how many messages went through.
+#[test]
+fn a_million_notifications_keep_memory_flat() {
+    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.reports_max(10).workers(2));
+    let ttl = idem_core::StoreConfig::RESULT_TTL_DEFAULT;
+    for i in 0..1_000_000u32 {
+        if i % 5_000 == 0 {
+            s.notifier.provider().inject(ProviderFault::Permanent);
+        }
+        let n = Notification::new(&format!("m{i}"), "user:1", Channel::Push, "hi").expect("ok");
+        while let Err(SubmitError::QueueFull { .. }) = s.notifier.submit(n.clone()) {
+            std::thread::yield_now();
+        }
+        if i % 10_000 == 9_999 {
+            wait_until("the queue to drain", WAIT, || {
+                let st = s.notifier.stats();
+                st.sent + st.dead_lettered >= st.accepted
+            });
+            s.clock.advance(ttl);
+            let stats = s.store.stats();
+            assert!(stats.records <= 10_000 && stats.expiry_entries <= 10_002, "{i}: {stats:?}");
+            assert!(s.notifier.dead_letters().len() <= 10);
+        }
+    }
+    drain(&s.notifier);
+}
