@@ -146,20 +146,21 @@ fn ci() -> Result {
     run(
         "postgres",
         cargo()
-            .args(["test", "-p", "idem-core", "--features", "postgres", "--test", "postgres"])
+            .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
+            .args(["--test", "postgres"])
             .env("IDEM_PG_URL", &url),
     )?;
     run(
         "postgres crash",
         cargo()
-            .args(["test", "-p", "idem-payments", "--features", "postgres", "--test", "crash_pg"])
+            .args(["test", "-p", "idem-crash", "--features", "postgres", "--test", "payments_pg"])
             .env("IDEM_PG_URL", &url),
     )?;
     // Last, alone: it restarts the server under a live store.
     run(
         "postgres restart",
         cargo()
-            .args(["test", "-p", "idem-core", "--features", "postgres"])
+            .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
             .args(["--test", "postgres_restart"])
             .env("IDEM_PG_URL", &url),
     )?;
@@ -201,12 +202,12 @@ fn crash(args: &[String]) -> Result {
         [flag, n] if flag == "--rounds" && n.parse::<u64>().is_ok() => n.clone(),
         other => return Err(format!("usage: cargo xtask crash [--rounds N], got {other:?}")),
     };
-    for krate in ["idem-payments", "idem-wallet"] {
+    for test in ["payments", "wallet"] {
         let mut command = cargo();
         command
-            .args(["test", "--release", "-p", krate, "--test", "crash", "--", "--nocapture"])
+            .args(["test", "--release", "-p", "idem-crash", "--test", test, "--", "--nocapture"])
             .env("IDEM_CRASH_ROUNDS", &rounds);
-        run(&format!("crash {krate}"), &mut command)?;
+        run(&format!("crash {test}"), &mut command)?;
     }
     Ok(())
 }

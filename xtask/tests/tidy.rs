@@ -21,9 +21,9 @@ const LONG_LINE_ALLOWED: &[(&str, &str)] = &[];
 
 /// Files under `tests/` that may sleep and read real time: (path, why).
 const REAL_TIME_ALLOWED: &[(&str, &str)] = &[
-    ("crates/idem-payments/tests/crash.rs", "places a SIGKILL at a random instant"),
-    ("crates/idem-payments/tests/crash_pg.rs", "places a SIGKILL at a random instant"),
-    ("crates/idem-wallet/tests/crash.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-crash/tests/payments.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-crash/tests/payments_pg.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-crash/tests/wallet.rs", "places a SIGKILL at a random instant"),
 ];
 
 /// The crates that solve a problem: none may depend on another.

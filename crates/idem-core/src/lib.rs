@@ -66,18 +66,18 @@
 //!
 //! # Backends
 //!
-//! [`MemoryStore`] is the embedded default. A durable or shared backend implements
-//! [`KeyStore`] and runs the conformance suite in `testkit` (feature `testkit`) against
-//! itself with the `conformance_tests!` macro (also behind `testkit`).
+//! [`MemoryStore`] is the embedded default. The durable store on one SQLite file and the
+//! store shared through PostgreSQL are adapter crates of their own (`idem-store-sqlite`,
+//! `idem-store-postgres`) that depend on this one. A backend implements [`KeyStore`],
+//! stores results with [`codec`], and runs the conformance suite in `testkit` (feature
+//! `testkit`) against itself with the `conformance_tests!` macro (also behind `testkit`).
 
 mod clock;
+#[cfg(not(loom))]
+pub mod codec;
 mod fingerprint;
 mod key;
 mod memory;
-#[cfg(all(feature = "postgres", feature = "sqlite", not(loom)))]
-pub mod pg;
-#[cfg(all(feature = "sqlite", not(loom)))]
-pub mod sqlite;
 mod store;
 mod sync;
 #[cfg(all(feature = "testkit", not(loom)))]

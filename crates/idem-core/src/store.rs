@@ -437,50 +437,6 @@ pub enum KeyState<R> {
     Finished(R),
 }
 
-impl<T> KeyState<T> {
-    /// Converts a finished result, keeping every other state as it is.
-    #[cfg(all(any(feature = "sqlite", feature = "postgres"), not(loom)))]
-    pub(crate) fn try_map<U, E>(self, f: impl FnOnce(T) -> Result<U, E>) -> Result<KeyState<U>, E> {
-        Ok(match self {
-            Self::Finished(result) => KeyState::Finished(f(result)?),
-            Self::InFlight { retry_after } => KeyState::InFlight { retry_after },
-            Self::Pending { lease_expired_at } => KeyState::Pending { lease_expired_at },
-            Self::Absent => KeyState::Absent,
-        })
-    }
-}
-
-/// The key state of a stored row (shared by the SQL backends), read at `now`. A live row
-/// for another fingerprint is `KeyReused`.
-#[cfg(all(any(feature = "sqlite", feature = "postgres"), not(loom)))]
-pub(crate) fn key_state_of_row(
-    key: &ScopedKey,
-    same_fingerprint: bool,
-    finished: bool,
-    (lease_expires_ms, expires_ms): (i64, i64),
-    result: Option<Vec<u8>>,
-    now: Timestamp,
-) -> Result<KeyState<Vec<u8>>, StoreError> {
-    let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
-    if finished && at(expires_ms) <= now {
-        return Ok(KeyState::Absent);
-    }
-    if !same_fingerprint {
-        return Err(StoreError::KeyReused { key: key.clone() });
-    }
-    let lease_until = at(lease_expires_ms);
-    Ok(match result {
-        Some(bytes) if finished => KeyState::Finished(bytes),
-        None if finished => {
-            return Err(StoreError::Storage(format!("{key}: finished without a result").into()));
-        }
-        _ if now < lease_until => {
-            KeyState::InFlight { retry_after: lease_until.saturating_duration_since(now) }
-        }
-        _ => KeyState::Pending { lease_expired_at: lease_until },
-    })
-}
-
 /// The instant `timeout` from now, or `None` (no deadline) for a timeout too long to add
 /// to the clock, such as `Duration::MAX`.
 pub(crate) fn deadline_after(timeout: Duration) -> Option<crate::sync::Instant> {

@@ -3,9 +3,7 @@
 //! Normally these are parking_lot's lock and condition variable and std's atomics; under
 //! `--cfg loom` they are loom's, so the loom models in `tests/loom.rs` explore every
 //! interleaving of the real store code. Nothing else in `src/` names `std::sync`,
-//! `std::thread` or `parking_lot` directly (a tidy test holds this); the SQLite and
-//! PostgreSQL stores, which loom does not model, take their thread and locks from here
-//! too.
+//! `std::thread` or `parking_lot` directly (a tidy test holds this).
 
 pub(crate) use std::time::{Duration, Instant};
 
@@ -21,10 +19,6 @@ pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 #[cfg(all(feature = "testkit", not(loom)))]
 pub(crate) use std::{sync::Barrier, thread};
-
-/// The SQLite store's writer thread.
-#[cfg(all(feature = "sqlite", not(loom)))]
-pub(crate) use std::thread::{Builder as ThreadBuilder, JoinHandle};
 
 /// Pauses the calling thread (under loom: yields, since loom has no time).
 #[cfg(not(loom))]
@@ -116,19 +110,5 @@ impl Condvar {
 
     pub(crate) fn notify_all(&self) {
         self.inner.notify_all();
-    }
-
-    /// Waits for a notification, without a timeout (the PostgreSQL store's client pool:
-    /// a client is always given back). Spurious wake-ups happen: re-check the condition.
-    #[cfg(all(feature = "postgres", not(loom)))]
-    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        let mut guard = guard;
-        self.inner.wait(&mut guard);
-        guard
-    }
-
-    #[cfg(all(feature = "postgres", not(loom)))]
-    pub(crate) fn notify_one(&self) {
-        self.inner.notify_one();
     }
 }

@@ -69,7 +69,7 @@ fn main() {
     let path = std::env::temp_dir().join(format!("idem-demo-notify-{}.sqlite", std::process::id()));
     let store: std::sync::Arc<dyn KeyStore<idem_notify::Outcome>> = if durable {
         std::sync::Arc::new(
-            idem_core::sqlite::SqliteStore::open(&path, config).expect("store file"),
+            idem_store_sqlite::SqliteStore::open(&path, config).expect("store file"),
         )
     } else {
         std::sync::Arc::new(MemoryStore::new(config))

@@ -25,8 +25,7 @@ pub enum Outcome {
     DeadLettered(String),
 }
 
-#[cfg(feature = "sqlite")]
-impl idem_core::sqlite::Durable for Outcome {
+impl idem_core::codec::Durable for Outcome {
     fn encode(&self) -> Vec<u8> {
         match self {
             Outcome::Delivered => vec![0],
@@ -38,8 +37,8 @@ impl idem_core::sqlite::Durable for Outcome {
         }
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self, idem_core::sqlite::SqliteError> {
-        let corrupt = || idem_core::sqlite::SqliteError::Corrupt("notification outcome".into());
+    fn decode(bytes: &[u8]) -> Result<Self, idem_core::codec::CodecError> {
+        let corrupt = || idem_core::codec::CodecError::Corrupt("notification outcome".into());
         match bytes.split_first() {
             Some((0, [])) => Ok(Outcome::Delivered),
             Some((1, reason)) => Ok(Outcome::DeadLettered(

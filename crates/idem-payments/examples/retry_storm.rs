@@ -96,7 +96,7 @@ fn main() {
         std::env::temp_dir().join(format!("idem-demo-payments-{}.sqlite", std::process::id()));
     let store: Arc<dyn KeyStore<idem_payments::PaymentOutcome>> = if durable {
         Arc::new(
-            idem_core::sqlite::SqliteStore::open_with_clock(&path, config, clock.clone())
+            idem_store_sqlite::SqliteStore::open_with_clock(&path, config, clock.clone())
                 .expect("store file"),
         )
     } else {

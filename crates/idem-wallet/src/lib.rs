@@ -88,37 +88,3 @@ pub use types::{
     Transfer, TransferFlags, TransferId, TransferResult,
 };
 pub use wallet::Wallet;
-
-/// Helpers shared by the crash-test worker binary and the crash tests, so both sides
-/// build the same batches. Not part of the API.
-#[doc(hidden)]
-pub mod crash_plan {
-    use crate::{Transfer, TransferFlags};
-
-    /// The accounts the worker creates: 1 (the bank) to 11.
-    pub const ACCOUNTS: u128 = 11;
-
-    /// The transfers of batch `b`: ten bank-to-wallet transfers, the first two linked in
-    /// every third batch.
-    pub fn batch(b: u128) -> Vec<Transfer> {
-        let mut transfers: Vec<Transfer> = (1..=10u128)
-            .map(|i| {
-                let id = b * 10 + i;
-                Transfer {
-                    id,
-                    debit_account_id: 1,
-                    credit_account_id: id % 10 + 2,
-                    amount: id % 97 + 1,
-                    ledger: 1,
-                    code: 1,
-                    ..Default::default()
-                }
-            })
-            .collect();
-        if b.is_multiple_of(3) {
-            transfers[0].flags = TransferFlags::LINKED;
-            transfers[1].flags = TransferFlags::LINKED;
-        }
-        transfers
-    }
-}

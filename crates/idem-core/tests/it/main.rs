@@ -6,5 +6,4 @@ mod conformance;
 mod fingerprint;
 mod key;
 mod model;
-mod sqlite;
 mod stress;

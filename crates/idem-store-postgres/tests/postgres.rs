@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use std::time::Duration;
 
-use idem_core::pg::{PgError, PgStore};
 use idem_core::{
     Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, PendingClaim, ScopedKey,
     StoreConfig, StoreError,
 };
+use idem_store_postgres::{PgError, PgStore};
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")
@@ -129,7 +129,7 @@ fn an_unreachable_server_is_a_typed_error() {
     );
     match refused {
         Err(idem_core::StoreError::Storage(e)) => {
-            assert!(e.downcast_ref::<idem_core::pg::PgError>().is_some(), "{e}");
+            assert!(e.downcast_ref::<idem_store_postgres::PgError>().is_some(), "{e}");
         }
         other => panic!("expected a storage error, got {other:?}"),
     }

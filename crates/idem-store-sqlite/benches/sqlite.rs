@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use idem_core::sqlite::SqliteStore;
 use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+use idem_store_sqlite::SqliteStore;
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 

@@ -11,10 +11,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::pg::PgStore;
 use idem_core::{KeyStore, StoreConfig};
-use idem_payments::crash_plan::{INTENTS, Later, POINTS, intent, parse_ack};
-use idem_payments::{FileGateway, PaymentOutcome, Processor};
+use idem_crash::FileGateway;
+use idem_crash::payments::{INTENTS, Later, POINTS, intent, parse_ack};
+use idem_payments::{PaymentOutcome, Processor};
+use idem_store_postgres::PgStore;
 
 /// A directory of this test process's own, per test.
 fn dir(test: &str) -> PathBuf {

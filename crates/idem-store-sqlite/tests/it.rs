@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use idem_core::sqlite::{SqliteError, SqliteStore};
 use idem_core::{
     Claim, Fingerprint, KeyStore, ManualClock, ScopedKey, StoreConfig, StoreError, Timestamp,
 };
+use idem_store_sqlite::{SqliteError, SqliteStore};
 
 /// A fresh file under the system temp dir, unique per call (and per test process).
 pub(crate) fn temp_file(tag: &str) -> PathBuf {
@@ -67,7 +67,7 @@ fn reopening_the_file_keeps_results_and_pending_claims() {
 fn another_schema_version_is_refused() {
     let path = temp_file("schema");
     drop(SqliteStore::<String>::open(&path, StoreConfig::default()).expect("open"));
-    idem_core::sqlite::set_schema_version_for_tests(&path, 99).expect("rewrite the version");
+    idem_store_sqlite::set_schema_version_for_tests(&path, 99).expect("rewrite the version");
     match SqliteStore::<String>::open(&path, StoreConfig::default()) {
         Err(StoreError::Storage(e)) => {
             let e = e.downcast_ref::<SqliteError>().expect("a SqliteError");
@@ -86,10 +86,10 @@ fn results_over_the_limit_are_refused_and_the_claim_stays() {
         panic!("fresh")
     };
     match store.complete(&lease, "too long".into()) {
-        Err(StoreError::Storage(e)) => assert!(matches!(
-            e.downcast_ref::<SqliteError>(),
-            Some(SqliteError::ResultTooLarge { len: 8, max: 4 })
-        )),
+        Err(StoreError::Storage(e)) => assert_eq!(
+            e.downcast_ref::<idem_core::codec::CodecError>(),
+            Some(&idem_core::codec::CodecError::TooLarge { len: 8, max: 4 })
+        ),
         other => panic!("expected ResultTooLarge, got {other:?}"),
     }
     store.complete(&lease, "ok".into()).expect("a small result completes");

@@ -7,8 +7,8 @@
 
 use std::process::Command;
 
-use idem_core::pg::PgStore;
 use idem_core::{Claim, Fingerprint, KeyStore, ScopedKey, StoreConfig};
+use idem_store_postgres::PgStore;
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use idem_core::SystemClock;
-use idem_wallet::crash_plan::batch;
+use idem_crash::wallet::batch;
 use idem_wallet::{AccountFlags, DurableWallet, Limits, LogDevice, NewAccount};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

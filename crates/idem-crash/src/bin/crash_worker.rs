@@ -12,15 +12,16 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use idem_core::sqlite::SqliteStore;
 use idem_core::{
     Claim, Fingerprint, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig, StoreError,
 };
-use idem_payments::crash_plan::{ack_line, intent};
+use idem_crash::FileGateway;
+use idem_crash::payments::{ack_line, intent};
 use idem_payments::{
-    Amount, Charge, ChargeId, Currency, FileGateway, Gateway, GatewayError, GatewayKey, Lookup,
-    PaymentOutcome, Processor,
+    Amount, Charge, ChargeId, Currency, Gateway, GatewayError, GatewayKey, Lookup, PaymentOutcome,
+    Processor,
 };
+use idem_store_sqlite::SqliteStore;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Point {
@@ -119,7 +120,8 @@ fn open_store(spec: &str, config: StoreConfig) -> Box<dyn KeyStore<PaymentOutcom
     if spec.starts_with("postgres://") {
         let schema = std::env::var("IDEM_PG_SCHEMA").expect("IDEM_PG_SCHEMA names the namespace");
         return Box::new(
-            idem_core::pg::PgStore::connect(spec, &schema, config).expect("the store connects"),
+            idem_store_postgres::PgStore::connect(spec, &schema, config)
+                .expect("the store connects"),
         );
     }
     Box::new(SqliteStore::open(Path::new(spec), config).expect("the store opens"))

@@ -19,10 +19,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::sqlite::SqliteStore;
 use idem_core::{KeyStore, StoreConfig};
-use idem_payments::crash_plan::{INTENTS, Later, POINTS, intent, parse_ack};
-use idem_payments::{FileGateway, PaymentOutcome, Processor};
+use idem_crash::FileGateway;
+use idem_crash::payments::{INTENTS, Later, POINTS, intent, parse_ack};
+use idem_payments::{PaymentOutcome, Processor};
+use idem_store_sqlite::SqliteStore;
 
 #[derive(Debug, Default)]
 struct Tally {

@@ -24,15 +24,15 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls};
 
-use crate::clock::{Clock, Timestamp};
-use crate::fingerprint::Fingerprint;
-use crate::key::ScopedKey;
-use crate::sqlite::{Durable, SqliteError, decode_result, encode_result};
-use crate::store::{
-    Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
-    key_state_of_row,
+use std::sync::Arc;
+use std::time::Instant;
+
+use idem_core::codec::{Durable, StoredRow as Row, decode_result, encode_result, row_state};
+use idem_core::{
+    Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
+    StoreConfig, StoreError, Timestamp,
 };
-use crate::sync::{Arc, Condvar, Mutex};
+use parking_lot::{Condvar, Mutex};
 
 /// The schema version this code migrates to and reads. Version 2: every result carries a
 /// checksum bound to its key (a schema of version 1 is refused).
@@ -118,24 +118,24 @@ fn check_schema_name(name: &str) -> Result<(), PgError> {
 /// lease runs out (to within the round trip of the reading).
 #[derive(Debug)]
 struct DatabaseClock {
-    reading: Mutex<(u64, crate::sync::Instant)>,
+    reading: Mutex<(u64, Instant)>,
 }
 
 impl DatabaseClock {
     fn read(client: &mut Client) -> Result<Self, StoreError> {
-        let clock = Self { reading: Mutex::new((0, crate::sync::Instant::now())) };
+        let clock = Self { reading: Mutex::new((0, Instant::now())) };
         clock.resync(client)?;
         Ok(clock)
     }
 
     /// Reads the server's clock; the reading is taken as of the middle of the round trip.
     fn resync(&self, client: &mut Client) -> Result<(), StoreError> {
-        let sent = crate::sync::Instant::now();
+        let sent = Instant::now();
         let server_ms: i64 = client
             .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
             .map_err(pg)?
             .get(0);
-        let received = crate::sync::Instant::now();
+        let received = Instant::now();
         let half_trip = received.duration_since(sent) / 2;
         let server_ms = u64::try_from(server_ms).unwrap_or(0);
         let at_receipt = server_ms.saturating_add(half_trip.as_millis() as u64);
@@ -158,10 +158,6 @@ enum Time {
     Database(Arc<DatabaseClock>),
     /// A clock the caller gave: every process sharing the namespace must share it.
     Client(Arc<dyn Clock>),
-}
-
-fn corrupt(error: SqliteError) -> StoreError {
-    PgError::Corrupt(error.to_string()).into()
 }
 
 /// The claimed-key store on PostgreSQL.
@@ -325,7 +321,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 if let Some(client) = clients.pop() {
                     break client;
                 }
-                clients = self.returned.wait(clients);
+                self.returned.wait(&mut clients);
             }
         };
         let result = self.reconnect_if_closed(&mut client).and_then(|()| f(&mut client));
@@ -387,9 +383,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 let answer = inspect(&mut tx, s, key, fingerprint, now)?;
                 tx.commit().map_err(pg)?;
                 return Ok(match answer {
-                    Claim::Replay(bytes) => {
-                        Claim::Replay(decode_result(key, &bytes).map_err(corrupt)?)
-                    }
+                    Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
                     Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
                     Claim::Acquired(l) => Claim::Acquired(l),
                     Claim::Recover(l) => Claim::Recover(l),
@@ -640,14 +634,14 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
                 .map_err(pg)
         })?;
         let Some(row) = row else { return Ok(KeyState::Absent) };
-        let (fp, finished, lease_until, expires_at, result): StoredRow =
-            (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
-        let same = fp == fingerprint.as_bytes()[..];
-        key_state_of_row(key, same, finished, (lease_until, expires_at), result, now)?
-            .try_map(|bytes| decode_result(key, &bytes).map_err(StoreError::from))
+        let fp: Vec<u8> = row.get(0);
+        let row = Row {
+            same_fingerprint: fp == fingerprint.as_bytes()[..],
+            finished: row.get(1),
+            lease_expires_ms: row.get(2),
+            expires_ms: row.get(3),
+            result: row.get(4),
+        };
+        row_state(key, row, now)
     }
 }
-
-/// A claims row as `lookup` reads it: fingerprint, finished, lease and result expiry
-/// (ms), result.
-type StoredRow = (Vec<u8>, bool, i64, i64, Option<Vec<u8>>);

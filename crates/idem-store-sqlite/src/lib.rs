@@ -11,7 +11,7 @@
 //! * Completion and release are one conditional statement each, on the fencing token.
 //! * Several processes may open one file: SQLite's locking serialises writers
 //!   (`busy_timeout` waits for the lock), and the claim statement gives exactly one owner.
-//! * Results are stored with [`Durable`]'s versioned encoding, at most
+//! * Results are stored with idem-core's checksummed [`Durable`] encoding, at most
 //!   `result_bytes_max` bytes each.
 //! * Group commit: one writer thread owns the connection. Operations that arrive while a
 //!   commit is in progress are applied together in the next transaction, each inside its
@@ -25,108 +25,19 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::clock::{Clock, SystemClock, Timestamp};
-use crate::fingerprint::Fingerprint;
-use crate::key::ScopedKey;
-use crate::store::{
-    Claim, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig, StoreError,
-    key_state_of_row,
+use std::sync::Arc;
+use std::thread::{Builder as ThreadBuilder, JoinHandle};
+
+use idem_core::codec::{Durable, StoredRow as Row, decode_result, encode_result, row_state};
+use idem_core::{
+    Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
+    StoreConfig, StoreError, SystemClock, Timestamp,
 };
-use crate::sync::{Arc, JoinHandle, ThreadBuilder};
+use parking_lot::Mutex;
 
 /// The schema version this code writes and reads. Version 2: every result carries a
 /// checksum bound to its key.
 pub const SCHEMA_VERSION: i64 = 2;
-
-/// The encoding of a stored result: a version byte, then `encode`'s bytes. Stable across
-/// releases: a durable store keeps what it wrote.
-pub trait Durable: Sized {
-    /// The payload's bytes.
-    fn encode(&self) -> Vec<u8>;
-    /// Reads back what `encode` wrote.
-    ///
-    /// # Errors
-    ///
-    /// [`SqliteError::Corrupt`] if the bytes are not a valid encoding.
-    fn decode(bytes: &[u8]) -> Result<Self, SqliteError>;
-}
-
-impl Durable for String {
-    fn encode(&self) -> Vec<u8> {
-        self.as_bytes().to_vec()
-    }
-    fn decode(bytes: &[u8]) -> Result<Self, SqliteError> {
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| SqliteError::Corrupt("result is not UTF-8".into()))
-    }
-}
-
-impl Durable for u64 {
-    fn encode(&self) -> Vec<u8> {
-        self.to_be_bytes().to_vec()
-    }
-    fn decode(bytes: &[u8]) -> Result<Self, SqliteError> {
-        let array: [u8; 8] =
-            bytes.try_into().map_err(|_| SqliteError::Corrupt("u64 is 8 bytes".into()))?;
-        Ok(u64::from_be_bytes(array))
-    }
-}
-
-/// The version byte in front of every stored result: 2, a checksummed result. (1 was a
-/// result without a checksum; such a file has schema version 1 and is refused at open.)
-const RESULT_ENCODING_V2: u8 = 2;
-/// Version byte and checksum.
-const RESULT_PREFIX: usize = 5;
-
-/// The checksum of `payload` as the result of `key`: CRC-32 over the scope, the key (each
-/// length-prefixed) and the payload, so a result read under another key, or with a byte
-/// changed, fails it.
-fn result_checksum(key: &ScopedKey, payload: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    for part in [key.scope().as_str(), key.key().as_str()] {
-        hasher.update(&(part.len() as u32).to_le_bytes());
-        hasher.update(part.as_bytes());
-    }
-    hasher.update(payload);
-    hasher.finalize()
-}
-
-/// A result as a durable store keeps it for `key`: the version byte, the checksum
-/// (little-endian), then [`Durable::encode`]'s bytes, at most `bytes_max` of them. Shared
-/// by the SQLite and PostgreSQL stores.
-pub(crate) fn encode_result<R: Durable>(
-    key: &ScopedKey,
-    result: &R,
-    bytes_max: usize,
-) -> Result<Vec<u8>, StoreError> {
-    let payload = result.encode();
-    if payload.len() > bytes_max {
-        return Err(SqliteError::ResultTooLarge { len: payload.len(), max: bytes_max }.into());
-    }
-    let mut bytes = Vec::with_capacity(payload.len() + RESULT_PREFIX);
-    bytes.push(RESULT_ENCODING_V2);
-    bytes.extend_from_slice(&result_checksum(key, &payload).to_le_bytes());
-    bytes.extend_from_slice(&payload);
-    Ok(bytes)
-}
-
-/// Reads back what [`encode_result`] wrote for `key`; a result that fails its checksum is
-/// an error naming the key, never a replay.
-pub(crate) fn decode_result<R: Durable>(key: &ScopedKey, bytes: &[u8]) -> Result<R, SqliteError> {
-    let corrupt = |what: &str| SqliteError::Corrupt(format!("the result of key {key} {what}"));
-    let Some((&version, rest)) = bytes.split_first() else {
-        return Err(corrupt("is empty"));
-    };
-    if version != RESULT_ENCODING_V2 {
-        return Err(corrupt(&format!("has unknown encoding {version}")));
-    }
-    let (checksum, payload) =
-        rest.split_first_chunk::<4>().ok_or_else(|| corrupt("is cut short"))?;
-    if u32::from_le_bytes(*checksum) != result_checksum(key, payload) {
-        return Err(corrupt("fails its checksum"));
-    }
-    R::decode(payload)
-}
 
 /// What went wrong in the SQLite store; wrapped in [`StoreError::Storage`].
 #[derive(Debug, thiserror::Error)]
@@ -139,14 +50,6 @@ pub enum SqliteError {
     SchemaVersion {
         /// The version found in the file.
         found: i64,
-    },
-    /// A result is larger than the configured limit.
-    #[error("result of {len} bytes exceeds the limit of {max} bytes")]
-    ResultTooLarge {
-        /// The refused result's size.
-        len: usize,
-        /// The limit.
-        max: usize,
     },
     /// Stored bytes could not be read back, or the file failed its integrity check.
     #[error("corrupt record: {0}")]
@@ -174,7 +77,7 @@ fn storage(error: rusqlite::Error) -> StoreError {
 pub struct SqliteStore<R> {
     /// A second connection for the read-only fast path: a replay, or a claim that is
     /// clearly in flight, is answered without queueing behind writes.
-    reader: crate::sync::Mutex<Connection>,
+    reader: Mutex<Connection>,
     clock: Arc<dyn Clock>,
     requests: Option<crossbeam_channel::Sender<Request>>,
     writer: Option<JoinHandle<()>>,
@@ -267,7 +170,7 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         if attempt >= OPEN_ATTEMPTS_MAX || !is_busy(&error) {
             return Err(storage(error));
         }
-        crate::sync::sleep(Duration::from_millis(u64::from(attempt.min(20))));
+        std::thread::sleep(Duration::from_millis(u64::from(attempt.min(20))));
         attempt += 1;
     }
     let found: i64 = conn
@@ -649,7 +552,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
             .spawn(move || writer.run(&queue))
             .map_err(|e| StoreError::Storage(Box::new(e)))?;
         Ok(Self {
-            reader: crate::sync::Mutex::new(reader),
+            reader: Mutex::new(reader),
             clock,
             requests: Some(requests),
             writer: Some(handle),
@@ -707,29 +610,18 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         .map_err(storage)
     }
 
+    /// The read-only fast path: a replay or a live claim is answered from the reader
+    /// connection; anything else goes to the writer.
     fn read_claim(
         &self,
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<Option<Claim<R>>, StoreError> {
-        let now = self.clock.now();
-        let Some((fp, finished, lease_until, expires_at, result)) = self.read_row(key)? else {
-            return Ok(None);
-        };
-        if fp != fingerprint.as_bytes()[..] {
-            return Ok(None);
-        }
-        let now_ms = ms(now);
-        if finished == 1 && expires_at > now_ms {
-            let bytes =
-                result.ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?;
-            return Ok(Some(Claim::Replay(decode_result(key, &bytes)?)));
-        }
-        if finished == 0 && lease_until > now_ms {
-            let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
-            return Ok(Some(Claim::InFlight { retry_after: until.saturating_duration_since(now) }));
-        }
-        Ok(None)
+        Ok(match self.lookup(key, fingerprint)? {
+            KeyState::Finished(result) => Some(Claim::Replay(result)),
+            KeyState::InFlight { retry_after } => Some(Claim::InFlight { retry_after }),
+            KeyState::Absent | KeyState::Pending { .. } => None,
+        })
     }
 
     fn claim_once(
@@ -813,10 +705,14 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
         let Some((fp, finished, lease_until, expires_at, result)) = self.read_row(key)? else {
             return Ok(KeyState::Absent);
         };
-        let same = fp == fingerprint.as_bytes()[..];
-        let times = (lease_until, expires_at);
-        key_state_of_row(key, same, finished == 1, times, result, now)?
-            .try_map(|bytes| decode_result(key, &bytes).map_err(StoreError::from))
+        let row = Row {
+            same_fingerprint: fp == fingerprint.as_bytes()[..],
+            finished: finished == 1,
+            lease_expires_ms: lease_until,
+            expires_ms: expires_at,
+            result,
+        };
+        row_state(key, row, now)
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::SystemClock;
-use idem_wallet::crash_plan::batch;
+use idem_crash::wallet::batch;
 use idem_wallet::{DurableWallet, Limits, LogError, TransferResult as R};
 
 const BATCHES: u128 = 15;
