@@ -68,8 +68,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "wallet-skips-sync",
         file: "crates/idem-wallet/src/durable/writer.rs",
-        from: "device.append(&bytes).and_then(|()| device.sync())",
-        to: "device.append(&bytes)",
+        from: "let written = self.device.append(&self.bytes).and_then(|()| self.device.sync());",
+        to: "let written = self.device.append(&self.bytes);",
         check: test("idem-crash", "", "wallet", "killed"),
     },
     Mutant {

@@ -76,6 +76,8 @@ mod clock;
 #[cfg(not(loom))]
 pub mod codec;
 mod fingerprint;
+#[cfg(not(loom))]
+pub mod group_commit;
 mod key;
 mod memory;
 mod store;

@@ -20,6 +20,22 @@ pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(all(feature = "testkit", not(loom)))]
 pub(crate) use std::{sync::Barrier, thread};
 
+/// The group-commit writer's thread and queue (not modelled by loom: the writer is one
+/// thread; its races are a bounded channel's, and the durable parts' crash tests cover it).
+#[cfg(not(loom))]
+pub(crate) use std::sync::mpsc::{Receiver, SyncSender, sync_channel as channel};
+#[cfg(not(loom))]
+pub(crate) use std::thread::JoinHandle;
+
+/// Starts a named thread.
+#[cfg(not(loom))]
+pub(crate) fn spawn_named(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name.into()).spawn(f)
+}
+
 /// Pauses the calling thread (under loom: yields, since loom has no time).
 #[cfg(not(loom))]
 pub(crate) fn sleep(duration: Duration) {

@@ -23,12 +23,12 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use std::sync::Arc;
-use std::thread::{Builder as ThreadBuilder, JoinHandle};
 
 use idem_core::codec::{Durable, StoredRow as Row, decode_result, encode_result, row_state};
+use idem_core::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
     StoreConfig, StoreError, SystemClock, Timestamp,
@@ -79,8 +79,7 @@ pub struct SqliteStore<R> {
     /// clearly in flight, is answered without queueing behind writes.
     reader: Mutex<Connection>,
     clock: Arc<dyn Clock>,
-    requests: Option<crossbeam_channel::Sender<Request>>,
-    writer: Option<JoinHandle<()>>,
+    writer: GroupCommit<Writer>,
     result_bytes_max: usize,
     _result: std::marker::PhantomData<fn() -> R>,
 }
@@ -121,35 +120,50 @@ CREATE INDEX IF NOT EXISTS claims_leases ON claims (finished, lease_expires_at);
 /// expiry, result.
 type StoredRow = (Vec<u8>, i64, i64, i64, Option<Vec<u8>>);
 
-/// The most operations one transaction carries.
-const BATCH_MAX: usize = 1024;
+/// The writer's limits: operations queued for it, and operations in one transaction.
+const WRITER_LIMITS: GroupLimits = GroupLimits { queue_max: 4096, group_max: 1024 };
 
-/// One operation for the writer thread, and where to send its answer.
-enum Op {
-    Claim(ScopedKey, Fingerprint),
-    Complete(Lease, Vec<u8>),
-    Release(Lease),
-    Sweep,
-    Pending(usize),
-}
-
-enum Answer {
-    Claim(Result<Claim<Vec<u8>>, StoreError>),
-    Done(Result<(), StoreError>),
-    Count(Result<usize, StoreError>),
-    Pending(Result<Vec<PendingClaim>, StoreError>),
-}
-
-struct Request {
-    op: Op,
-    reply: crossbeam_channel::Sender<Answer>,
-}
-
-/// What the writer thread owns.
+/// What the writer thread owns: the write connection, inside a transaction per group.
 struct Writer {
     conn: Connection,
     clock: Arc<dyn Clock>,
     config: StoreConfig,
+}
+
+impl Committer for Writer {
+    fn begin(&mut self) -> Result<(), String> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string())
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        self.conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+    }
+
+    /// A failed commit (or begin): roll back what is left; SQLite's atomic commit means
+    /// nothing of the group is on disk, so the writer goes on.
+    fn recover(&mut self) -> AfterFailure {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        AfterFailure::Continue
+    }
+}
+
+impl Writer {
+    /// Runs one operation in its own savepoint inside the group's transaction: its changes
+    /// are kept if `keep` says so (a refusal changes nothing), rolled back otherwise, so
+    /// one operation's failure never undoes the others.
+    fn in_savepoint<T>(
+        &mut self,
+        op: impl FnOnce(&Connection, Timestamp, StoreConfig) -> Result<T, StoreError>,
+        keep: impl FnOnce(&T) -> bool,
+    ) -> Result<T, StoreError> {
+        let now = self.clock.now();
+        self.conn.execute_batch("SAVEPOINT op").map_err(storage)?;
+        let result = op(&self.conn, now, self.config);
+        let kept = result.as_ref().is_ok_and(keep);
+        let end = if kept { "RELEASE op" } else { "ROLLBACK TO op; RELEASE op" };
+        self.conn.execute_batch(end).map_err(storage)?;
+        result
+    }
 }
 
 fn ms(t: Timestamp) -> i64 {
@@ -217,95 +231,6 @@ fn quick_check(conn: &Connection) -> Result<(), StoreError> {
     Err(SqliteError::Corrupt(format!("quick_check: {}", findings.join("; "))).into())
 }
 
-impl Writer {
-    /// Takes every request that is waiting (up to the batch limit), applies them in one
-    /// transaction, and answers them after the commit. Runs until every store handle is
-    /// gone.
-    fn run(mut self, requests: &crossbeam_channel::Receiver<Request>) {
-        while let Ok(first) = requests.recv() {
-            let mut batch = vec![first];
-            while batch.len() < BATCH_MAX {
-                match requests.try_recv() {
-                    Ok(request) => batch.push(request),
-                    Err(_) => break,
-                }
-            }
-            self.apply(batch);
-        }
-    }
-
-    fn apply(&mut self, batch: Vec<Request>) {
-        let now = self.clock.now();
-        let config = self.config;
-        let mut tx = match self.conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-            Ok(tx) => tx,
-            Err(e) => {
-                let message = e.to_string();
-                for request in batch {
-                    let _ = request.reply.send(failed(&request.op, &message));
-                }
-                return;
-            }
-        };
-        let mut answers = Vec::with_capacity(batch.len());
-        for request in batch {
-            let answer = match tx.savepoint() {
-                Ok(mut sp) => {
-                    let answer = execute(&sp, &request.op, now, config);
-                    let ok = succeeded(&answer);
-                    if ok {
-                        let _ = sp.commit();
-                    } else {
-                        let _ = sp.rollback();
-                    }
-                    answer
-                }
-                Err(e) => failed(&request.op, &e.to_string()),
-            };
-            answers.push((request.reply, request.op, answer));
-        }
-        // Nobody is answered before the transaction is on disk; if the commit fails,
-        // nobody is told their operation happened.
-        match tx.commit() {
-            Ok(()) => {
-                for (reply, _, answer) in answers {
-                    let _ = reply.send(answer);
-                }
-            }
-            Err(e) => {
-                let message = e.to_string();
-                for (reply, op, _) in answers {
-                    let _ = reply.send(failed(&op, &message));
-                }
-            }
-        }
-    }
-}
-
-fn commit_error(message: &str) -> StoreError {
-    SqliteError::Write(message.to_string()).into()
-}
-
-fn failed(op: &Op, message: &str) -> Answer {
-    match op {
-        Op::Claim(..) => Answer::Claim(Err(commit_error(message))),
-        Op::Complete(..) | Op::Release(..) => Answer::Done(Err(commit_error(message))),
-        Op::Sweep => Answer::Count(Err(commit_error(message))),
-        Op::Pending(_) => Answer::Pending(Err(commit_error(message))),
-    }
-}
-
-/// Whether the operation's changes should be kept: refusals (in flight, key reused, full,
-/// lease lost) change nothing and roll back their savepoint.
-fn succeeded(answer: &Answer) -> bool {
-    match answer {
-        Answer::Claim(result) => matches!(result, Ok(Claim::Acquired(_) | Claim::Recover(_))),
-        Answer::Done(result) => result.is_ok(),
-        Answer::Count(result) => result.is_ok(),
-        Answer::Pending(_) => false,
-    }
-}
-
 /// Runs a statement through the connection's statement cache (preparing the claim's
 /// upsert costs more than running it).
 fn exec<P: rusqlite::Params>(conn: &Connection, sql: &str, params: P) -> rusqlite::Result<usize> {
@@ -322,45 +247,41 @@ fn row<T, P: rusqlite::Params>(
     conn.prepare_cached(sql)?.query_row(params, f)
 }
 
-fn execute(conn: &Connection, op: &Op, now: Timestamp, config: StoreConfig) -> Answer {
-    match op {
-        Op::Claim(key, fp) => Answer::Claim(claim(conn, key, fp, now, config)),
-        Op::Complete(lease, bytes) => {
-            let expires_at = ms(now.saturating_add(config.result_ttl()));
-            let changed = exec(
-                conn,
-                "UPDATE claims SET finished = 1, expires_at = ?4, result = ?5
-                 WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
-                params![
-                    lease.key().scope().as_str(),
-                    lease.key().key().as_str(),
-                    lease.token().get() as i64,
-                    expires_at,
-                    bytes
-                ],
-            );
-            Answer::Done(settled(changed, lease))
-        }
-        Op::Release(lease) => {
-            let changed = exec(
-                conn,
-                "DELETE FROM claims WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
-                params![
-                    lease.key().scope().as_str(),
-                    lease.key().key().as_str(),
-                    lease.token().get() as i64
-                ],
-            );
-            let result = settled(changed, lease).and_then(|()| {
-                exec(conn, "UPDATE meta SET records = records - 1 WHERE id = 1", [])
-                    .map(drop)
-                    .map_err(storage)
-            });
-            Answer::Done(result)
-        }
-        Op::Sweep => Answer::Count(sweep(conn, now, config)),
-        Op::Pending(max) => Answer::Pending(pending(conn, now, *max)),
-    }
+fn complete_row(
+    conn: &Connection,
+    lease: &Lease,
+    bytes: &[u8],
+    now: Timestamp,
+    config: StoreConfig,
+) -> Result<(), StoreError> {
+    let expires_at = ms(now.saturating_add(config.result_ttl()));
+    let changed = exec(
+        conn,
+        "UPDATE claims SET finished = 1, expires_at = ?4, result = ?5
+         WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
+        params![
+            lease.key().scope().as_str(),
+            lease.key().key().as_str(),
+            lease.token().get() as i64,
+            expires_at,
+            bytes
+        ],
+    );
+    settled(changed, lease)
+}
+
+fn release_row(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {
+    let changed = exec(
+        conn,
+        "DELETE FROM claims WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
+        params![
+            lease.key().scope().as_str(),
+            lease.key().key().as_str(),
+            lease.token().get() as i64
+        ],
+    );
+    settled(changed, lease)?;
+    exec(conn, "UPDATE meta SET records = records - 1 WHERE id = 1", []).map(drop).map_err(storage)
 }
 
 fn settled(changed: rusqlite::Result<usize>, lease: &Lease) -> Result<(), StoreError> {
@@ -545,17 +466,13 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         let conn = open_connection(path)?;
         quick_check(&conn)?;
         let reader = open_connection(path)?;
-        let (requests, queue) = crossbeam_channel::bounded::<Request>(BATCH_MAX * 4);
         let writer = Writer { conn, clock: clock.clone(), config };
-        let handle = ThreadBuilder::new()
-            .name("idem-sqlite-writer".into())
-            .spawn(move || writer.run(&queue))
+        let writer = GroupCommit::start("idem-sqlite-writer", writer, WRITER_LIMITS)
             .map_err(|e| StoreError::Storage(Box::new(e)))?;
         Ok(Self {
             reader: Mutex::new(reader),
             clock,
-            requests: Some(requests),
-            writer: Some(handle),
+            writer,
             result_bytes_max: 64 * 1024,
             _result: std::marker::PhantomData,
         })
@@ -584,12 +501,19 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         self
     }
 
-    /// Sends `op` to the writer and waits for its answer (after the commit).
-    fn ask(&self, op: Op) -> Result<Answer, StoreError> {
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        let gone = || StoreError::from(SqliteError::WriterStopped);
-        self.requests.as_ref().ok_or_else(gone)?.send(Request { op, reply }).map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())
+    /// Runs `op` in the writer's next transaction, in a savepoint of its own, and answers
+    /// after the commit: its own typed result, or why the transaction failed.
+    fn write<T, Op, Keep>(&self, op: Op, keep: Keep) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        Op: FnOnce(&Connection, Timestamp, StoreConfig) -> Result<T, StoreError> + Send + 'static,
+        Keep: FnOnce(&T) -> bool + Send + 'static,
+    {
+        match self.writer.submit(move |w: &mut Writer| w.in_savepoint(op, keep)) {
+            Ok(result) => result,
+            Err(CommitError::Failed(why)) => Err(SqliteError::Write(why).into()),
+            Err(CommitError::Stopped | CommitError::Lost) => Err(SqliteError::WriterStopped.into()),
+        }
     }
 
     /// The read-only fast path: a live result with this fingerprint is a replay, a live
@@ -632,32 +556,16 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         if let Some(answer) = self.read_claim(key, fingerprint)? {
             return Ok(answer);
         }
-        match self.ask(Op::Claim(key.clone(), *fingerprint))? {
-            Answer::Claim(result) => Ok(match result? {
-                Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
-                Claim::Acquired(lease) => Claim::Acquired(lease),
-                Claim::Recover(lease) => Claim::Recover(lease),
-                Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
-            }),
-            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
-        }
-    }
-
-    fn done(&self, op: Op) -> Result<(), StoreError> {
-        match self.ask(op)? {
-            Answer::Done(result) => result,
-            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
-        }
-    }
-}
-
-impl<R> Drop for SqliteStore<R> {
-    fn drop(&mut self) {
-        // Closing the channel lets the writer finish what it holds and stop.
-        drop(self.requests.take());
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
+        let (owned_key, fp) = (key.clone(), *fingerprint);
+        let owned = |c: &Claim<Vec<u8>>| matches!(c, Claim::Acquired(_) | Claim::Recover(_));
+        let claimed =
+            self.write(move |conn, now, config| claim(conn, &owned_key, &fp, now, config), owned)?;
+        Ok(match claimed {
+            Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
+            Claim::Acquired(lease) => Claim::Acquired(lease),
+            Claim::Recover(lease) => Claim::Recover(lease),
+            Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
+        })
     }
 }
 
@@ -674,25 +582,25 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
-        self.done(Op::Complete(lease.clone(), bytes))
+        let lease = lease.clone();
+        self.write(
+            move |conn, now, config| complete_row(conn, &lease, &bytes, now, config),
+            |_| true,
+        )
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.done(Op::Release(lease.clone()))
+        let lease = lease.clone();
+        self.write(move |conn, _, _| release_row(conn, &lease), |_| true)
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {
-        match self.ask(Op::Sweep)? {
-            Answer::Count(result) => result,
-            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
-        }
+        self.write(sweep, |_| true)
     }
 
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
-        match self.ask(Op::Pending(max))? {
-            Answer::Pending(result) => result,
-            _ => Err(SqliteError::Corrupt("mismatched answer".into()).into()),
-        }
+        // Read-only: nothing to keep.
+        self.write(move |conn, now, _| pending(conn, now, max), |_| false)
     }
 
     /// Reads on the reader connection, beside the writer thread: it takes no write lock.

@@ -4,6 +4,7 @@ mod bounded;
 mod config;
 mod conformance;
 mod fingerprint;
+mod group_commit;
 mod key;
 mod model;
 mod stress;

@@ -6,7 +6,7 @@
 //!   a payload checksum, each batch with its results).
 //! * [`recovery`]: the replay, and the rule that tells a torn tail (cut, kept aside,
 //!   reported) from corruption (refused, with its offset).
-//! * [`writer`]: the log writer thread and its group commit.
+//! * [`writer`]: the log writer, on idem-core's group-commit writer.
 //!
 //! The log goes through a [`LogDevice`]: a [`File`] normally; a crash test passes a
 //! device that throws away what was written since the last sync, as a power loss does.
@@ -19,9 +19,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
-use crossbeam_channel::Sender;
+use idem_core::group_commit::{CommitError, GroupCommit};
 use idem_core::{Clock, SystemClock};
 use parking_lot::Mutex;
 
@@ -67,11 +66,11 @@ pub enum LogError {
     /// accepted. Reopen the log: it holds every acknowledged batch.
     #[error("the log writer stopped")]
     Stopped,
-    /// The log writer failed while deciding or writing this batch's group (a bug: an
-    /// internal check, or a log device that panicked). Nothing of the group was logged or
-    /// answered as done, the in-memory ledger was rebuilt from the synced log, and the
-    /// writer stopped; reopening the log recovers every acknowledged batch.
-    #[error("the log writer failed: {0}; nothing of this batch was logged")]
+    /// The group holding this batch failed: an append or sync erred, or deciding or
+    /// writing it panicked (a bug: an internal check, a device that panicked). Nothing of
+    /// the group was answered as done, the in-memory ledger was rebuilt from the synced
+    /// log, and the writer stopped; reopening the log recovers every acknowledged batch.
+    #[error("the log writer failed: {0}; this batch may not be logged")]
     WriterFailed(String),
 }
 
@@ -106,6 +105,22 @@ pub trait LogDevice: Send + 'static {
     ///
     /// The I/O error.
     fn truncate(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+/// A boxed device is a device (the wallet keeps its device boxed).
+impl<D: LogDevice + ?Sized> LogDevice for Box<D> {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        (**self).read_all()
+    }
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        (**self).append(bytes)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        (**self).sync()
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        (**self).truncate(len)
+    }
 }
 
 /// A file opened for reading and appending.
@@ -178,12 +193,6 @@ pub(crate) fn result_codes(answer: &Answer) -> Vec<u8> {
     }
 }
 
-/// One batch for the writer, and where to send its answer.
-pub(crate) struct Request {
-    pub(crate) op: Op,
-    pub(crate) reply: Sender<Result<Answer, LogError>>,
-}
-
 /// A wallet whose every acknowledged batch is on disk. Batches from all threads go to one
 /// log writer: those arriving while a sync is in progress share the next one (group
 /// commit); each batch is answered only after its record, results included, is synced.
@@ -210,8 +219,7 @@ pub(crate) struct Request {
 /// ```
 pub struct DurableWallet {
     ledger: Arc<Mutex<Ledger>>,
-    requests: Option<Sender<Request>>,
-    writer: Option<JoinHandle<()>>,
+    writer: GroupCommit<writer::LogWriter<Box<dyn LogDevice>>>,
     path: PathBuf,
     recovery: Recovery,
 }
@@ -266,13 +274,10 @@ impl DurableWallet {
         // The log (or its cut) is durable only once its directory entry is.
         sync_directory(path)?;
         let ledger = Arc::new(Mutex::new(ledger));
-        let (requests, queue) = crossbeam_channel::bounded::<Request>(writer::QUEUE_MAX);
-        let writer_ledger = ledger.clone();
-        let writer = std::thread::Builder::new()
-            .name("idem-wallet-log".into())
-            .spawn(move || writer::write_log(device, &writer_ledger, &queue, synced_len))?;
-        let (requests, writer) = (Some(requests), Some(writer));
-        Ok(Self { ledger, requests, writer, path: path.to_path_buf(), recovery })
+        let device: Box<dyn LogDevice> = Box::new(device);
+        let state = writer::LogWriter::new(device, ledger.clone(), synced_len);
+        let writer = GroupCommit::start("idem-wallet-log", state, writer::LIMITS)?;
+        Ok(Self { ledger, writer, path: path.to_path_buf(), recovery })
     }
 
     /// What opening the log found: records replayed, and a torn tail if one was cut.
@@ -280,14 +285,18 @@ impl DurableWallet {
         &self.recovery
     }
 
+    /// Decides `op` in the writer's next group and answers once the group is synced.
     fn ask(&self, op: Op) -> Result<Answer, LogError> {
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        self.requests
-            .as_ref()
-            .ok_or(LogError::Stopped)?
-            .send(Request { op, reply })
-            .map_err(|_| LogError::Stopped)?;
-        answer.recv().map_err(|_| LogError::Stopped)?
+        let decided =
+            self.writer.submit(move |w: &mut writer::LogWriter<Box<dyn LogDevice>>| w.decide(&op));
+        match decided {
+            Ok(answer) => Ok(answer?),
+            Err(CommitError::Failed(why)) => Err(LogError::WriterFailed(why)),
+            Err(CommitError::Lost) => {
+                Err(LogError::WriterFailed("the batch's work panicked".into()))
+            }
+            Err(CommitError::Stopped) => Err(LogError::Stopped),
+        }
     }
 
     /// Creates accounts, durably.
@@ -351,15 +360,6 @@ impl DurableWallet {
     /// If an invariant is broken (a bug in this crate).
     pub fn assert_invariants(&self) {
         self.ledger.lock().assert_invariants();
-    }
-}
-
-impl Drop for DurableWallet {
-    fn drop(&mut self) {
-        drop(self.requests.take());
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
     }
 }
 

@@ -1,0 +1,214 @@
+//! The group-commit writer every durable part shares (the SQLite store, the durable
+//! wallet): one thread owns the durable state; work that arrives while a commit is in
+//! progress joins the next group; a group is committed (one fsync) and only then is each
+//! caller answered. Each request carries its own typed reply: a caller gets back exactly
+//! the type its work returned, so no request and answer enums can be mismatched.
+//!
+//! ```
+//! use idem_core::group_commit::{Committer, GroupCommit, GroupLimits};
+//!
+//! /// Sums numbers; a group is "durable" once `commit` adds it to the total.
+//! #[derive(Debug, Default)]
+//! struct Sum { pending: u64, total: u64 }
+//!
+//! impl Committer for Sum {
+//!     fn begin(&mut self) -> Result<(), String> { self.pending = 0; Ok(()) }
+//!     fn commit(&mut self) -> Result<(), String> { self.total += self.pending; Ok(()) }
+//! }
+//!
+//! let writer = GroupCommit::start("sum", Sum::default(), GroupLimits::default())?;
+//! let seen = writer.submit(|sum: &mut Sum| { sum.pending += 5; sum.total })?;
+//! assert_eq!(seen, 0); // answered after its group committed; it saw the total before
+//! assert_eq!(writer.submit(|sum: &mut Sum| sum.total)?, 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+
+use crate::sync::{JoinHandle, Receiver, SyncSender, channel, spawn_named};
+
+/// What the writer does with its state around each group.
+pub trait Committer: Send + 'static {
+    /// Starts a group (`BEGIN`, taking a lock).
+    ///
+    /// # Errors
+    ///
+    /// Why the group cannot start; every request of the group is answered with it.
+    fn begin(&mut self) -> Result<(), String>;
+
+    /// Makes the group's work durable (`COMMIT`, an fsync). Callers are answered only
+    /// after it returns `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// Why it failed: what is durable is then unknown, and every request of the group is
+    /// answered with the error.
+    fn commit(&mut self) -> Result<(), String>;
+
+    /// After a group failed (its `begin` or `commit` erred, or its work panicked): undo
+    /// what can be undone, and say whether the writer may go on. The default goes on.
+    fn recover(&mut self) -> AfterFailure {
+        AfterFailure::Continue
+    }
+}
+
+/// Whether the writer takes more work after a failed group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// The state is consistent again: take the next group.
+    Continue,
+    /// The state cannot be trusted: answer every later request `Stopped`.
+    Stop,
+}
+
+/// The writer's limits, named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLimits {
+    /// Requests waiting for the writer; a caller past it waits to queue. Default 1024.
+    pub queue_max: usize,
+    /// Requests committed together at most. Default 64.
+    pub group_max: usize,
+}
+
+impl Default for GroupLimits {
+    fn default() -> Self {
+        Self { queue_max: 1024, group_max: 64 }
+    }
+}
+
+/// Why a request got no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    /// The group could not start or commit, or its work panicked: nothing of it is
+    /// answered as done.
+    #[error("the group failed: {0}")]
+    Failed(String),
+    /// The writer is gone (closed, or stopped after a failure).
+    #[error("the writer stopped")]
+    Stopped,
+    /// No answer came: the request's own work panicked. Nothing of it is to be trusted.
+    #[error("the request's work panicked; nothing of it was committed")]
+    Lost,
+}
+
+type Finish = Box<dyn FnOnce(Result<(), &CommitError>) + Send>;
+/// A request: run on the state (`Some`), or refused unrun (`None`, its group failed to
+/// start); either way it returns how to answer its caller once the group's fate is known.
+type Job<S> = Box<dyn FnOnce(Option<&mut S>) -> Finish + Send>;
+
+/// The writer: a thread that owns `S` and commits work in groups. Dropping it lets the
+/// thread finish what is queued and joins it.
+pub struct GroupCommit<S: Committer> {
+    jobs: Option<SyncSender<Job<S>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<S: Committer> fmt::Debug for GroupCommit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupCommit").field("running", &self.jobs.is_some()).finish()
+    }
+}
+
+impl<S: Committer> GroupCommit<S> {
+    /// Starts the writer thread, named `name`, owning `state`.
+    ///
+    /// # Errors
+    ///
+    /// The OS error if the thread cannot start.
+    pub fn start(name: &str, state: S, limits: GroupLimits) -> std::io::Result<Self> {
+        let (jobs, queue) = channel::<Job<S>>(limits.queue_max.max(1));
+        let group_max = limits.group_max.max(1);
+        let thread = spawn_named(name, move || run(state, &queue, group_max))?;
+        Ok(Self { jobs: Some(jobs), thread: Some(thread) })
+    }
+
+    /// Runs `work` on the state inside the next group and returns its result once the
+    /// group is committed.
+    ///
+    /// # Errors
+    ///
+    /// [`CommitError::Failed`] if the group did not commit (nothing of `work` is to be
+    /// trusted as done); [`CommitError::Stopped`] if the writer is gone.
+    pub fn submit<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut S) -> T + Send + 'static,
+    ) -> Result<T, CommitError> {
+        let (reply, answer) = channel::<Result<T, CommitError>>(1);
+        let job: Job<S> = Box::new(move |state: Option<&mut S>| match state {
+            Some(state) => {
+                let out = work(state);
+                Box::new(move |committed: Result<(), &CommitError>| {
+                    let _ = reply.send(committed.map(|()| out).map_err(Clone::clone));
+                })
+            }
+            None => Box::new(move |refused: Result<(), &CommitError>| {
+                let error = refused.err().cloned().unwrap_or(CommitError::Stopped);
+                let _ = reply.send(Err(error));
+            }),
+        });
+        let jobs = self.jobs.as_ref().ok_or(CommitError::Stopped)?;
+        jobs.send(job).map_err(|_| CommitError::Stopped)?;
+        // The reply is dropped unsent only if the work itself panicked.
+        answer.recv().map_err(|_| CommitError::Lost)?
+    }
+}
+
+impl<S: Committer> Drop for GroupCommit<S> {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The writer thread: groups until the queue closes, or a failed group says stop.
+fn run<S: Committer>(mut state: S, queue: &Receiver<Job<S>>, group_max: usize) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        group.extend(queue.try_iter().take(group_max - 1));
+        let run = || commit_group(&mut state, group);
+        // A panicking job loses its own reply (its caller sees `Lost`); the jobs run
+        // before it are answered `Failed` by `commit_group`'s guard as it unwinds.
+        let committed = std::panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or(Err(()));
+        if committed.is_err() && state.recover() == AfterFailure::Stop {
+            return;
+        }
+    }
+}
+
+/// Runs one group. Every job's caller is answered: with its result after a commit, with
+/// the failure otherwise (also if a later job panics: the finishers run on unwind).
+fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), ()> {
+    if let Err(why) = state.begin() {
+        let error = CommitError::Failed(why);
+        for job in group {
+            job(None)(Err(&error));
+        }
+        return Err(());
+    }
+    let mut pending = Pending(Vec::with_capacity(group.len()));
+    for job in group {
+        pending.0.push(job(Some(state)));
+    }
+    let committed = state.commit().map_err(CommitError::Failed);
+    let failed = committed.is_err();
+    for finish in pending.0.drain(..) {
+        finish(committed.as_ref().map(|_| ()));
+    }
+    if failed { Err(()) } else { Ok(()) }
+}
+
+/// Finishers not yet run: if the group unwinds (a job panicked), each is answered with a
+/// failure instead of never.
+struct Pending(Vec<Finish>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let panicked = CommitError::Failed("the group's work panicked".into());
+        for finish in self.0.drain(..) {
+            finish(Err(&panicked));
+        }
+    }
+}

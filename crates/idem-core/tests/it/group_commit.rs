@@ -1,0 +1,107 @@
+//! The group-commit writer: typed replies only after a commit, failures answered to the
+//! whole group, a panicking job contained, and the stop rule.
+
+use std::sync::{Arc, Mutex};
+
+use idem_core::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
+
+/// A state that logs what happens to it and fails on request.
+#[derive(Debug, Default)]
+struct Log {
+    events: Arc<Mutex<Vec<String>>>,
+    fail_begin: bool,
+    fail_commit: bool,
+    stop_after_failure: bool,
+}
+
+impl Log {
+    fn note(&self, event: &str) {
+        self.events.lock().expect("lock").push(event.to_string());
+    }
+}
+
+impl Committer for Log {
+    fn begin(&mut self) -> Result<(), String> {
+        self.note("begin");
+        if self.fail_begin { Err("no begin".into()) } else { Ok(()) }
+    }
+    fn commit(&mut self) -> Result<(), String> {
+        self.note("commit");
+        if self.fail_commit { Err("disk full".into()) } else { Ok(()) }
+    }
+    fn recover(&mut self) -> AfterFailure {
+        self.note("recover");
+        if self.stop_after_failure { AfterFailure::Stop } else { AfterFailure::Continue }
+    }
+}
+
+fn writer(log: Log) -> GroupCommit<Log> {
+    GroupCommit::start("test-writer", log, GroupLimits::default()).expect("a thread")
+}
+
+#[test]
+fn a_caller_gets_its_own_typed_result_after_the_commit() {
+    let log = Log::default();
+    let events = log.events.clone();
+    let w = writer(log);
+    let got: (u8, &str) = w
+        .submit(|log: &mut Log| {
+            log.note("work");
+            (7, "seven")
+        })
+        .expect("committed");
+    assert_eq!(got, (7, "seven"));
+    events.lock().expect("lock").push("answered".into());
+    let seen = events.lock().expect("lock").clone();
+    assert_eq!(seen, ["begin", "work", "commit", "answered"]);
+}
+
+#[test]
+fn a_failed_commit_answers_the_group_with_it_and_the_writer_goes_on() {
+    let w = writer(Log { fail_commit: true, ..Log::default() });
+    let failed = w.submit(|_: &mut Log| 1);
+    assert_eq!(failed, Err(CommitError::Failed("disk full".into())));
+    assert_eq!(w.submit(|_: &mut Log| 2), Err(CommitError::Failed("disk full".into())));
+}
+
+#[test]
+fn a_group_that_cannot_begin_runs_nothing() {
+    let log = Log { fail_begin: true, ..Log::default() };
+    let events = log.events.clone();
+    let w = writer(log);
+    assert_eq!(
+        w.submit(|log: &mut Log| log.note("work")),
+        Err(CommitError::Failed("no begin".into()))
+    );
+    assert!(!events.lock().expect("lock").contains(&"work".to_string()), "never ran");
+}
+
+#[test]
+fn a_panicking_job_is_contained_and_the_stop_rule_holds() {
+    let w = writer(Log { stop_after_failure: true, ..Log::default() });
+    let lost = w.submit(|_: &mut Log| -> u8 { panic!("a bug in the work") });
+    assert_eq!(lost, Err(CommitError::Lost));
+    assert_eq!(w.submit(|_: &mut Log| 1), Err(CommitError::Stopped), "stopped after failure");
+}
+
+#[test]
+fn concurrent_callers_share_commits_and_each_gets_its_own_answer() {
+    let log = Log::default();
+    let events = log.events.clone();
+    let w = Arc::new(
+        GroupCommit::start("test-writer", log, GroupLimits { queue_max: 8, group_max: 4 })
+            .expect("a thread"),
+    );
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let w = w.clone();
+            s.spawn(move || {
+                for i in 0..50u32 {
+                    assert_eq!(w.submit(move |_: &mut Log| t * 1000 + i), Ok(t * 1000 + i));
+                }
+            });
+        }
+    });
+    let commits = events.lock().expect("lock").iter().filter(|e| *e == "commit").count();
+    assert!((50..=200).contains(&commits), "{commits} commits for 200 requests, groups of 4");
+}
