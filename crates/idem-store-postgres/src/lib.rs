@@ -27,7 +27,10 @@ use postgres::{Client, NoTls};
 use std::sync::Arc;
 use std::time::Instant;
 
-use idem_core::codec::{Durable, StoredRow as Row, decode_result, encode_result, row_state};
+use idem_core::codec::{
+    Durable, StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, encode_result,
+    pending_claim, row_state,
+};
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
     StoreConfig, StoreError, Timestamp,
@@ -65,6 +68,12 @@ pub enum PgError {
     /// A stored value could not be read back.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// Every connection of the store stayed busy for `waited`: nothing was done.
+    #[error("every connection stayed busy for {waited:?}; nothing was done")]
+    Busy {
+        /// How long the call waited.
+        waited: Duration,
+    },
 }
 
 impl From<PgError> for StoreError {
@@ -188,6 +197,8 @@ impl<R> fmt::Debug for PgStore<R> {
 const CLIENTS: usize = 4;
 /// Every statement gives up after this long.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a call waits for one of the store's connections to come back.
+const CLIENT_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// Opens one connection with the store's statement timeout.
 fn open_client(url: &postgres::Config) -> Result<Client, StoreError> {
@@ -317,11 +328,17 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     ) -> Result<T, StoreError> {
         let mut client = {
             let mut clients = self.clients.lock();
+            let deadline = Instant::now() + CLIENT_WAIT_MAX;
             loop {
                 if let Some(client) = clients.pop() {
                     break client;
                 }
-                self.returned.wait(&mut clients);
+                // Every client is busy: wait for one back, but not past the limit (a
+                // client comes back when its statement ends, bounded by the timeout).
+                if Instant::now() >= deadline {
+                    return Err(PgError::Busy { waited: CLIENT_WAIT_MAX }.into());
+                }
+                let _ = self.returned.wait_until(&mut clients, deadline);
             }
         };
         let result = self.reconnect_if_closed(&mut client).and_then(|()| f(&mut client));
@@ -382,12 +399,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             let Some(row) = taken else {
                 let answer = inspect(&mut tx, s, key, fingerprint, now)?;
                 tx.commit().map_err(pg)?;
-                return Ok(match answer {
-                    Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
-                    Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
-                    Claim::Acquired(l) => Claim::Acquired(l),
-                    Claim::Recover(l) => Claim::Recover(l),
-                });
+                return decode_claim(key, answer);
             };
             let (token, recovered, fresh): (i64, bool, bool) = (row.get(0), row.get(1), row.get(2));
             if fresh {
@@ -475,28 +487,20 @@ fn inspect(
             &[&key.scope().as_str(), &key.key().as_str()],
         )
         .map_err(pg)?;
-    let (stored, finished, lease_until, result): (Vec<u8>, bool, i64, Option<Vec<u8>>) =
-        (row.get(0), row.get(1), row.get(2), row.get(3));
-    if stored != fingerprint.as_bytes()[..] {
-        return Err(StoreError::KeyReused { key: key.clone() });
-    }
-    if finished {
-        return Ok(Claim::Replay(
-            result.ok_or_else(|| PgError::Corrupt("finished without result".into()))?,
-        ));
-    }
-    let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
-    Ok(Claim::InFlight { retry_after: until.saturating_duration_since(now) })
+    let stored: Vec<u8> = row.get(0);
+    let row = Row {
+        same_fingerprint: stored == fingerprint.as_bytes()[..],
+        finished: row.get(1),
+        lease_expires_ms: row.get(2),
+        expires_ms: 0,
+        result: row.get(3),
+    };
+    claim_refused(key, row, now)
 }
 
 impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
     fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        match self.claim_once(key, fingerprint) {
-            Err(StoreError::StoreFull { .. }) if self.sweep()? > 0 => {
-                self.claim_once(key, fingerprint)
-            }
-            other => other,
-        }
+        claim_with_sweep(|| self.claim_once(key, fingerprint), || self.sweep())
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
@@ -601,16 +605,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             .map(|row| {
                 let (scope, key, fp, expired): (String, String, Vec<u8>, i64) =
                     (row.get(0), row.get(1), row.get(2), row.get(3));
-                let key = ScopedKey::parse(&scope, &key)
-                    .map_err(|e| PgError::Corrupt(format!("stored key: {e}")))?;
-                let fp: [u8; 32] = fp
-                    .try_into()
-                    .map_err(|_| PgError::Corrupt("fingerprint is 32 bytes".into()))?;
-                Ok(PendingClaim {
-                    key,
-                    fingerprint: Fingerprint::from_bytes(fp),
-                    lease_expired_at: Timestamp::from_millis(u64::try_from(expired).unwrap_or(0)),
-                })
+                Ok(pending_claim(&scope, &key, &fp, expired)?)
             })
             .collect()
     }

@@ -27,7 +27,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use std::sync::Arc;
 
-use idem_core::codec::{Durable, StoredRow as Row, decode_result, encode_result, row_state};
+use idem_core::codec::{
+    Durable, StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, encode_result,
+    pending_claim, row_state,
+};
 use idem_core::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
@@ -384,16 +387,14 @@ fn inspect(
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )
     .map_err(storage)?;
-    if stored_fp != fingerprint.as_bytes()[..] {
-        return Err(StoreError::KeyReused { key: key.clone() });
-    }
-    if finished == 1 {
-        return Ok(Claim::Replay(
-            result.ok_or_else(|| SqliteError::Corrupt("finished without result".into()))?,
-        ));
-    }
-    let until = Timestamp::from_millis(u64::try_from(lease_until).unwrap_or(0));
-    Ok(Claim::InFlight { retry_after: until.saturating_duration_since(now) })
+    let row = Row {
+        same_fingerprint: stored_fp == fingerprint.as_bytes()[..],
+        finished: finished == 1,
+        lease_expires_ms: lease_until,
+        expires_ms: 0,
+        result,
+    };
+    claim_refused(key, row, now)
 }
 
 fn sweep(conn: &Connection, now: Timestamp, config: StoreConfig) -> Result<usize, StoreError> {
@@ -429,15 +430,7 @@ fn pending(conn: &Connection, now: Timestamp, max: usize) -> Result<Vec<PendingC
     let mut found = Vec::new();
     for row in rows {
         let (scope, key, fp, expired) = row.map_err(storage)?;
-        let key = ScopedKey::parse(&scope, &key)
-            .map_err(|e| SqliteError::Corrupt(format!("stored key: {e}")))?;
-        let fp: [u8; 32] =
-            fp.try_into().map_err(|_| SqliteError::Corrupt("fingerprint is 32 bytes".into()))?;
-        found.push(PendingClaim {
-            key,
-            fingerprint: Fingerprint::from_bytes(fp),
-            lease_expired_at: Timestamp::from_millis(u64::try_from(expired).unwrap_or(0)),
-        });
+        found.push(pending_claim(&scope, &key, &fp, expired)?);
     }
     Ok(found)
 }
@@ -560,24 +553,13 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         let owned = |c: &Claim<Vec<u8>>| matches!(c, Claim::Acquired(_) | Claim::Recover(_));
         let claimed =
             self.write(move |conn, now, config| claim(conn, &owned_key, &fp, now, config), owned)?;
-        Ok(match claimed {
-            Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
-            Claim::Acquired(lease) => Claim::Acquired(lease),
-            Claim::Recover(lease) => Claim::Recover(lease),
-            Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
-        })
+        decode_claim(key, claimed)
     }
 }
 
 impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        match self.claim_once(key, fingerprint) {
-            // A full store sweeps once, then decides again.
-            Err(StoreError::StoreFull { .. }) if self.sweep()? > 0 => {
-                self.claim_once(key, fingerprint)
-            }
-            other => other,
-        }
+        claim_with_sweep(|| self.claim_once(key, fingerprint), || self.sweep())
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
