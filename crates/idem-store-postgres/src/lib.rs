@@ -23,6 +23,11 @@ use std::fmt;
 use std::time::Duration;
 
 use postgres::{Client, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// The TLS library the store's encrypted connections use (rustls), re-exported so that a
+/// caller builds its `ClientConfig` with the same version.
+pub use rustls;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -89,7 +94,16 @@ fn pg(error: postgres::Error) -> StoreError {
 /// The server's own words for a database error ("db error" alone says nothing); the
 /// client library's message for anything else (a closed connection, a timeout).
 fn describe(error: &postgres::Error) -> String {
-    let Some(db) = error.as_db_error() else { return error.to_string() };
+    let Some(db) = error.as_db_error() else {
+        // The client's message, then each cause (a TLS handshake's reason, an I/O error).
+        let mut text = error.to_string();
+        let mut cause = std::error::Error::source(error);
+        while let Some(inner) = cause {
+            text.push_str(&format!(": {inner}"));
+            cause = inner.source();
+        }
+        return text;
+    };
     let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
     if let Some(detail) = db.detail() {
         text.push_str(&format!(" ({detail})"));
@@ -174,7 +188,7 @@ pub struct PgStore<R> {
     clients: Mutex<Vec<Client>>,
     returned: Condvar,
     /// How to open a connection again after the server closed one.
-    url: postgres::Config,
+    connector: Connector,
     /// The namespace, quoted for statements (`"name"`).
     schema: String,
     time: Time,
@@ -200,9 +214,20 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest a call waits for one of the store's connections to come back.
 const CLIENT_WAIT_MAX: Duration = Duration::from_secs(10);
 
+/// Where and how the store connects: the server's address, and TLS if asked for.
+struct Connector {
+    url: postgres::Config,
+    tls: Option<MakeRustlsConnect>,
+}
+
 /// Opens one connection with the store's statement timeout.
-fn open_client(url: &postgres::Config) -> Result<Client, StoreError> {
-    let mut client = url.connect(NoTls).map_err(pg)?;
+fn open_client(connector: &Connector) -> Result<Client, StoreError> {
+    let url = &connector.url;
+    let connected = match &connector.tls {
+        Some(tls) => url.connect(tls.clone()),
+        None => url.connect(NoTls),
+    };
+    let mut client = connected.map_err(pg)?;
     let timeout = STATEMENT_TIMEOUT.as_millis();
     client.batch_execute(&format!("SET statement_timeout = {timeout}")).map_err(pg)?;
     Ok(client)
@@ -261,7 +286,24 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     /// [`StoreError::Storage`] with [`PgError`]: unreachable server (with the server's
     /// message), bad schema name, or a schema of another version.
     pub fn connect(url: &str, schema: &str, config: StoreConfig) -> Result<Self, StoreError> {
-        Self::open(url, schema, config, None)
+        Self::open(url, schema, config, None, None)
+    }
+
+    /// As [`connect`](Self::connect), over TLS configured by `tls` (its root certificates
+    /// decide which servers are trusted). Put `sslmode=require` in `url` to refuse a
+    /// server that will not encrypt; every reconnect uses TLS too.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect); a TLS handshake failure is reported like an
+    /// unreachable server, with the reason.
+    pub fn connect_with_tls(
+        url: &str,
+        schema: &str,
+        config: StoreConfig,
+        tls: rustls::ClientConfig,
+    ) -> Result<Self, StoreError> {
+        Self::open(url, schema, config, None, Some(MakeRustlsConnect::new(tls)))
     }
 
     /// As [`connect`](Self::connect), reading time from `clock` instead of the database:
@@ -277,7 +319,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         config: StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        Self::open(url, schema, config, Some(clock))
+        Self::open(url, schema, config, Some(clock), None)
     }
 
     fn open(
@@ -285,6 +327,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         schema: &str,
         config: StoreConfig,
         clock: Option<Arc<dyn Clock>>,
+        tls: Option<MakeRustlsConnect>,
     ) -> Result<Self, StoreError> {
         check_schema_name(schema)?;
         let mut url: postgres::Config = url.parse().map_err(pg)?;
@@ -293,7 +336,9 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             // Names the store's sessions in `pg_stat_activity`.
             url.application_name(&format!("idem:{schema}"));
         }
-        let mut clients = (0..CLIENTS).map(|_| open_client(&url)).collect::<Result<Vec<_>, _>>()?;
+        let connector = Connector { url, tls };
+        let mut clients =
+            (0..CLIENTS).map(|_| open_client(&connector)).collect::<Result<Vec<_>, _>>()?;
         let schema = format!("\"{schema}\"");
         migrate(&mut clients[0], &schema)?;
         let time = match clock {
@@ -307,7 +352,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         Ok(Self {
             clients: Mutex::new(clients),
             returned: Condvar::new(),
-            url,
+            connector,
             schema,
             time,
             clock,
@@ -366,7 +411,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         if !client.is_closed() {
             return Ok(());
         }
-        *client = open_client(&self.url)?;
+        *client = open_client(&self.connector)?;
         if let Time::Database(clock) = &self.time {
             clock.resync(client)?;
         }

@@ -248,3 +248,105 @@ fn schema_names_are_checked_and_quoted() {
         }
     }
 }
+
+mod tls {
+    //! The store over TLS, against the local server's self-signed certificate.
+
+    use std::sync::Arc;
+
+    use idem_core::{KeyStore, StoreConfig};
+    use idem_store_postgres::PgStore;
+    use idem_store_postgres::rustls::client::danger::{
+        HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+    };
+    use idem_store_postgres::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use idem_store_postgres::rustls::{
+        self, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    };
+
+    use super::{Namespace, fp, key, url};
+
+    /// Accepts the test server's self-signed certificate (it names the host, not
+    /// 127.0.0.1); still checks the handshake's signatures.
+    #[derive(Debug)]
+    struct TestServer(Arc<rustls::crypto::CryptoProvider>);
+
+    impl ServerCertVerifier for TestServer {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            let algorithms = &self.0.signature_verification_algorithms;
+            rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+        }
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            let algorithms = &self.0.signature_verification_algorithms;
+            rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    fn require_tls() -> String {
+        format!("{}?sslmode=require", url())
+    }
+
+    /// Every connection of a store opened with TLS is encrypted, and it works.
+    #[test]
+    fn a_store_over_tls_encrypts_every_connection() {
+        let namespace = Namespace::new();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(TestServer(provider)))
+            .with_no_client_auth();
+        let store: PgStore<String> =
+            PgStore::connect_with_tls(&require_tls(), &namespace.0, StoreConfig::default(), tls)
+                .expect("a TLS connection");
+        let _held = store.claim(&key("k"), &fp()).expect("claim");
+        let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+        let encrypted: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+                 WHERE application_name = $1 AND ssl",
+                &[&format!("idem:{}", namespace.0)],
+            )
+            .expect("pg_stat_ssl")
+            .get(0);
+        assert_eq!(encrypted, 4, "the store's four connections are encrypted");
+    }
+
+    /// Certificates are verified: a configuration that trusts no root is refused.
+    #[test]
+    fn an_untrusted_server_certificate_is_refused() {
+        let tls = ClientConfig::builder()
+            .with_root_certificates(RootCertStore::empty())
+            .with_no_client_auth();
+        let refused = PgStore::<String>::connect_with_tls(
+            &require_tls(),
+            "idem_x",
+            StoreConfig::default(),
+            tls,
+        );
+        let error = refused.expect_err("an unknown issuer is refused");
+        assert!(error.to_string().to_lowercase().contains("certificate"), "{error}");
+    }
+}
