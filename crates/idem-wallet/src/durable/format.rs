@@ -30,6 +30,16 @@ const PAYLOAD_PREFIX: usize = 1 + 8 + 4;
 /// The largest legal payload: a full batch of transfers and their results.
 pub(crate) const PAYLOAD_MAX: usize = PAYLOAD_PREFIX + BATCH_MAX * (TRANSFER_BYTES + 1);
 
+// The record layout, checked when the crate compiles: an account is its id (16), ledger
+// (4), code (2) and flags (2); a transfer six 128-bit fields, timeout and ledger (4 each),
+// code and flags (2 each); the prefix is kind (1), clock (8) and count (4); the largest
+// payload's length fits the header's 32 bits.
+const _: () = assert!(ACCOUNT_BYTES == 16 + 4 + 2 + 2);
+const _: () = assert!(TRANSFER_BYTES == 6 * 16 + 4 + 4 + 2 + 2);
+const _: () = assert!(PAYLOAD_PREFIX == 1 + 8 + 4);
+const _: () = assert!(RECORD_HEADER == 3 * 4);
+const _: () = assert!(PAYLOAD_MAX <= u32::MAX as usize);
+
 /// A batch as the log stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
