@@ -1,7 +1,7 @@
 //! get + drop cycles: idem-pool (`idem`) beside r2d2 0.8 with the same no-op manager, in
 //! one run. 4 connections shared by 1, 2, 8 and 16 threads, and 1 connection on 1 thread.
 //! Both pools use their defaults otherwise (health check on checkout, idle timeout, max
-//! lifetime). Group `get_drop` runs idem-pool's default `Fairness::Fifo`, group
+//! lifetime). Group `get_drop` runs idem-pool's strict `Fairness::Fifo`, group
 //! `get_drop_barging` its r2d2-like `Fairness::Barging`. `cargo xtask bench idem-pool`.
 
 // criterion's macros generate undocumented public functions.

@@ -113,7 +113,9 @@ impl Builder {
     /// [`ConfigError`] naming the first setting out of range.
     pub fn build<M: Manager>(self, manager: M) -> Result<Pool<M>, ConfigError> {
         let config = self.validate()?;
-        let state = Mutex::new(State::new(config.max_size));
+        let mut state = State::new(config.max_size);
+        state.fair_after = config.fair_after;
+        let state = Mutex::new(state);
         let shared = Arc::new(Shared { manager, config, state, backoff: Condvar::default() });
         let handle = Arc::new(Handle { shared, stop: Arc::new(Stop::default()) });
         let pool = Pool { handle };
@@ -318,6 +320,8 @@ impl<M: Manager> Shared<M> {
             return Step::Fail(Error::Closed);
         }
         // Fifo: waiters are served first, a newcomer takes nothing while someone waits.
+        // Barging and Eventual: a running thread may take an idle connection (Eventual
+        // bounds that by handing returns to a waiter that has waited `fair_after`).
         let fifo = self.config.fairness == Fairness::Fifo;
         if !fifo || state.waiters.iter().all(|w| w.grant.is_some()) {
             if let Some(slot) = state.idle.pop() {
@@ -345,6 +349,7 @@ impl<M: Manager> Shared<M> {
         // never does.
         let mut started: Option<Started> = None;
         let mut start = || *started.get_or_insert_with(|| Started::now(timeout));
+        let mut yielded = false;
         loop {
             let mut trash = Vec::new();
             let now = self.now();
@@ -371,6 +376,15 @@ impl<M: Manager> Shared<M> {
                 Step::Wait if start().deadline == Deadline::Now => {
                     state.counters.timeouts += 1;
                     return Err(self.timeout(&state, Duration::ZERO));
+                }
+                // Before parking, once: let the threads that hold connections run, since
+                // one of them is likely about to return one (a park and wake-up costs a
+                // context switch each; with more threads than cores a yield is cheaper).
+                Step::Wait if !yielded => {
+                    yielded = true;
+                    drop(state);
+                    crate::sync::yield_now();
+                    continue;
                 }
                 Step::Wait => match self.wait(state, start())? {
                     Waited::Guard(guard) => return Ok(guard),
@@ -455,7 +469,10 @@ impl<M: Manager> Shared<M> {
         let id = state.next_waiter_id;
         state.next_waiter_id += 1;
         let cv = Arc::new(Condvar::default());
-        state.waiters.push_back(Waiter { id, cv: cv.clone(), grant: None, woken: false });
+        // A waiter woken to compete and overtaken queues again with its first instant, so
+        // Eventual's bound counts its whole wait, not its latest turn.
+        let since = started.at;
+        state.waiters.push_back(Waiter { id, since, cv: cv.clone(), grant: None, woken: false });
         loop {
             // RACE (lost wake-up): a releaser grants us a connection between our check and
             // our sleep. The grant is written under the lock we hold until the condition
@@ -468,10 +485,11 @@ impl<M: Manager> Shared<M> {
                 state.waiters.remove(position);
                 return self.granted(state, grant);
             }
-            // Barging: woken to compete for an idle connection; leave the queue and try.
+            // Barging: woken to compete for an idle connection. Take it here, under the
+            // lock the wake-up gave back, rather than leave the queue and lock again.
             if std::mem::take(&mut state.waiters[position].woken) && !state.idle.is_empty() {
                 state.waiters.remove(position);
-                return Ok(Waited::Again);
+                return Ok(self.take_idle(state));
             }
             let now = Instant::now();
             let until = match started.deadline {
@@ -485,6 +503,25 @@ impl<M: Manager> Shared<M> {
                 Deadline::Never | Deadline::Now => now + NAP_WITHOUT_DEADLINE,
             };
             state = cv.wait_until(state, until);
+        }
+    }
+
+    /// Lends the most recently returned idle connection to a woken waiter (closing it
+    /// first, and deciding again, if it expired). Returns with the lock released.
+    fn take_idle(self: &Arc<Self>, mut state: MutexGuard<'_, State<M::Connection>>) -> Waited<M> {
+        let now = self.now();
+        let Some(slot) = state.idle.pop() else { return Waited::Again };
+        if self.expired(&state.slots[slot], now) {
+            let closed = state.discard(slot);
+            drop(state);
+            drop(closed);
+            return Waited::Again;
+        }
+        let (conn, generation) = state.lend(slot, now);
+        drop(state);
+        match self.validated(conn, slot, generation) {
+            Ok(guard) => Waited::Guard(guard),
+            Err(()) => Waited::Again,
         }
     }
 

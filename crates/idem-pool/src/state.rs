@@ -53,6 +53,8 @@ pub(crate) enum Grant {
 #[derive(Debug)]
 pub(crate) struct Waiter {
     pub(crate) id: u64,
+    /// When it started waiting (for `Fairness::Eventual`).
+    pub(crate) since: Instant,
     pub(crate) cv: Arc<Condvar>,
     pub(crate) grant: Option<Grant>,
     /// Barging only: woken to compete for an idle connection, not yet back to sleep.
@@ -69,6 +71,10 @@ pub(crate) struct State<C> {
     /// Waiters in arrival order; the front is served first.
     pub(crate) waiters: VecDeque<Waiter>,
     pub(crate) next_waiter_id: u64,
+    /// `Fairness::Eventual`'s bound on overtaking.
+    pub(crate) fair_after: Duration,
+    /// `Fairness::Eventual`: no fair hand-off before this instant.
+    pub(crate) next_fair: Option<Instant>,
     pub(crate) closed: bool,
     pub(crate) last_error: Option<Arc<dyn std::error::Error + Send + Sync>>,
     /// The pause after the last failed connect (zero after a success): it doubles with
@@ -100,6 +106,8 @@ impl<C> State<C> {
             free: (0..max_size).rev().collect(),
             waiters: VecDeque::new(),
             next_waiter_id: 0,
+            fair_after: Duration::ZERO,
+            next_fair: None,
             closed: false,
             last_error: None,
             connect_backoff: Duration::ZERO,
@@ -111,6 +119,31 @@ impl<C> State<C> {
     /// The first waiter without a grant.
     fn first_ungranted(&mut self) -> Option<&mut Waiter> {
         self.waiters.iter_mut().find(|w| w.grant.is_none())
+    }
+
+    /// Whether a returned connection goes to the idle list for anyone to take (barging),
+    /// rather than to the longest waiter. Under `Eventual`, as parking_lot's mutex: barging,
+    /// except that once the longest waiter has waited `fair_after`, a return is handed to
+    /// it, at most one such fair hand-off per `fair_after`. The hand-offs, each a wake-up,
+    /// are so bounded in rate (the throughput of barging), and every waiter is served in
+    /// turn (none overtaken forever). The clock is read only when someone waits.
+    fn barges(&mut self, fairness: Fairness) -> bool {
+        match fairness {
+            Fairness::Fifo => false,
+            Fairness::Barging => true,
+            Fairness::Eventual => {
+                let Some(head) = self.waiters.iter().find(|w| w.grant.is_none()) else {
+                    return true;
+                };
+                let now = Instant::now();
+                let due = self.next_fair.is_none_or(|at| now >= at);
+                if due && now.saturating_duration_since(head.since) >= self.fair_after {
+                    self.next_fair = now.checked_add(self.fair_after);
+                    return false;
+                }
+                true
+            }
+        }
     }
 
     /// Gives an empty slot to the longest waiter to connect into, or to the free list.
@@ -136,7 +169,7 @@ impl<C> State<C> {
         s.conn = Some(conn);
         s.returned_at = now;
         let next_generation = s.generation + 1;
-        if fairness == Fairness::Barging {
+        if self.barges(fairness) {
             self.slots[slot].phase = Phase::Idle;
             self.idle.push(slot);
             // Wake one waiter that has not been woken yet, to compete for it. Each idle

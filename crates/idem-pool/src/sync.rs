@@ -10,6 +10,14 @@ pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Weak;
 
+/// Lets other threads run (loom's yield under `--cfg loom`).
+pub(crate) fn yield_now() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
 /// Starts the maintenance thread, named `name`; `Err` if the OS refuses a thread. Not
 /// under loom: the models run without maintenance.
 #[cfg(not(loom))]

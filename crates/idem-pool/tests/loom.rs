@@ -78,6 +78,33 @@ fn release_wakes_waiting_get_barging() {
     release_wakes_waiting_get_with(Fairness::Barging);
 }
 
+/// The same race under `Fairness::Eventual`, both ways it can decide: barging (the
+/// waiter has not waited `fair_after`) and a fair hand-off (`fair_after` zero).
+/// Invariant: as above, the waiter always gets the connection.
+#[test]
+fn release_wakes_waiting_get_eventual() {
+    release_wakes_waiting_get_with(Fairness::Eventual);
+    loom::model(|| {
+        let pool = Pool::builder()
+            .max_size(1)
+            .fairness(Fairness::Eventual)
+            .fair_after(Duration::ZERO)
+            .health_check(HealthCheck::Never)
+            .maintenance_interval(None)
+            .connection_timeout(Duration::from_secs(3600))
+            .build(Noop)
+            .expect("valid config");
+        let held = pool.get().expect("get");
+        let waiter = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.get().map(|conn| *conn))
+        };
+        drop(held);
+        assert_eq!(waiter.join().unwrap().expect("the waiter gets the connection"), 7);
+        pool.assert_invariants();
+    });
+}
+
 fn release_wakes_waiting_get_with(fairness: Fairness) {
     loom::model(move || {
         let pool = pool_with(fairness);

@@ -376,7 +376,9 @@ fn barging_lets_a_running_thread_take_a_returned_connection() {
 
 #[test]
 fn fifo_hands_a_returned_connection_to_the_waiter_not_to_a_newcomer() {
-    let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_secs(30)));
+    let (pool, _) = pool(1, |b| {
+        b.fairness(idem_pool::Fairness::Fifo).connection_timeout(Duration::from_secs(30))
+    });
     let held = pool.get().expect("get");
     let release_waiter = std::sync::Arc::new(std::sync::Barrier::new(2));
     let waiter = {
@@ -419,4 +421,24 @@ fn duration_settings_at_zero_and_max() {
     assert!(matches!(pool.get_timeout(Duration::ZERO), Err(Error::Timeout { .. })));
     drop(held);
     pool.assert_invariants();
+}
+
+/// The default, `Eventual`: a returned connection goes to the idle list (barging) while
+/// the longest waiter has waited less than `fair_after`, and straight to it once it has.
+#[test]
+fn eventual_fairness_barges_until_the_waiter_has_waited_long_enough() {
+    for (fair_after, handoffs) in [(Duration::from_secs(3600), 0), (Duration::ZERO, 1)] {
+        let (pool, _) =
+            pool(1, |b| b.fair_after(fair_after).connection_timeout(Duration::from_secs(30)));
+        let held = pool.get().expect("get");
+        let waiter = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.get().map(|conn| conn.id))
+        };
+        wait_for_waiters(&pool, 1);
+        drop(held);
+        assert_eq!(pool.state().handoffs, handoffs, "fair_after {fair_after:?}");
+        assert!(waiter.join().expect("waiter").is_ok(), "the waiter is served either way");
+        pool.assert_invariants();
+    }
 }
