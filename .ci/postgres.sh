@@ -26,4 +26,15 @@ END $$;
 SELECT 'CREATE DATABASE idem OWNER idem'
 WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'idem')\gexec
 SQL
+# The TLS test needs the server to speak TLS: Debian's clusters do, with the snakeoil
+# certificate of the ssl-cert package; make sure of it.
+if [ "$(su postgres -c "psql -tAc 'SHOW ssl'")" != "on" ]; then
+    [ -f /etc/ssl/certs/ssl-cert-snakeoil.pem ] || make-ssl-cert generate-default-snakeoil
+    su postgres -c "psql -q -v ON_ERROR_STOP=1" >/dev/null <<'SQL'
+ALTER SYSTEM SET ssl_cert_file = '/etc/ssl/certs/ssl-cert-snakeoil.pem';
+ALTER SYSTEM SET ssl_key_file = '/etc/ssl/private/ssl-cert-snakeoil.key';
+ALTER SYSTEM SET ssl = on;
+SELECT pg_reload_conf();
+SQL
+fi
 echo "postgres://idem:idem@127.0.0.1:5432/idem"
