@@ -135,11 +135,11 @@ struct Writer {
 
 impl Committer for Writer {
     fn begin(&mut self) -> Result<(), String> {
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string())
+        exec(&self.conn, "BEGIN IMMEDIATE", []).map(drop).map_err(|e| e.to_string())
     }
 
     fn commit(&mut self) -> Result<(), String> {
-        self.conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+        exec(&self.conn, "COMMIT", []).map(drop).map_err(|e| e.to_string())
     }
 
     /// A failed commit (or begin): roll back what is left; SQLite's atomic commit means
@@ -160,11 +160,13 @@ impl Writer {
         keep: impl FnOnce(&T) -> bool,
     ) -> Result<T, StoreError> {
         let now = self.clock.now();
-        self.conn.execute_batch("SAVEPOINT op").map_err(storage)?;
+        // Cached statements: parsed once per connection, not once per operation.
+        exec(&self.conn, "SAVEPOINT op", []).map_err(storage)?;
         let result = op(&self.conn, now, self.config);
-        let kept = result.as_ref().is_ok_and(keep);
-        let end = if kept { "RELEASE op" } else { "ROLLBACK TO op; RELEASE op" };
-        self.conn.execute_batch(end).map_err(storage)?;
+        if !result.as_ref().is_ok_and(keep) {
+            exec(&self.conn, "ROLLBACK TO op", []).map_err(storage)?;
+        }
+        exec(&self.conn, "RELEASE op", []).map_err(storage)?;
         result
     }
 }
