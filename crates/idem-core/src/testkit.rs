@@ -76,6 +76,26 @@ pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bo
     }
 }
 
+/// A fresh, empty directory for a test's files, unique to this process and this call even
+/// when the system reuses process ids between runs (a fresh container numbers its
+/// processes the same way every time, so two test runs can share a pid).
+///
+/// # Panics
+///
+/// If the directory cannot be created.
+pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
+    static NEXT: crate::sync::AtomicUsize = crate::sync::AtomicUsize::new(0);
+    // ORDERING: a counter for unique names; nothing is published through it.
+    let n = NEXT.fetch_add(1, crate::sync::Ordering::Relaxed);
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let nanos = since_epoch.map_or(0, |d| d.as_nanos());
+    let name = format!("idem-{tag}-{}-{nanos}-{n}", std::process::id());
+    let dir = std::env::temp_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
 /// A key in scope `scope`.
 ///
 /// # Panics

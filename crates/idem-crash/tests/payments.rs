@@ -48,7 +48,9 @@ impl Rng {
 
 /// A directory of this test process's own, per test.
 fn dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("idem-crash-{}-{test}", std::process::id()));
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let root = ROOT.get_or_init(|| idem_core::testkit::scratch_dir("crash"));
+    let dir = root.join(test);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }

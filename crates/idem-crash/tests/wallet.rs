@@ -21,7 +21,9 @@ use idem_wallet::{DurableWallet, Limits, LogError, TransferResult as R};
 const BATCHES: u128 = 15;
 
 fn dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("idem-wallet-crash-{}-{test}", std::process::id()));
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let root = ROOT.get_or_init(|| idem_core::testkit::scratch_dir("crash"));
+    let dir = root.join(test);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }

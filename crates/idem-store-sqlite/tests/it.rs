@@ -11,12 +11,12 @@ use idem_core::{
 };
 use idem_store_sqlite::{SqliteError, SqliteStore};
 
-/// A fresh file under the system temp dir, unique per call (and per test process).
+/// A fresh file in this test process's own scratch directory.
 pub(crate) fn temp_file(tag: &str) -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("idem-core-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = DIR.get_or_init(|| idem_core::testkit::scratch_dir("sqlite-tests"));
     dir.join(format!("{tag}-{n}.sqlite"))
 }
 
