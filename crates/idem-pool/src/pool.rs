@@ -508,6 +508,12 @@ impl<M: Manager> Shared<M> {
 
     /// Lends the most recently returned idle connection to a woken waiter (closing it
     /// first, and deciding again, if it expired). Returns with the lock released.
+    ///
+    /// RACE (barging): a running thread may take the idle connection between the wake-up
+    /// and this waiter's turn at the lock; the waiter then finds the list empty and waits
+    /// again (its first instant kept, so `Fairness::Eventual` still counts its whole
+    /// wait). Loom models: `release_wakes_waiting_get_barging`,
+    /// `release_wakes_waiting_get_eventual`.
     fn take_idle(self: &Arc<Self>, mut state: MutexGuard<'_, State<M::Connection>>) -> Waited<M> {
         let now = self.now();
         let Some(slot) = state.idle.pop() else { return Waited::Again };
