@@ -6,6 +6,8 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+#[cfg(not(loom))]
+use crate::sync::Arc;
 use crate::sync::{AtomicU64, Ordering};
 
 /// A point in time: whole milliseconds since the Unix epoch. Wall-clock based, because
@@ -109,5 +111,127 @@ impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
         // ORDERING: see `advance`.
         Timestamp(self.now_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// The system clock read from a cached value that one background thread per process
+/// (`idem-clock`) refreshes every [`CoarseClock::TICK`]: a read is one atomic load instead
+/// of a system call, which is a third of an in-memory replay.
+///
+/// A reading is always a system clock reading taken earlier: it lags by at least a tick
+/// and by more whenever the thread is not scheduled, and never runs ahead. So it serves
+/// only to *check* deadlines (is this lease or result past its expiry?), where a late
+/// reading keeps a record a little longer, never shorter. Deadlines are set from the
+/// precise clock. The thread starts with the first coarse clock and ends within a tick of
+/// the last one being dropped; if it cannot start, reads fall back to the system clock.
+#[cfg(not(loom))]
+#[derive(Debug, Clone)]
+pub(crate) struct CoarseClock {
+    ticked: Option<Arc<AtomicU64>>,
+}
+
+#[cfg(not(loom))]
+impl CoarseClock {
+    /// How often the thread refreshes the cached reading.
+    pub(crate) const TICK: Duration = Duration::from_millis(1);
+
+    /// The process-wide coarse clock, starting its thread if none is running.
+    pub(crate) fn shared() -> Self {
+        use crate::sync::{ConstMutex, PoisonError, Weak};
+        static RUNNING: ConstMutex<Weak<AtomicU64>> = ConstMutex::new(Weak::new());
+        // A panic cannot happen while the lock is held, but a poisoned lock still holds
+        // a valid handle: use it.
+        let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(ticked) = running.upgrade() {
+            return Self { ticked: Some(ticked) };
+        }
+        let ticked = Arc::new(AtomicU64::new(SystemClock.now().as_millis()));
+        let weak = Arc::downgrade(&ticked);
+        // The last clock may have been dropped just now, its thread not yet ended: that
+        // thread holds only a weak handle to a value nobody can reach again (its strong
+        // count reached zero), so it ends on its next tick, and this new value gets its
+        // own thread. Every reachable value has exactly one thread refreshing it.
+        let spawned = crate::sync::spawn_named("idem-clock", move || {
+            while let Some(ticked) = weak.upgrade() {
+                // ORDERING: a single value with no data published alongside it.
+                ticked.store(SystemClock.now().as_millis(), Ordering::Relaxed);
+                drop(ticked);
+                crate::sync::sleep(Self::TICK);
+            }
+        });
+        if spawned.is_err() {
+            return Self { ticked: None };
+        }
+        *running = Arc::downgrade(&ticked);
+        Self { ticked: Some(ticked) }
+    }
+}
+
+#[cfg(not(loom))]
+impl Clock for CoarseClock {
+    fn now(&self) -> Timestamp {
+        match &self.ticked {
+            // ORDERING: see `shared`.
+            Some(ticked) => Timestamp(ticked.load(Ordering::Relaxed)),
+            None => SystemClock.now(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod coarse {
+    use super::*;
+    use crate::sync::{ConstMutex, ConstMutexGuard, PoisonError};
+    use crate::testkit::wait_until;
+
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    /// The tests count the process's clock threads, so they take turns.
+    fn one_at_a_time() -> ConstMutexGuard<'static, ()> {
+        static SERIAL: ConstMutex<()> = ConstMutex::new(());
+        SERIAL.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    #[test]
+    fn a_coarse_reading_moves_and_never_runs_ahead_of_the_system_clock() {
+        let _turn = one_at_a_time();
+        let clock = CoarseClock::shared();
+        let first = clock.now();
+        assert!(first <= SystemClock.now());
+        wait_until("the coarse clock to tick", PATIENCE, || clock.now() > first);
+        assert!(clock.now() <= SystemClock.now());
+    }
+
+    /// Threads of this process named `idem-clock` (Linux names threads in /proc).
+    #[cfg(target_os = "linux")]
+    fn clock_threads() -> usize {
+        let tasks = std::fs::read_dir("/proc/self/task").expect("/proc/self/task");
+        let comm = |t: std::fs::DirEntry| std::fs::read_to_string(t.path().join("comm"));
+        tasks
+            .filter_map(Result::ok)
+            .filter_map(|t| comm(t).ok())
+            .filter(|c| c.trim() == "idem-clock")
+            .count()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn clocks_alive_together_share_one_thread_that_ends_after_the_last() {
+        let _turn = one_at_a_time();
+        let clocks: Vec<_> = (0..20).map(|_| CoarseClock::shared()).collect();
+        // A thread of a clock dropped by an earlier test may still be on its last tick.
+        wait_until("one clock thread for 20 clocks", PATIENCE, || clock_threads() == 1);
+        drop(clocks);
+        wait_until("the clock thread to end", PATIENCE, || clock_threads() == 0);
+    }
+
+    #[test]
+    fn a_coarse_clock_made_after_the_last_one_dropped_ticks_again() {
+        let _turn = one_at_a_time();
+        for _ in 0..3 {
+            let clock = CoarseClock::shared();
+            let first = clock.now();
+            wait_until("a new coarse clock to tick", PATIENCE, || clock.now() > first);
+        }
     }
 }

@@ -44,6 +44,8 @@ const SHARDS: usize = 2;
 ///   never evicts a live record.
 /// * [`claim_wait`](KeyStore::claim_wait) sleeps on the shard's condition variable and
 ///   is woken by the holder's complete or release, not by polling.
+/// * Deadlines are set from the precise clock and checked against a reading that may
+///   only lag it (see [`MemoryStore::new`]), so a lease or result lives at least its TTL.
 ///
 /// ```
 /// use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey};
@@ -62,7 +64,11 @@ const SHARDS: usize = 2;
 /// ```
 pub struct MemoryStore<R> {
     shards: Box<[Shard<R>]>,
+    /// Sets deadlines (lease and result expiry) and sweeps: the precise clock.
     clock: Arc<dyn Clock>,
+    /// Checks deadlines on the hot paths: never ahead of `clock`, possibly behind it, so a
+    /// record checked against it is kept longer, never shorter.
+    check: Arc<dyn Clock>,
     config: StoreConfig,
     /// Records physically present (live or expired but not yet swept), for the capacity
     /// check. Reserved before an insert, so it never exceeds the capacity.
@@ -173,12 +179,28 @@ impl<R> fmt::Debug for MemoryStore<R> {
 
 impl<R: Clone + Send> MemoryStore<R> {
     /// A store on the system clock.
+    ///
+    /// Deadlines are set from the system clock; a claim or lookup checks them against a
+    /// cached reading that one background thread per process (`idem-clock`) refreshes
+    /// every millisecond, so a replay costs no system call. That reading only ever lags,
+    /// so a lease or a result may outlive its TTL by the lag (a millisecond or two, more
+    /// if the thread is starved) and never expires early. The thread ends within a
+    /// millisecond of the last such store being dropped.
     pub fn new(config: StoreConfig) -> Self {
-        Self::with_clock(config, Arc::new(SystemClock))
+        #[cfg(not(loom))]
+        let check: Arc<dyn Clock> = Arc::new(crate::clock::CoarseClock::shared());
+        #[cfg(loom)]
+        let check: Arc<dyn Clock> = Arc::new(SystemClock);
+        Self::with_clocks(config, Arc::new(SystemClock), check)
     }
 
-    /// A store that reads time from `clock` (a [`ManualClock`](crate::ManualClock) in tests).
+    /// A store that reads time from `clock` (a [`ManualClock`](crate::ManualClock) in tests),
+    /// for setting and for checking deadlines alike.
     pub fn with_clock(config: StoreConfig, clock: Arc<dyn Clock>) -> Self {
+        Self::with_clocks(config, Arc::clone(&clock), clock)
+    }
+
+    fn with_clocks(config: StoreConfig, clock: Arc<dyn Clock>, check: Arc<dyn Clock>) -> Self {
         let shards = (0..SHARDS)
             .map(|_| Shard {
                 state: Mutex::new(ShardState {
@@ -193,7 +215,7 @@ impl<R: Clone + Send> MemoryStore<R> {
             .collect();
         let scopes = Mutex::new(std::collections::HashMap::new());
         let records = AtomicUsize::new(0);
-        Self { shards, clock, config, records, hasher: KeyHasher::default(), scopes }
+        Self { shards, clock, check, config, records, hasher: KeyHasher::default(), scopes }
     }
 
     /// The limits this store enforces.
@@ -318,7 +340,8 @@ impl<R: Clone + Send> MemoryStore<R> {
         fingerprint: &Fingerprint,
         now: Timestamp,
     ) -> Step<R> {
-        let lease_expires_at = now.saturating_add(self.config.lease());
+        // `now` only checks deadlines (it may lag); a new lease runs from the precise clock.
+        let lease_expires_at = || self.clock.now().saturating_add(self.config.lease());
         let ShardState { table, next_token, stats, .. } = state;
         let mut take_token = || {
             let token = FencingToken::new(*next_token);
@@ -334,6 +357,7 @@ impl<R: Clone + Send> MemoryStore<R> {
                 return Step::Full;
             }
             let token = take_token();
+            let lease_expires_at = lease_expires_at();
             let phase = Phase::InFlight { lease_expires_at };
             let record = Record { hash, key: key.clone(), fingerprint: *fingerprint, token, phase };
             table.insert_unique(hash, record, |r| r.hash);
@@ -345,6 +369,7 @@ impl<R: Clone + Send> MemoryStore<R> {
             ))));
         };
         let mut relet = |record: &mut Record<R>| {
+            let lease_expires_at = lease_expires_at();
             record.token = take_token();
             record.phase = Phase::InFlight { lease_expires_at };
             Lease::new(key.clone(), record.token, lease_expires_at)
@@ -395,7 +420,7 @@ impl<R: Clone + Send> MemoryStore<R> {
         let mut swept_once = false;
         let mut state = shard.state.lock();
         loop {
-            let now = self.clock.now();
+            let now = self.check.now();
             match self.claim_locked(&mut state, (hash, key), fingerprint, now) {
                 Step::Answer(Ok(claim @ Claim::InFlight { .. })) => {
                     match wait(shard, state, &claim) {
@@ -586,7 +611,7 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
-        let now = self.clock.now();
+        let now = self.check.now();
         let (hash, shard) = self.locate(key);
         let state = shard.state.lock();
         let Some(record) = state.table.find(hash, |r| r.key == *key) else {
@@ -605,5 +630,57 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
                 KeyState::Pending { lease_expired_at: *lease_expires_at }
             }
         })
+    }
+}
+
+/// The two-clock rule, which the public constructors cannot show: `new` pairs the system
+/// clock with a lagging reading of it, `with_clock` uses one clock for both.
+#[cfg(test)]
+mod lagging_check {
+    use super::*;
+    use crate::{Claim, KeyState, ManualClock};
+
+    const LAG: Duration = Duration::from_millis(100);
+    const TTL: Duration = Duration::from_secs(30);
+
+    /// A store whose checks read `LAG` behind its deadlines' clock.
+    fn lagging() -> (MemoryStore<u32>, [Arc<ManualClock>; 2]) {
+        let config = StoreConfig::builder().lease(TTL).result_ttl(TTL).build().expect("valid");
+        let precise = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+        let check = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000 - 100)));
+        let store = MemoryStore::with_clocks(config, precise.clone(), check.clone());
+        (store, [precise, check])
+    }
+
+    fn advance(clocks: &[Arc<ManualClock>; 2], by: Duration) {
+        clocks.iter().for_each(|c| c.advance(by));
+    }
+
+    #[test]
+    fn a_lagging_check_keeps_a_lease_its_full_term() {
+        let (store, clocks) = lagging();
+        let key = ScopedKey::parse("s", "k").expect("valid");
+        let fp = Fingerprint::builder("t").finish();
+        assert!(matches!(store.claim(&key, &fp), Ok(Claim::Acquired(_))));
+        // The precise clock is now exactly at the lease's end; the check reads LAG before.
+        advance(&clocks, TTL);
+        assert!(matches!(store.claim(&key, &fp), Ok(Claim::InFlight { .. })));
+        assert!(matches!(store.lookup(&key, &fp), Ok(KeyState::InFlight { .. })));
+        clocks[1].advance(LAG);
+        assert!(matches!(store.claim(&key, &fp), Ok(Claim::Recover(_))));
+    }
+
+    #[test]
+    fn a_lagging_check_keeps_a_result_its_full_term() {
+        let (store, clocks) = lagging();
+        let key = ScopedKey::parse("s", "k").expect("valid");
+        let fp = Fingerprint::builder("t").finish();
+        let Ok(Claim::Acquired(lease)) = store.claim(&key, &fp) else { panic!("acquired") };
+        store.complete(&lease, 7).expect("completes");
+        advance(&clocks, TTL);
+        assert_eq!(store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
+        assert!(matches!(store.lookup(&key, &fp), Ok(KeyState::Finished(7))));
+        clocks[1].advance(LAG);
+        assert!(matches!(store.claim(&key, &fp), Ok(Claim::Acquired(_))));
     }
 }

@@ -27,6 +27,13 @@ pub(crate) use std::sync::mpsc::{Receiver, SyncSender, sync_channel as channel};
 #[cfg(not(loom))]
 pub(crate) use std::thread::JoinHandle;
 
+#[cfg(all(test, not(loom)))]
+pub(crate) use std::sync::MutexGuard as ConstMutexGuard;
+/// The registry of the process-wide coarse clock (`clock::CoarseClock`): a const-built
+/// lock around a weak handle. Not under loom: models run on a manual clock.
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex as ConstMutex, PoisonError, Weak};
+
 /// Starts a named thread.
 #[cfg(not(loom))]
 pub(crate) fn spawn_named(
