@@ -150,6 +150,43 @@ validated_string! {
     Scope
 }
 
+impl Scope {
+    /// `self/child`: a scope nested in this one, as a tenant's customers live in the
+    /// tenant's scope. Both parts are valid already, so only the joined length is checked
+    /// (no second validation, one exact allocation): this runs on every request.
+    ///
+    /// Two different (parent, child) pairs make the same scope only if a parent contains
+    /// `/`; a caller that lets tenants choose parents must refuse `/` in them.
+    ///
+    /// ```
+    /// use idem_core::{KeyError, Scope};
+    ///
+    /// let customer = Scope::new("merchant-9")?.join(&Scope::new("cus_42")?)?;
+    /// assert_eq!(customer.as_str(), "merchant-9/cus_42");
+    ///
+    /// let long = Scope::new(&"m".repeat(200))?;
+    /// assert_eq!(long.join(&long), Err(KeyError::TooLong { len_bytes: 401 }));
+    /// # Ok::<(), KeyError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::TooLong`] if `parent/child` exceeds [`KEY_LEN_MAX`] bytes.
+    pub fn join(&self, child: &Scope) -> Result<Scope, KeyError> {
+        let len_bytes = self.0.len() + 1 + child.0.len();
+        if len_bytes > KEY_LEN_MAX {
+            return Err(KeyError::TooLong { len_bytes });
+        }
+        // Printable ASCII throughout, the first byte is the parent's and the last the
+        // child's (neither a space): valid by construction.
+        let mut joined = String::with_capacity(len_bytes);
+        joined.push_str(&self.0);
+        joined.push('/');
+        joined.push_str(&child.0);
+        Ok(Scope(joined.into()))
+    }
+}
+
 /// A key within its scope: what the store actually indexes by.
 ///
 /// ```

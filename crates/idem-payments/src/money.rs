@@ -176,6 +176,11 @@ impl PaymentRequest {
         self.customer.as_str()
     }
 
+    /// The customer id as the validated scope it was checked as.
+    pub(crate) fn customer_scope(&self) -> &idem_core::Scope {
+        &self.customer
+    }
+
     /// The amount.
     pub fn amount(&self) -> Amount {
         self.amount

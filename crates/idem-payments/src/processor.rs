@@ -160,7 +160,7 @@ pub struct ReconcileReport {
 /// ```
 #[derive(Debug)]
 pub struct Processor<G, S> {
-    merchant: String,
+    merchant: Scope,
     gateway: G,
     store: S,
 }
@@ -176,11 +176,11 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
     /// long, not printable ASCII, whitespace at either end);
     /// [`ValidationError::MerchantSeparator`] if it contains `/`.
     pub fn new(merchant: &str, gateway: G, store: S) -> Result<Self, ValidationError> {
-        Scope::new(merchant).map_err(ValidationError::Merchant)?;
+        let scope = Scope::new(merchant).map_err(ValidationError::Merchant)?;
         if let Some(position) = merchant.find('/') {
             return Err(ValidationError::MerchantSeparator { position });
         }
-        Ok(Self { merchant: merchant.to_string(), gateway, store })
+        Ok(Self { merchant: scope, gateway, store })
     }
 
     /// The gateway (for tests and the demo).
@@ -206,13 +206,11 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         key: &IdempotencyKey,
         request: &PaymentRequest,
     ) -> Result<ScopedKey, ValidationError> {
-        let customer = request.customer();
-        let scope = format!("{}/{customer}", self.merchant);
-        // Both parts are valid scope parts already: only the joined length can fail.
-        let scope = Scope::new(&scope).map_err(|error| match error {
+        // Both parts are valid scopes already: only the joined length can fail.
+        let scope = self.merchant.join(request.customer_scope()).map_err(|error| match error {
             KeyError::TooLong { .. } => ValidationError::ScopeTooLong {
-                merchant_bytes: self.merchant.len(),
-                customer_bytes: customer.len(),
+                merchant_bytes: self.merchant.as_str().len(),
+                customer_bytes: request.customer().len(),
                 max_bytes: KEY_LEN_MAX,
             },
             other => ValidationError::Customer(other),

@@ -82,3 +82,19 @@ fn public_types_are_send_and_sync() {
     assert_send_sync::<idem_core::MemoryStore<String>>();
     assert_send_sync::<idem_core::Fingerprint>();
 }
+
+#[test]
+fn a_joined_scope_is_the_scope_new_would_make_up_to_the_limit() {
+    let parent = Scope::new("m").expect("valid");
+    for child_len in [1, KEY_LEN_MAX - 3, KEY_LEN_MAX - 2] {
+        let child = Scope::new(&"c".repeat(child_len)).expect("valid");
+        let joined = parent.join(&child).expect("fits");
+        let text = format!("m/{}", child.as_str());
+        assert_eq!(joined, Scope::new(&text).expect("valid"));
+        assert_eq!(joined.as_str().len(), child_len + 2);
+    }
+    let child = Scope::new(&"c".repeat(KEY_LEN_MAX - 1)).expect("valid");
+    assert_eq!(parent.join(&child), Err(KeyError::TooLong { len_bytes: KEY_LEN_MAX + 1 }));
+    let max = Scope::new(&"c".repeat(KEY_LEN_MAX)).expect("valid");
+    assert_eq!(max.join(&max), Err(KeyError::TooLong { len_bytes: 2 * KEY_LEN_MAX + 1 }));
+}
