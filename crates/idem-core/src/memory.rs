@@ -44,8 +44,8 @@ const SHARDS: usize = 2;
 ///   never evicts a live record.
 /// * [`claim_wait`](KeyStore::claim_wait) sleeps on the shard's condition variable and
 ///   is woken by the holder's complete or release, not by polling.
-/// * Deadlines are set from the precise clock and checked against a reading that may
-///   only lag it (see [`MemoryStore::new`]), so a lease or result lives at least its TTL.
+/// * Deadlines are set from the precise clock; far from a deadline a check reads only a
+///   cached clock (see [`MemoryStore::new`]), near it the precise one.
 ///
 /// ```
 /// use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey};
@@ -66,8 +66,8 @@ pub struct MemoryStore<R> {
     shards: Box<[Shard<R>]>,
     /// Sets deadlines (lease and result expiry) and sweeps: the precise clock.
     clock: Arc<dyn Clock>,
-    /// Checks deadlines on the hot paths: never ahead of `clock`, possibly behind it, so a
-    /// record checked against it is kept longer, never shorter.
+    /// The cheap reading for checking deadlines (see [`CheckTime`]): never ahead of
+    /// `clock`, possibly behind it.
     check: Arc<dyn Clock>,
     config: StoreConfig,
     /// Records physically present (live or expired but not yet swept), for the capacity
@@ -180,12 +180,14 @@ impl<R> fmt::Debug for MemoryStore<R> {
 impl<R: Clone + Send> MemoryStore<R> {
     /// A store on the system clock.
     ///
-    /// Deadlines are set from the system clock; a claim or lookup checks them against a
-    /// cached reading that one background thread per process (`idem-clock`) refreshes
-    /// every millisecond, so a replay costs no system call. That reading only ever lags,
-    /// so a lease or a result may outlive its TTL by the lag (a millisecond or two, more
-    /// if the thread is starved) and never expires early. The thread ends within a
-    /// millisecond of the last such store being dropped.
+    /// Deadlines are set from the system clock. A claim or lookup first reads a cached
+    /// copy of it that one background thread per process (`idem-clock`) refreshes every
+    /// millisecond: a deadline more than a second beyond that reading is live without a
+    /// system call (most replays); a nearer one is judged by the system clock, so a lease
+    /// or result expires exactly at its deadline. The copy only ever lags, so only a
+    /// thread starved for over a second could keep a record past its deadline, never
+    /// expire it early. The thread ends within a millisecond of the last such store being
+    /// dropped.
     pub fn new(config: StoreConfig) -> Self {
         #[cfg(not(loom))]
         let check: Arc<dyn Clock> = Arc::new(crate::clock::CoarseClock::shared());
@@ -216,6 +218,11 @@ impl<R: Clone + Send> MemoryStore<R> {
         let scopes = Mutex::new(std::collections::HashMap::new());
         let records = AtomicUsize::new(0);
         Self { shards, clock, check, config, records, hasher: KeyHasher::default(), scopes }
+    }
+
+    /// The time to check deadlines against (see [`CheckTime`]).
+    fn check_time(&self) -> CheckTime<'_> {
+        CheckTime { cheap: self.check.now(), precise: &*self.clock }
     }
 
     /// The limits this store enforces.
@@ -338,9 +345,9 @@ impl<R: Clone + Send> MemoryStore<R> {
         state: &mut ShardState<R>,
         (hash, key): (u64, &ScopedKey),
         fingerprint: &Fingerprint,
-        now: Timestamp,
+        now: &CheckTime<'_>,
     ) -> Step<R> {
-        // `now` only checks deadlines (it may lag); a new lease runs from the precise clock.
+        // `now` only checks deadlines; a new lease runs from the precise clock.
         let lease_expires_at = || self.clock.now().saturating_add(self.config.lease());
         let ShardState { table, next_token, stats, .. } = state;
         let mut take_token = || {
@@ -376,7 +383,7 @@ impl<R: Clone + Send> MemoryStore<R> {
         };
         let answer = match &record.phase {
             // An expired result counts as absent, whatever its fingerprint: reuse the slot.
-            Phase::Finished { expires_at, .. } if *expires_at <= now => {
+            Phase::Finished { expires_at, .. } if now.reached(*expires_at) => {
                 if !self.scope_admits(key) {
                     return Step::Answer(Err(self.quota_error(key)));
                 }
@@ -392,9 +399,9 @@ impl<R: Clone + Send> MemoryStore<R> {
                 stats.replayed += 1;
                 Claim::Replay(result.clone())
             }
-            Phase::InFlight { lease_expires_at } if now < *lease_expires_at => {
+            Phase::InFlight { lease_expires_at } if !now.reached(*lease_expires_at) => {
                 stats.in_flight += 1;
-                Claim::InFlight { retry_after: lease_expires_at.saturating_duration_since(now) }
+                Claim::InFlight { retry_after: now.until(*lease_expires_at) }
             }
             Phase::InFlight { .. } => {
                 stats.recovered += 1;
@@ -420,8 +427,8 @@ impl<R: Clone + Send> MemoryStore<R> {
         let mut swept_once = false;
         let mut state = shard.state.lock();
         loop {
-            let now = self.check.now();
-            match self.claim_locked(&mut state, (hash, key), fingerprint, now) {
+            let now = self.check_time();
+            match self.claim_locked(&mut state, (hash, key), fingerprint, &now) {
                 Step::Answer(Ok(claim @ Claim::InFlight { .. })) => {
                     match wait(shard, state, &claim) {
                         WaitStep::Again(guard) => state = guard,
@@ -611,25 +618,60 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
-        let now = self.check.now();
+        let now = self.check_time();
         let (hash, shard) = self.locate(key);
         let state = shard.state.lock();
         let Some(record) = state.table.find(hash, |r| r.key == *key) else {
             return Ok(KeyState::Absent);
         };
         Ok(match &record.phase {
-            Phase::Finished { expires_at, .. } if *expires_at <= now => KeyState::Absent,
+            Phase::Finished { expires_at, .. } if now.reached(*expires_at) => KeyState::Absent,
             _ if record.fingerprint != *fingerprint => {
                 return Err(StoreError::KeyReused { key: key.clone() });
             }
             Phase::Finished { result, .. } => KeyState::Finished(result.clone()),
-            Phase::InFlight { lease_expires_at } if now < *lease_expires_at => {
-                KeyState::InFlight { retry_after: lease_expires_at.saturating_duration_since(now) }
+            Phase::InFlight { lease_expires_at } if !now.reached(*lease_expires_at) => {
+                KeyState::InFlight { retry_after: now.until(*lease_expires_at) }
             }
             Phase::InFlight { lease_expires_at } => {
                 KeyState::Pending { lease_expired_at: *lease_expires_at }
             }
         })
+    }
+}
+
+/// How far from a deadline the cheap reading decides alone: beyond it, a reading that lags
+/// by less than this cannot turn a live record into an expired one or back.
+const CHECK_MARGIN: Duration = Duration::from_secs(1);
+
+/// Deadline checks at the cost of one atomic load, exact where it matters: a deadline
+/// more than [`CHECK_MARGIN`] after the cheap (possibly lagging) reading is live without
+/// asking the precise clock; a nearer one is judged by the precise clock, so a record
+/// expires exactly at its deadline unless the cheap reading lags by more than the margin
+/// (a starved clock thread), and then only later, never earlier.
+struct CheckTime<'a> {
+    cheap: Timestamp,
+    precise: &'a dyn Clock,
+}
+
+impl CheckTime<'_> {
+    /// The time to judge `deadline` by.
+    fn near(&self, deadline: Timestamp) -> Timestamp {
+        if self.cheap.saturating_add(CHECK_MARGIN) < deadline {
+            self.cheap
+        } else {
+            self.precise.now()
+        }
+    }
+
+    /// Whether `deadline` has passed: a deadline is live while `now < deadline`.
+    fn reached(&self, deadline: Timestamp) -> bool {
+        self.near(deadline) >= deadline
+    }
+
+    /// How long until `deadline`.
+    fn until(&self, deadline: Timestamp) -> Duration {
+        deadline.saturating_duration_since(self.near(deadline))
     }
 }
 
@@ -640,47 +682,106 @@ mod lagging_check {
     use super::*;
     use crate::{Claim, KeyState, ManualClock};
 
-    const LAG: Duration = Duration::from_millis(100);
     const TTL: Duration = Duration::from_secs(30);
+    const MS: Duration = Duration::from_millis(1);
 
-    /// A store whose checks read `LAG` behind its deadlines' clock.
-    fn lagging() -> (MemoryStore<u32>, [Arc<ManualClock>; 2]) {
+    /// The deadlines' clock, counting its reads.
+    #[derive(Debug, Default)]
+    struct Precise {
+        clock: ManualClock,
+        reads: AtomicUsize,
+    }
+
+    impl Clock for Precise {
+        fn now(&self) -> Timestamp {
+            // ORDERING: a test counter.
+            self.reads.fetch_add(1, Ordering::Relaxed);
+            self.clock.now()
+        }
+    }
+
+    struct Lagging {
+        store: MemoryStore<u32>,
+        precise: Arc<Precise>,
+        check: Arc<ManualClock>,
+    }
+
+    /// A store whose cheap reading lags its deadlines' clock by `lag`.
+    fn lagging(lag: Duration) -> Lagging {
         let config = StoreConfig::builder().lease(TTL).result_ttl(TTL).build().expect("valid");
-        let precise = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
-        let check = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000 - 100)));
+        let start = Timestamp::from_millis(1 << 40);
+        let precise = Arc::new(Precise { clock: ManualClock::new(start), ..Default::default() });
+        let behind = Timestamp::from_millis(start.as_millis() - lag.as_millis() as u64);
+        let check = Arc::new(ManualClock::new(behind));
         let store = MemoryStore::with_clocks(config, precise.clone(), check.clone());
-        (store, [precise, check])
+        Lagging { store, precise, check }
     }
 
-    fn advance(clocks: &[Arc<ManualClock>; 2], by: Duration) {
-        clocks.iter().for_each(|c| c.advance(by));
+    impl Lagging {
+        fn finish(&self, key: &ScopedKey, fp: &Fingerprint, result: u32) {
+            let Ok(Claim::Acquired(lease)) = self.store.claim(key, fp) else { panic!("acquired") };
+            self.store.complete(&lease, result).expect("completes");
+        }
+
+        fn advance(&self, by: Duration) {
+            self.precise.clock.advance(by);
+            self.check.advance(by);
+        }
+    }
+
+    fn key() -> (ScopedKey, Fingerprint) {
+        (ScopedKey::parse("s", "k").expect("valid"), Fingerprint::builder("t").finish())
     }
 
     #[test]
-    fn a_lagging_check_keeps_a_lease_its_full_term() {
-        let (store, clocks) = lagging();
-        let key = ScopedKey::parse("s", "k").expect("valid");
-        let fp = Fingerprint::builder("t").finish();
-        assert!(matches!(store.claim(&key, &fp), Ok(Claim::Acquired(_))));
-        // The precise clock is now exactly at the lease's end; the check reads LAG before.
-        advance(&clocks, TTL);
-        assert!(matches!(store.claim(&key, &fp), Ok(Claim::InFlight { .. })));
-        assert!(matches!(store.lookup(&key, &fp), Ok(KeyState::InFlight { .. })));
-        clocks[1].advance(LAG);
-        assert!(matches!(store.claim(&key, &fp), Ok(Claim::Recover(_))));
+    fn a_lease_ends_exactly_at_its_deadline_whatever_the_lag() {
+        let t = lagging(Duration::from_millis(100));
+        let (key, fp) = key();
+        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
+        t.advance(TTL - MS);
+        let Ok(Claim::InFlight { retry_after }) = t.store.claim(&key, &fp) else { panic!() };
+        assert_eq!(retry_after, MS);
+        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::InFlight { .. })));
+        t.advance(MS);
+        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Pending { .. })));
+        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Recover(_))));
     }
 
     #[test]
-    fn a_lagging_check_keeps_a_result_its_full_term() {
-        let (store, clocks) = lagging();
-        let key = ScopedKey::parse("s", "k").expect("valid");
-        let fp = Fingerprint::builder("t").finish();
-        let Ok(Claim::Acquired(lease)) = store.claim(&key, &fp) else { panic!("acquired") };
-        store.complete(&lease, 7).expect("completes");
-        advance(&clocks, TTL);
-        assert_eq!(store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
-        assert!(matches!(store.lookup(&key, &fp), Ok(KeyState::Finished(7))));
-        clocks[1].advance(LAG);
-        assert!(matches!(store.claim(&key, &fp), Ok(Claim::Acquired(_))));
+    fn a_result_ends_exactly_at_its_deadline_whatever_the_lag() {
+        let t = lagging(Duration::from_millis(100));
+        let (key, fp) = key();
+        t.finish(&key, &fp, 7);
+        t.advance(TTL - MS);
+        assert_eq!(t.store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
+        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Finished(7))));
+        t.advance(MS);
+        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Absent)));
+        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
+    }
+
+    #[test]
+    fn a_replay_far_from_its_deadline_never_reads_the_precise_clock() {
+        let t = lagging(Duration::from_millis(100));
+        let (key, fp) = key();
+        t.finish(&key, &fp, 7);
+        t.advance(TTL - CHECK_MARGIN - MS);
+        // ORDERING: a test counter.
+        let reads = t.precise.reads.load(Ordering::Relaxed);
+        for _ in 0..10 {
+            assert_eq!(t.store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
+        }
+        assert_eq!(t.precise.reads.load(Ordering::Relaxed), reads);
+    }
+
+    #[test]
+    fn a_lag_beyond_the_margin_only_keeps_a_record_longer() {
+        let t = lagging(CHECK_MARGIN * 5);
+        let (key, fp) = key();
+        t.finish(&key, &fp, 7);
+        t.advance(TTL);
+        assert_eq!(t.store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
+        t.advance(CHECK_MARGIN * 4);
+        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
     }
 }
