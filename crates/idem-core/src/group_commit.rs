@@ -134,22 +134,10 @@ impl<S: Committer> GroupCommit<S> {
         &self,
         work: impl FnOnce(&mut S) -> T + Send + 'static,
     ) -> Result<T, CommitError> {
-        let (reply, answer) = channel::<Result<T, CommitError>>(1);
-        let job: Job<S> = Box::new(move |state: Option<&mut S>| match state {
-            Some(state) => {
-                let out = work(state);
-                Box::new(move |committed: Result<(), &CommitError>| {
-                    let _ = reply.send(committed.map(|()| out).map_err(Clone::clone));
-                })
-            }
-            None => Box::new(move |refused: Result<(), &CommitError>| {
-                let error = refused.err().cloned().unwrap_or(CommitError::Stopped);
-                let _ = reply.send(Err(error));
-            }),
-        });
+        let (job, answer) = job_for(work);
         let jobs = self.jobs.as_ref().ok_or(CommitError::Stopped)?;
         jobs.send(job).map_err(|_| CommitError::Stopped)?;
-        // The reply is dropped unsent only if the work itself panicked.
+        // Every job answers, even dropped unrun (`Reply`); this is only a backstop.
         answer.recv().map_err(|_| CommitError::Lost)?
     }
 }
@@ -200,6 +188,57 @@ fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), (
     if failed { Err(()) } else { Ok(()) }
 }
 
+/// A request's job and where its answer arrives.
+fn job_for<S: Committer, T: Send + 'static>(
+    work: impl FnOnce(&mut S) -> T + Send + 'static,
+) -> (Job<S>, Receiver<Result<T, CommitError>>) {
+    let (tx, answer) = channel::<Result<T, CommitError>>(1);
+    let mut reply = Reply { tx: Some(tx), started: false };
+    let job: Job<S> = Box::new(move |state: Option<&mut S>| match state {
+        Some(state) => {
+            reply.started = true;
+            let out = work(state);
+            Box::new(move |committed: Result<(), &CommitError>| {
+                reply.send(committed.map(|()| out).map_err(Clone::clone));
+            })
+        }
+        None => Box::new(move |refused: Result<(), &CommitError>| {
+            reply.send(Err(refused.err().cloned().unwrap_or(CommitError::Stopped)));
+        }),
+    });
+    (job, answer)
+}
+
+/// A caller's reply channel, answered exactly once. Dropped unsent, it answers by itself:
+/// `Lost` if the work started (it panicked), `Stopped` if the job never ran.
+///
+/// RACE (stop behind a failure): a failed group's callers are answered before the writer
+/// decides to stop, so a caller may queue its next request in that gap; the writer then
+/// returns and the queue drops the job unrun. Its caller is answered `Stopped`, as if it
+/// had come a moment later, never `Lost` (which would claim its work ran and panicked).
+/// Test: `a_job_dropped_unrun_answers_stopped` (the channel's drop is not loom-modelled).
+struct Reply<T> {
+    tx: Option<SyncSender<Result<T, CommitError>>>,
+    started: bool,
+}
+
+impl<T> Reply<T> {
+    fn send(mut self, answer: Result<T, CommitError>) {
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(answer);
+        }
+    }
+}
+
+impl<T> Drop for Reply<T> {
+    fn drop(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            let _ =
+                tx.send(Err(if self.started { CommitError::Lost } else { CommitError::Stopped }));
+        }
+    }
+}
+
 /// Finishers not yet run: if the group unwinds (a job panicked), each is answered with a
 /// failure instead of never.
 struct Pending(Vec<Finish>);
@@ -210,5 +249,47 @@ impl Drop for Pending {
         for finish in self.0.drain(..) {
             finish(Err(&panicked));
         }
+    }
+}
+
+/// How a job answers when it is not run to the end, which the writer's races decide and a
+/// test through `submit` cannot force.
+#[cfg(test)]
+mod reply {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Nothing;
+
+    impl Committer for Nothing {
+        fn begin(&mut self) -> Result<(), String> {
+            Ok(())
+        }
+        fn commit(&mut self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_job_dropped_unrun_answers_stopped() {
+        let (job, answer) = job_for::<Nothing, u32>(|_| 1);
+        drop(job);
+        assert_eq!(answer.recv(), Ok(Err(CommitError::Stopped)));
+    }
+
+    #[test]
+    fn a_job_whose_work_panics_answers_lost() {
+        let (job, answer) = job_for::<Nothing, u32>(|_| panic!("the work fails"));
+        let ran = std::panic::catch_unwind(AssertUnwindSafe(|| job(Some(&mut Nothing))));
+        assert!(ran.is_err());
+        assert_eq!(answer.recv(), Ok(Err(CommitError::Lost)));
+    }
+
+    #[test]
+    fn a_job_run_and_committed_answers_once_with_its_result() {
+        let (job, answer) = job_for::<Nothing, u32>(|_| 7);
+        job(Some(&mut Nothing))(Ok(()));
+        assert_eq!(answer.recv(), Ok(Ok(7)));
+        assert!(answer.recv().is_err(), "exactly one answer");
     }
 }
