@@ -12,9 +12,11 @@
 //! `cargo test` runs `IDEM_CRASH_ROUNDS` rounds (default 20); `cargo xtask crash --rounds N`
 //! runs more, in release mode.
 
+mod common;
+use common::{Rng, dir};
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,26 +35,6 @@ struct Tally {
     double_effects: u64,
     lost_acks: u64,
     unresolved: u64,
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// A directory of this test process's own, per test.
-fn dir(test: &str) -> PathBuf {
-    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let root = ROOT.get_or_init(|| idem_core::testkit::scratch_dir("crash"));
-    let dir = root.join(test);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
@@ -124,8 +106,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
 
 #[test]
 fn crashed_workers_never_charge_twice_nor_lose_an_acknowledged_answer() {
-    let rounds: u64 =
-        std::env::var("IDEM_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20);
+    let rounds = common::rounds(20);
     let mut rng = Rng(0x5eed_1234_abcd_ef01);
     let mut tally = Tally::default();
     for n in 0..rounds {

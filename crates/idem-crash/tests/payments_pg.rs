@@ -4,6 +4,9 @@
 //! per intent, every acknowledged answer replayed identically, nothing left pending.
 //! Needs `IDEM_PG_URL` (`.ci/postgres.sh`); `IDEM_CRASH_ROUNDS` rounds (default 10).
 
+mod common;
+use common::dir;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -16,15 +19,6 @@ use idem_crash::FileGateway;
 use idem_crash::payments::{INTENTS, Later, POINTS, intent, parse_ack};
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_postgres::PgStore;
-
-/// A directory of this test process's own, per test.
-fn dir(test: &str) -> PathBuf {
-    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let root = ROOT.get_or_init(|| idem_core::testkit::scratch_dir("crash"));
-    let dir = root.join(test);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 fn worker(url: &str, schema: &str, gateway: &PathBuf, crash: Option<(&str, u64)>) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_crash_worker"));
@@ -44,8 +38,7 @@ fn acks(child: &mut Child) -> HashMap<u64, u64> {
 fn two_workers_on_one_server_one_killed_charge_once() {
     let url = std::env::var("IDEM_PG_URL")
         .expect("IDEM_PG_URL must name a PostgreSQL server (see .ci/postgres.sh)");
-    let rounds: u64 =
-        std::env::var("IDEM_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(10);
+    let rounds = common::rounds(10);
     let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
     let (mut crashes, mut double, mut lost) = (0, 0, 0);
     for n in 0..rounds {

@@ -7,9 +7,11 @@
 //! batches create nothing, balances equal the sum of all transfers, invariants hold.
 //! `IDEM_CRASH_ROUNDS` rounds (default 20); more with `cargo xtask crash`.
 
+mod common;
+use common::{Rng, dir};
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,25 +21,6 @@ use idem_crash::wallet::batch;
 use idem_wallet::{DurableWallet, Limits, LogError, TransferResult as R};
 
 const BATCHES: u128 = 15;
-
-fn dir(test: &str) -> PathBuf {
-    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let root = ROOT.get_or_init(|| idem_core::testkit::scratch_dir("crash"));
-    let dir = root.join(test);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 #[derive(Debug, Default)]
 struct Tally {
@@ -133,8 +116,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
 
 #[test]
 fn killed_workers_lose_no_acknowledged_transfer_and_apply_none_twice() {
-    let rounds: u64 =
-        std::env::var("IDEM_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20);
+    let rounds = common::rounds(20);
     let mut rng = Rng(0x0dd_ba11_5eed);
     let mut tally = Tally::default();
     for n in 0..rounds {

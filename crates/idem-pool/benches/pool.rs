@@ -7,43 +7,14 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
-use std::convert::Infallible;
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
-#[derive(Debug)]
-struct Noop;
-
-impl idem_pool::Manager for Noop {
-    type Connection = u64;
-    type Error = Infallible;
-    fn connect(&self) -> Result<u64, Infallible> {
-        Ok(0)
-    }
-    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u64) -> bool {
-        false
-    }
-}
-
-impl r2d2::ManageConnection for Noop {
-    type Connection = u64;
-    type Error = Infallible;
-    fn connect(&self) -> Result<u64, Infallible> {
-        Ok(0)
-    }
-    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u64) -> bool {
-        false
-    }
-}
+mod common;
+use common::Noop;
 
 /// Runs `iters` get+drop cycles split over `threads`, timing only the cycles.
 fn cycles(threads: usize, iters: u64, cycle: impl Fn() + Sync) -> Duration {

@@ -7,40 +7,11 @@
 // A bench prints its table; nothing here is a library.
 #![allow(missing_docs)]
 
-use std::convert::Infallible;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-#[derive(Debug)]
-struct Noop;
-
-impl idem_pool::Manager for Noop {
-    type Connection = u64;
-    type Error = Infallible;
-    fn connect(&self) -> Result<u64, Infallible> {
-        Ok(0)
-    }
-    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u64) -> bool {
-        false
-    }
-}
-
-impl r2d2::ManageConnection for Noop {
-    type Connection = u64;
-    type Error = Infallible;
-    fn connect(&self) -> Result<u64, Infallible> {
-        Ok(0)
-    }
-    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u64) -> bool {
-        false
-    }
-}
+mod common;
+use common::Noop;
 
 /// get+hold+drop cycles per cell, split over its threads.
 const CYCLES_PER_CELL: usize = 200_000;
