@@ -153,7 +153,7 @@ validated_string! {
 impl Scope {
     /// `self/child`: a scope nested in this one, as a tenant's customers live in the
     /// tenant's scope. Both parts are valid already, so only the joined length is checked
-    /// (no second validation, one exact allocation): this runs on every request.
+    /// (no second validation, no string growing as it is built): this runs on every request.
     ///
     /// Two different (parent, child) pairs make the same scope only if a parent contains
     /// `/`; a caller that lets tenants choose parents must refuse `/` in them.
