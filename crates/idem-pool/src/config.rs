@@ -1,6 +1,7 @@
 //! The pool's limits, built and validated by [`Builder`].
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use idem_core::{Clock, SystemClock};
@@ -121,14 +122,31 @@ impl fmt::Debug for Config {
 /// assert_eq!(pool.state().size, 1); // min_idle is filled at build
 /// # Ok::<(), idem_pool::ConfigError>(())
 /// ```
-#[derive(Debug, Clone)]
-pub struct Builder {
+///
+/// The builder names the pool's manager type `M` (as r2d2's does), so
+/// `Pool::builder()` needs no placeholder type: `M` is inferred from
+/// [`build`](Self::build).
+pub struct Builder<M> {
     config: Config,
+    manager: PhantomData<fn() -> M>,
 }
 
-impl Default for Builder {
+impl<M> fmt::Debug for Builder<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder").field("config", &self.config).finish()
+    }
+}
+
+impl<M> Clone for Builder<M> {
+    fn clone(&self) -> Self {
+        Self { config: self.config.clone(), manager: PhantomData }
+    }
+}
+
+impl<M> Default for Builder<M> {
     fn default() -> Self {
         Self {
+            manager: PhantomData,
             config: Config {
                 max_size: 10,
                 min_idle: 0,
@@ -147,7 +165,12 @@ impl Default for Builder {
     }
 }
 
-impl Builder {
+impl<M> Builder<M> {
+    /// A builder with the defaults, as [`Pool::builder`](crate::Pool::builder).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// The largest accepted `max_size`.
     pub const MAX_SIZE_LIMIT: usize = 1 << 16;
 

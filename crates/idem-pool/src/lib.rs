@@ -68,7 +68,7 @@ mod sync;
 pub use config::{Builder, ConfigError, Fairness, HealthCheck};
 pub use conn::{Lease, PooledConnection};
 pub use manager::Manager;
-pub use pool::{NeverManager, Pool};
+pub use pool::Pool;
 
 use std::time::Duration;
 
@@ -76,9 +76,12 @@ use crate::sync::Arc;
 
 /// Why `get` failed.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// No connection became available in time.
-    #[error("timed out after {waited:?} waiting for a connection")]
+    /// No connection became available in time. Its message ends with the last error from
+    /// connecting or a health check, as r2d2's does ("...: connection refused"); the
+    /// same error is its [`source`](std::error::Error::source), for error-chain walkers.
+    #[error("timed out after {waited:?} waiting for a connection{}", cause(last_error))]
     Timeout {
         /// How long the caller waited.
         waited: Duration,
@@ -97,6 +100,11 @@ pub enum Error {
     },
 }
 
+/// The tail of a timeout's message: the last connection error, if there was one.
+fn cause(last_error: &Option<Arc<dyn std::error::Error + Send + Sync>>) -> String {
+    last_error.as_ref().map(|e| format!("; last connection error: {e}")).unwrap_or_default()
+}
+
 /// Counts for metrics and tests, from [`Pool::state`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolState {
@@ -112,7 +120,7 @@ pub struct PoolState {
     pub created: u64,
     /// Connections closed by the pool (broken, expired, failed check, closed pool).
     pub discarded: u64,
-    /// `get` calls that timed out.
+    /// `get` calls that timed out (a `try_get` that found nothing is not one).
     pub timeouts: u64,
     /// Releases of a loan that was already released (no-ops).
     pub double_releases: u64,

@@ -97,21 +97,22 @@ impl<M: Manager + fmt::Debug> fmt::Debug for Pool<M> {
     }
 }
 
-impl Pool<NeverManager> {
-    /// A builder with the defaults (`max_size` 10, `connection_timeout` 30 s, ...).
-    pub fn builder() -> Builder {
+impl<M: Manager> Pool<M> {
+    /// A builder with the defaults (`max_size` 10, `connection_timeout` 30 s, ...); the
+    /// manager type is inferred from the [`Builder::build`] call.
+    pub fn builder() -> Builder<M> {
         Builder::default()
     }
 }
 
-impl Builder {
+impl<M: Manager> Builder<M> {
     /// Validates the settings, makes `min_idle` connections (best effort: a failure here
     /// is reported by the first `get`), and starts the maintenance thread if configured.
     ///
     /// # Errors
     ///
     /// [`ConfigError`] naming the first setting out of range.
-    pub fn build<M: Manager>(self, manager: M) -> Result<Pool<M>, ConfigError> {
+    pub fn build(self, manager: M) -> Result<Pool<M>, ConfigError> {
         let config = self.validate()?;
         let mut state = State::new(config.max_size);
         state.fair_after = config.fair_after;
@@ -151,14 +152,15 @@ impl<M: Manager> Pool<M> {
         self.shared().checkout(Some(timeout))
     }
 
-    /// A connection if one is idle or can be made at once; never waits for a return.
+    /// A connection if one is idle or can be made at once, as r2d2's `try_get`; never
+    /// waits for a return, a backoff or a waiter ahead of it.
     ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`] (with a zero wait) if none is available now,
-    /// [`Error::Closed`] if the pool is closed.
-    pub fn try_get(&self) -> Result<PooledConnection<M>, Error> {
-        self.shared().checkout(None)
+    /// `None` means "nothing now", not a timeout: it is not counted in
+    /// [`PoolState::timeouts`](crate::PoolState::timeouts). It is also the answer of a
+    /// closed pool ([`is_closed`](Self::is_closed) tells) and of a connect that failed
+    /// (its error is kept as the cause a later `get`'s [`Error::Timeout`] reports).
+    pub fn try_get(&self) -> Option<PooledConnection<M>> {
+        self.shared().checkout(None).ok()
     }
 
     /// Releases a detached lease; see [`Lease::release`].
@@ -261,24 +263,6 @@ fn maintenance_loop<M: Manager>(
     }
 }
 
-/// A manager type only for naming `Pool::builder()`; it is never built.
-#[derive(Debug)]
-pub enum NeverManager {}
-
-impl Manager for NeverManager {
-    type Connection = ();
-    type Error = std::convert::Infallible;
-    fn connect(&self) -> Result<(), Self::Error> {
-        match *self {}
-    }
-    fn is_valid(&self, _: &mut ()) -> Result<(), Self::Error> {
-        match *self {}
-    }
-    fn has_broken(&self, _: &mut ()) -> bool {
-        match *self {}
-    }
-}
-
 /// What one locked step of a checkout decided.
 enum Step<C> {
     Lend(C, usize, u64),
@@ -340,7 +324,8 @@ impl<M: Manager> Shared<M> {
         Step::Wait
     }
 
-    /// Checks a connection out, waiting up to `timeout` (`None`: never wait).
+    /// Checks a connection out, waiting up to `timeout` (`None`: never wait, and an
+    /// `Error::Timeout` that is not counted, since `try_get` reports it as `None`).
     pub(crate) fn checkout(
         self: &Arc<Self>,
         timeout: Option<Duration>,
@@ -374,7 +359,6 @@ impl<M: Manager> Shared<M> {
                     slot
                 }
                 Step::Wait if start().deadline == Deadline::Now => {
-                    state.counters.timeouts += 1;
                     return Err(self.timeout(&state, Duration::ZERO));
                 }
                 // Before parking, once: let the threads that hold connections run, since
@@ -399,9 +383,7 @@ impl<M: Manager> Shared<M> {
                 // The slot went to the head waiter or the free list; a waiting caller
                 // decides again (and waits its turn), `try_get` gives up.
                 Err(()) if started.deadline == Deadline::Now => {
-                    let mut state = self.state.lock();
-                    state.counters.timeouts += 1;
-                    return Err(self.timeout(&state, Duration::ZERO));
+                    return Err(self.timeout(&self.state.lock(), Duration::ZERO));
                 }
                 Err(()) => {}
             }
@@ -430,7 +412,8 @@ impl<M: Manager> Shared<M> {
                 Deadline::Now | Deadline::At(_) => {
                     state.slots[slot].phase = Phase::Empty;
                     state.give_free(slot);
-                    state.counters.timeouts += 1;
+                    // `try_get` (Deadline::Now) did not wait, so it did not time out.
+                    state.counters.timeouts += u64::from(started.deadline != Deadline::Now);
                     return Err(self.timeout(&state, started.at.elapsed()));
                 }
             };
@@ -786,14 +769,32 @@ enum Waited<M: Manager> {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{Arc, Duration, Stop, maintenance_loop};
+    use super::{Arc, Duration, Manager, Stop, maintenance_loop};
+
+    /// A manager for a pool that is never built.
+    #[derive(Debug)]
+    enum Unbuilt {}
+
+    impl Manager for Unbuilt {
+        type Connection = ();
+        type Error = std::convert::Infallible;
+        fn connect(&self) -> Result<(), Self::Error> {
+            match *self {}
+        }
+        fn is_valid(&self, _: &mut ()) -> Result<(), Self::Error> {
+            match *self {}
+        }
+        fn has_broken(&self, _: &mut ()) -> bool {
+            match *self {}
+        }
+    }
 
     /// An interval too long to add to the clock (`Duration::MAX`): the maintenance thread
     /// computes its wait without panicking, and stops when told.
     #[test]
     fn maintenance_with_an_endless_interval_waits_and_stops() {
         let stop = Arc::new(Stop::default());
-        let shared = crate::sync::Weak::<super::Shared<super::NeverManager>>::new();
+        let shared = crate::sync::Weak::<super::Shared<Unbuilt>>::new();
         // Stopped before it starts: the loop still computes its first wait.
         stop.signal();
         let stopping = stop.clone();

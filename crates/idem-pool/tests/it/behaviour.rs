@@ -54,7 +54,7 @@ fn stale_lease_after_relend_leaves_the_new_holder_alone() {
     assert!(!pool.release(&stale));
     let state = pool.state();
     assert_eq!((state.in_use, state.double_releases, state.stale_releases), (1, 1, 2));
-    assert!(pool.try_get().is_err(), "the holder still has the only connection");
+    assert!(pool.try_get().is_none(), "the holder still has the only connection");
     holder.unhold();
     pool.assert_invariants();
 }
@@ -132,8 +132,12 @@ fn timeout_error_carries_the_last_cause() {
     let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_millis(50)));
     pool.manager().refuse_connect.store(true, Ordering::SeqCst);
     match pool.get() {
-        Err(Error::Timeout { last_error: Some(cause), .. }) => {
-            assert_eq!(cause.to_string(), "connection refused");
+        Err(error @ Error::Timeout { last_error: Some(_), .. }) => {
+            let cause = std::error::Error::source(&error).map(ToString::to_string);
+            assert_eq!(cause.as_deref(), Some("connection refused"));
+            // The message alone says why, as r2d2's does: a log line needs no chain walk.
+            let message = error.to_string();
+            assert!(message.ends_with("; last connection error: connection refused"), "{message}");
         }
         other => panic!("expected a timeout with a cause, got {other:?}"),
     }
@@ -148,8 +152,21 @@ fn timeout_when_every_connection_is_lent() {
     let _held = pool.get().expect("get");
     let error = pool.get_timeout(Duration::from_millis(20)).expect_err("none free");
     assert!(matches!(error, Error::Timeout { last_error: None, .. }));
-    assert!(matches!(pool.try_get(), Err(Error::Timeout { .. })));
-    assert_eq!(pool.state().timeouts, 2);
+    assert!(error.to_string().ends_with("waiting for a connection"), "{error}");
+    assert!(pool.try_get().is_none(), "nothing idle and no room: none, at once");
+    assert_eq!(pool.state().timeouts, 1, "a try_get that found nothing is no timeout");
+}
+
+#[test]
+fn try_get_answers_none_for_a_closed_pool_and_a_failed_connect() {
+    let (pool, _) = pool(2, |b| b);
+    pool.manager().refuse_connect.store(true, Ordering::SeqCst);
+    assert!(pool.try_get().is_none(), "the connect failed");
+    pool.manager().refuse_connect.store(false, Ordering::SeqCst);
+    pool.close();
+    assert!(pool.try_get().is_none(), "closed");
+    assert_eq!(pool.state().timeouts, 0);
+    pool.assert_invariants();
 }
 
 #[test]
@@ -255,7 +272,7 @@ fn too_many_waiters_is_refused() {
 #[test]
 fn invalid_settings_are_refused_by_name() {
     let ms = Duration::from_millis;
-    let cases: Vec<(idem_pool::Builder, ConfigError)> = vec![
+    let cases: Vec<(idem_pool::Builder<TestManager>, ConfigError)> = vec![
         (Pool::builder().max_size(0), ConfigError::MaxSize { value: 0, max: 1 << 16 }),
         (
             Pool::builder().max_size((1 << 16) + 1),
@@ -366,7 +383,7 @@ fn barging_lets_a_running_thread_take_a_returned_connection() {
     // The connection went back to the idle list (a running thread may take it before the
     // woken waiter does), not handed to the waiter as under Fifo.
     assert_eq!(pool.state().handoffs, 0, "barging never hands off");
-    if let Ok(again) = pool.try_get() {
+    if let Some(again) = pool.try_get() {
         drop(again);
     }
     assert!(waiter.join().expect("waiter").is_ok(), "the waiter still gets it");
@@ -393,7 +410,7 @@ fn fifo_hands_a_returned_connection_to_the_waiter_not_to_a_newcomer() {
     drop(held);
     // Handed to the waiter (granted or already taken): never to this newcomer.
     assert_eq!(pool.state().handoffs, 1, "handed straight to the waiter");
-    assert!(pool.try_get().is_err(), "the returned connection is the waiter's");
+    assert!(pool.try_get().is_none(), "the returned connection is the waiter's");
     release_waiter.wait();
     assert!(waiter.join().expect("waiter").is_ok());
 }

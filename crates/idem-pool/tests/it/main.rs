@@ -72,7 +72,7 @@ impl Manager for TestManager {
 /// A pool on a manual clock, with no maintenance thread.
 pub(crate) fn pool(
     max_size: usize,
-    tune: impl FnOnce(Builder) -> Builder,
+    tune: impl FnOnce(Builder<TestManager>) -> Builder<TestManager>,
 ) -> (Pool<TestManager>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
     let builder = Pool::builder()
