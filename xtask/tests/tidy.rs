@@ -378,6 +378,42 @@ fn no_placeholders_or_ignored_tests() {
     check(&rust_files(), placeholders_in);
 }
 
+// ---- rule: errors and result codes can grow ---------------------------------------------
+
+/// A public enum named `...Error` or `...Result` in a library's `src/` must carry
+/// `#[non_exhaustive]` among the attributes above it, so that a new error or result code is
+/// not a breaking change (the Rust API Guidelines' future-proofing).
+fn exhaustive_errors(path: &str, text: &str) -> Violations {
+    if !path.contains("/src/") || path.starts_with("xtask/") {
+        return Vec::new();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rest) = line.trim_start().strip_prefix("pub enum ") else { continue };
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !(name.ends_with("Error") || name.ends_with("Result")) {
+            continue;
+        }
+        let attributes = lines[..i].iter().rev().take_while(|l| {
+            let l = l.trim_start();
+            l.starts_with("#[") || l.starts_with("///")
+        });
+        if !attributes.into_iter().any(|l| l.trim() == "#[non_exhaustive]") {
+            found.push(format!(
+                "{path}:{}: exhaustive error: `{name}` lacks #[non_exhaustive]",
+                i + 1
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn public_errors_and_result_codes_are_non_exhaustive() {
+    check(&rust_files(), exhaustive_errors);
+}
+
 // ---- every rule can fail --------------------------------------------------------------
 
 #[test]
@@ -406,4 +442,8 @@ fn each_rule_catches_a_planted_violation() {
     assert_eq!(broken_docs("docs/x.md", "see [it](nowhere.md)\n").len(), 1, "link");
     let placeholder = format!("    {}\n", placeholders()[0]);
     assert_eq!(placeholders_in("crates/a/src/x.rs", &placeholder).len(), 1, "placeholder");
+    let closed = "/// Why.\n#[derive(Debug)]\npub enum ReadError {\n    A,\n}\n";
+    assert_eq!(exhaustive_errors("crates/a/src/x.rs", closed).len(), 1, "non_exhaustive");
+    let open = closed.replace("#[derive(Debug)]", "#[derive(Debug)]\n#[non_exhaustive]");
+    assert!(exhaustive_errors("crates/a/src/x.rs", &open).is_empty(), "non_exhaustive ok");
 }

@@ -25,6 +25,7 @@ use crate::store::{Claim, KeyState, PendingClaim, StoreError};
 
 /// Why stored bytes could not be written or read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CodecError {
     /// The bytes are not what was written: damaged on disk, cut short, or another key's.
     #[error("corrupt record: {0}")]

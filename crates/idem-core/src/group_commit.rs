@@ -79,6 +79,7 @@ impl Default for GroupLimits {
 
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommitError {
     /// The group could not start or commit, or its work panicked: nothing of it is
     /// answered as done.

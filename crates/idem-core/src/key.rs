@@ -9,6 +9,7 @@ pub const KEY_LEN_MAX: usize = 255;
 
 /// Why a key or scope was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The input was the empty string.
     #[error("key is empty")]

@@ -63,6 +63,9 @@ impl Lease {
 }
 
 /// The answer to a claim.
+///
+/// Exhaustive on purpose, unlike the error enums: a new answer would change what every
+/// caller must do, so it should break their build rather than fall into a `_` arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a claim decides whether the caller may act"]
 pub enum Claim<R> {
@@ -95,6 +98,7 @@ impl<R> Claim<R> {
 
 /// Why a store refused an operation.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The key is held or finished for a request with a different fingerprint. The
     /// original record is untouched; the caller must use a new key for a new request.
@@ -147,6 +151,7 @@ pub struct StoreConfig {
 
 /// The configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A duration was shorter than one millisecond, the store's resolution.
     #[error("{name} must be at least 1ms, got {value:?}")]
@@ -416,7 +421,8 @@ pub trait KeyStore<R>: Send + Sync {
     -> Result<KeyState<R>, StoreError>;
 }
 
-/// The state of a key, as read by [`KeyStore::lookup`].
+/// The state of a key, as read by [`KeyStore::lookup`]. Exhaustive on purpose, as
+/// [`Claim`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyState<R> {
     /// No live record: never claimed, released, or its result's TTL has ended. A claim

@@ -12,6 +12,7 @@ use crate::sync::{Arc, AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering}
 
 /// Why a promise finished without a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error<E> {
     /// A completer called [`Completer::fail`]; here is its error.
     Failed(E),

@@ -24,6 +24,7 @@ pub enum UnknownPolicy {
 
 /// A setting out of range, named, with the value given and the range allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `workers` must be 1 to [`WORKERS_MAX`].
     #[error("workers is {0}; it must be 1 to {WORKERS_MAX}")]

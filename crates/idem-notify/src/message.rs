@@ -9,6 +9,7 @@ pub const CONTENT_LEN_MAX: usize = 64 * 1024;
 
 /// Why a notification was refused before it was queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InvalidNotification {
     /// The message id is not a valid key.
     #[error("invalid message id: {0}")]
@@ -26,6 +27,7 @@ pub enum InvalidNotification {
 
 /// Where a notification goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Channel {
     /// Email.
     Email,

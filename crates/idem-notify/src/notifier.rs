@@ -65,6 +65,7 @@ pub enum Submitted {
 
 /// Why `submit` refused a notification. Nothing was queued.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubmitError {
     /// The queue is full: retry later.
     #[error("queue full ({capacity} notifications)")]
@@ -123,6 +124,7 @@ pub struct DeadLetter {
 
 /// Why `mark_read` refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MarkReadError {
     /// The recipient or the message id is not valid; nothing was marked.
     #[error(transparent)]

@@ -4,6 +4,7 @@ use crate::message::Notification;
 
 /// Why a send did not (or may not have) delivered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SendError {
     /// Nothing was delivered and a later attempt may succeed (throttled, 5xx before
     /// sending): retried with backoff.

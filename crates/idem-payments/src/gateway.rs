@@ -52,6 +52,7 @@ pub struct Charge {
 
 /// Why a charge did not (or may not have) happened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GatewayError {
     /// A definitive answer: the card was declined. Nothing was charged; retrying with the
     /// same key gives the same answer.

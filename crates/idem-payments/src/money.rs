@@ -6,6 +6,7 @@ use idem_core::Fingerprint;
 
 /// Why a payment request was refused before anything was claimed or charged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ValidationError {
     /// The amount was zero or negative.
     #[error("amount must be positive, got {0} minor units")]
@@ -72,6 +73,7 @@ impl Amount {
 
 /// The currencies this processor accepts (ISO 4217).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Currency {
     /// Euro.
     Eur,

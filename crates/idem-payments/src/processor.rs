@@ -33,6 +33,7 @@ pub struct Payment {
 
 /// Why `pay` did not return an outcome.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PayError {
     /// The request was invalid: nothing was claimed or charged.
     #[error("invalid payment: {0}")]
@@ -76,6 +77,7 @@ pub enum PayError {
 
 /// A field of a [`Charge`] that must match the request it answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ChargeField {
     /// The customer charged.
     Customer,

@@ -37,6 +37,7 @@ pub enum Fairness {
 
 /// The pool configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `max_size` was zero or above [`Builder::MAX_SIZE_LIMIT`].
     #[error("max_size must be between 1 and {max}, got {value}")]

@@ -48,6 +48,7 @@ pub const PG_SCHEMA_VERSION: i32 = 2;
 
 /// What went wrong with PostgreSQL; wrapped in [`StoreError::Storage`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PgError {
     /// The server failed, timed out, or could not be reached; the message is the
     /// server's own where it sent one (severity, SQLSTATE code, message, detail, hint).

@@ -44,6 +44,7 @@ pub const SCHEMA_VERSION: i64 = 2;
 
 /// What went wrong in the SQLite store; wrapped in [`StoreError::Storage`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SqliteError {
     /// SQLite itself failed (I/O, a locked file past the busy timeout, a full disk).
     #[error("sqlite: {0}")]
@@ -507,7 +508,8 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         match self.writer.submit(move |w: &mut Writer| w.in_savepoint(op, keep)) {
             Ok(result) => result,
             Err(CommitError::Failed(why)) => Err(SqliteError::Write(why).into()),
-            Err(CommitError::Stopped | CommitError::Lost) => Err(SqliteError::WriterStopped.into()),
+            // Stopped, Lost, or a reason added later: the writer gave no answer.
+            Err(_) => Err(SqliteError::WriterStopped.into()),
         }
     }
 

@@ -33,6 +33,7 @@ impl Default for Limits {
 
 /// A batch was refused as a whole; nothing in it was applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BatchError {
     /// More than [`BATCH_MAX`] events.
     #[error("batch of {len} events exceeds the limit of {BATCH_MAX}")]

@@ -121,6 +121,7 @@ pub struct Transfer {
 
 /// The outcome of one account in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AccountResult {
     /// Created now.
     Created,
@@ -148,6 +149,7 @@ pub enum AccountResult {
 
 /// The outcome of one transfer in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TransferResult {
     /// Applied now.
     Created,

@@ -32,6 +32,7 @@ use crate::types::{Transfer, TransferId, TransferResult};
 
 /// Why the log could not be opened or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LogError {
     /// An I/O error.
     #[error("log I/O: {0}")]
@@ -295,7 +296,8 @@ impl DurableWallet {
             Err(CommitError::Lost) => {
                 Err(LogError::WriterFailed("the batch's work panicked".into()))
             }
-            Err(CommitError::Stopped) => Err(LogError::Stopped),
+            // Stopped, or a reason added later: the writer gave no answer.
+            Err(_) => Err(LogError::Stopped),
         }
     }
 
