@@ -124,7 +124,7 @@ impl Ledger {
     pub fn close_account(&mut self, id: AccountId) -> bool {
         match self.accounts.get_mut(&id) {
             Some(account) => {
-                account.flags = account.flags | AccountFlags::CLOSED;
+                account.flags |= AccountFlags::CLOSED;
                 true
             }
             None => false,
@@ -176,12 +176,15 @@ impl Ledger {
             } else if existing.code != a.code {
                 R::ExistsWithDifferentCode
             } else if existing.flags != a.flags
-                && existing.flags.0 & !AccountFlags::CLOSED.0 != a.flags.0
+                && existing.flags.difference(AccountFlags::CLOSED) != a.flags
             {
                 R::ExistsWithDifferentFlags
             } else {
                 R::Exists
             };
+        }
+        if !a.flags.is_supported() {
+            return R::ReservedFlag;
         }
         let limits = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS
             | AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS;
@@ -598,6 +601,9 @@ fn exists(stored: &Transfer, t: &Transfer) -> TransferResult {
 fn validate(t: &Transfer) -> Result<(), TransferResult> {
     use TransferResult as R;
     let f = t.flags;
+    if !f.is_supported() {
+        return Err(R::ReservedFlag);
+    }
     let kinds = [TransferFlags::PENDING, TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING]
         .iter()
         .filter(|k| f.contains(**k))

@@ -71,8 +71,11 @@
 //! # Where this differs from TigerBeetle
 //!
 //! Durable through [`DurableWallet`] (a write-ahead log of batches, not TigerBeetle's
-//! replicated log); a subset of fields (no `user_data_64/32`,
-//! no `history` or `balancing` flags, no account `imported` timestamps); one `Overflow`
+//! replicated log); a subset of fields (no `user_data_64/32`, no account `imported`
+//! timestamps); a subset of flags, each at TigerBeetle's bit position, the rest
+//! (`history`, `balancing_*`, `closing_*`, `imported`, linked accounts) refused with
+//! `ReservedFlag`; accounts are closed by `close_account`, not by a closing transfer; one
+//! `Overflow`
 //! code instead of one per balance; a post may name the pending transfer's accounts, or
 //! leave them 0.
 

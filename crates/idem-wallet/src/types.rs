@@ -6,55 +6,76 @@ pub type AccountId = u128;
 /// and `u128::MAX`.
 pub type TransferId = u128;
 
-/// Account flags (bits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct AccountFlags(pub u16);
+bitflags::bitflags! {
+    /// Account flags, at TigerBeetle's bit positions where the meaning is the same.
+    ///
+    /// Bits this wallet does not implement (TigerBeetle's `linked` 0, `history` 3 and
+    /// `imported` 4, and every bit above `closed`) are refused with
+    /// [`AccountResult::ReservedFlag`], so a flag a client sets is never silently ignored
+    /// and stored.
+    ///
+    /// ```
+    /// use idem_wallet::AccountFlags;
+    ///
+    /// let wallet = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
+    /// assert_eq!(format!("{wallet:?}"), "AccountFlags(DEBITS_MUST_NOT_EXCEED_CREDITS)");
+    /// assert_eq!(wallet.bits(), 1 << 1);
+    /// assert!(!AccountFlags::from_bits_retain(1 << 3).is_supported()); // `history`
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct AccountFlags: u16 {
+        /// Debits (pending and posted) may never exceed posted credits: a customer wallet
+        /// (bit 1).
+        const DEBITS_MUST_NOT_EXCEED_CREDITS = 1 << 1;
+        /// Credits (pending and posted) may never exceed posted debits (bit 2).
+        const CREDITS_MUST_NOT_EXCEED_DEBITS = 1 << 2;
+        /// Closed: no new transfer may touch the account (bit 5, TigerBeetle's `closed`;
+        /// set by `close_account`).
+        const CLOSED = 1 << 5;
+    }
+}
 
 impl AccountFlags {
-    /// Debits (pending and posted) may never exceed posted credits: a customer wallet.
-    pub const DEBITS_MUST_NOT_EXCEED_CREDITS: Self = Self(1 << 1);
-    /// Credits (pending and posted) may never exceed posted debits.
-    pub const CREDITS_MUST_NOT_EXCEED_DEBITS: Self = Self(1 << 2);
-    /// Closed: no new transfer may touch the account (set by `close_account`).
-    pub const CLOSED: Self = Self(1 << 3);
-
-    /// Whether every bit of `other` is set.
-    pub fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
+    /// Whether every set bit is one this wallet implements (no reserved bit is set).
+    pub fn is_supported(self) -> bool {
+        Self::from_bits(self.bits()).is_some()
     }
 }
 
-impl std::ops::BitOr for AccountFlags {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
+bitflags::bitflags! {
+    /// Transfer flags, at TigerBeetle's bit positions.
+    ///
+    /// Bits this wallet does not implement (TigerBeetle's `balancing_debit` 4,
+    /// `balancing_credit` 5, `closing_debit` 6, `closing_credit` 7, `imported` 8, and every
+    /// bit above) are refused with [`TransferResult::ReservedFlag`].
+    ///
+    /// ```
+    /// use idem_wallet::TransferFlags;
+    ///
+    /// let flags = TransferFlags::LINKED | TransferFlags::PENDING;
+    /// assert_eq!(format!("{flags:?}"), "TransferFlags(LINKED | PENDING)");
+    /// assert_eq!(TransferFlags::from_bits(1 << 14), None); // reserved
+    /// ```
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct TransferFlags: u16 {
+        /// Linked to the next event: the chain applies all-or-nothing (bit 0).
+        const LINKED = 1 << 0;
+        /// A pending (two-phase) transfer: reserves the amount until posted, voided or
+        /// expired (bit 1).
+        const PENDING = 1 << 1;
+        /// Posts the pending transfer named by `pending_id` (bit 2, TigerBeetle's
+        /// `post_pending_transfer`).
+        const POST_PENDING = 1 << 2;
+        /// Voids the pending transfer named by `pending_id` (bit 3, TigerBeetle's
+        /// `void_pending_transfer`).
+        const VOID_PENDING = 1 << 3;
     }
 }
-
-/// Transfer flags (bits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct TransferFlags(pub u16);
 
 impl TransferFlags {
-    /// Linked to the next event: the chain applies all-or-nothing.
-    pub const LINKED: Self = Self(1 << 0);
-    /// A pending (two-phase) transfer: reserves the amount until posted, voided or expired.
-    pub const PENDING: Self = Self(1 << 1);
-    /// Posts the pending transfer named by `pending_id`.
-    pub const POST_PENDING: Self = Self(1 << 2);
-    /// Voids the pending transfer named by `pending_id`.
-    pub const VOID_PENDING: Self = Self(1 << 3);
-
-    /// Whether every bit of `other` is set.
-    pub fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl std::ops::BitOr for TransferFlags {
-    type Output = Self;
-    fn bitor(self, rhs: Self) -> Self {
-        Self(self.0 | rhs.0)
+    /// Whether every set bit is one this wallet implements (no reserved bit is set).
+    pub fn is_supported(self) -> bool {
+        Self::from_bits(self.bits()).is_some()
     }
 }
 
@@ -145,6 +166,9 @@ pub enum AccountResult {
     FlagsAreMutuallyExclusive,
     /// The ledger holds its capacity of accounts.
     AccountsFull,
+    /// A flag bit this wallet does not implement was set (TigerBeetle's
+    /// `reserved_flag`); see [`AccountFlags`]. Nothing was created.
+    ReservedFlag,
 }
 
 /// The outcome of one transfer in a batch.
@@ -237,6 +261,9 @@ pub enum TransferResult {
     Overflow,
     /// The ledger holds its capacity of transfers.
     TransfersFull,
+    /// A flag bit this wallet does not implement was set (TigerBeetle's
+    /// `reserved_flag`); see [`TransferFlags`]. A malformed request: the id stays free.
+    ReservedFlag,
 }
 
 impl TransferResult {

@@ -1,7 +1,7 @@
 //! The log's bytes: a file header, then records that each check themselves twice.
 //!
 //! ```text
-//! file:    "IDEMWAL2" record*
+//! file:    "IDEMWAL3" record*
 //! record:  [u32 payload length][u32 CRC-32 of the payload][u32 CRC-32 of the 8 bytes before]
 //!          [payload]
 //! payload: [u8 kind][u64 clock ms][u32 count][count events][count results]
@@ -17,8 +17,9 @@
 use crate::ledger::BATCH_MAX;
 use crate::types::{AccountFlags, AccountId, NewAccount, Transfer, TransferFlags};
 
-/// The file header: magic and format version.
-pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL2";
+/// The file header: magic and format version (3: flags at TigerBeetle's bit positions;
+/// a version-2 log is refused as a bad header, never read with the old bits' meaning).
+pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL3";
 /// A record's header: length, payload checksum, header checksum.
 pub(crate) const RECORD_HEADER: usize = 12;
 const KIND_ACCOUNTS: u8 = 1;
@@ -133,7 +134,7 @@ fn encode_events(op: &Op, payload: &mut Vec<u8>) {
                 payload.extend_from_slice(&a.id.to_le_bytes());
                 payload.extend_from_slice(&a.ledger.to_le_bytes());
                 payload.extend_from_slice(&a.code.to_le_bytes());
-                payload.extend_from_slice(&a.flags.0.to_le_bytes());
+                payload.extend_from_slice(&a.flags.bits().to_le_bytes());
             }
         }
         Op::Transfers(transfers) => {
@@ -145,7 +146,7 @@ fn encode_events(op: &Op, payload: &mut Vec<u8>) {
                 payload.extend_from_slice(&t.timeout.to_le_bytes());
                 payload.extend_from_slice(&t.ledger.to_le_bytes());
                 payload.extend_from_slice(&t.code.to_le_bytes());
-                payload.extend_from_slice(&t.flags.0.to_le_bytes());
+                payload.extend_from_slice(&t.flags.bits().to_le_bytes());
             }
         }
         Op::Close(id) => payload.extend_from_slice(&id.to_le_bytes()),
@@ -220,7 +221,7 @@ fn account(f: &mut Fields<'_>) -> Option<NewAccount> {
         id: f.u128()?,
         ledger: f.u32()?,
         code: f.u16()?,
-        flags: AccountFlags(f.u16()?),
+        flags: AccountFlags::from_bits_retain(f.u16()?),
     })
 }
 
@@ -237,6 +238,6 @@ fn transfer(f: &mut Fields<'_>) -> Option<Transfer> {
         timeout: f.u32()?,
         ledger: f.u32()?,
         code: f.u16()?,
-        flags: TransferFlags(f.u16()?),
+        flags: TransferFlags::from_bits_retain(f.u16()?),
     })
 }

@@ -128,6 +128,27 @@ fn state_failures_use_up_the_id_malformed_ones_do_not() {
 }
 
 #[test]
+fn reserved_flags_are_refused_and_use_up_no_id() {
+    let (w, _) = wallet();
+    // Every bit from TigerBeetle's `balancing_debit` (4) up is not implemented here.
+    for bit in 4..16 {
+        let reserved =
+            with(t(7, ALICE, BOB, 5), |t| t.flags = TransferFlags::from_bits_retain(1 << bit));
+        assert!(!reserved.flags.is_supported());
+        assert_eq!(w.create_transfers(&[reserved]).expect("batch"), vec![R::ReservedFlag]);
+    }
+    let linked_reserved = TransferFlags::LINKED | TransferFlags::from_bits_retain(1 << 14);
+    assert_eq!(
+        format!("{linked_reserved:?}"),
+        "TransferFlags(LINKED | 0x4000)",
+        "Debug names known bits and shows the rest"
+    );
+    assert_eq!(w.account(BOB).map(|a| a.credits_posted), Some(0), "nothing moved");
+    assert_eq!(w.create_transfers(&[t(7, ALICE, BOB, 5)]).expect("batch"), vec![R::Created]);
+    w.assert_invariants();
+}
+
+#[test]
 fn linked_chain_applies_all_or_nothing() {
     let (w, _) = wallet();
     let linked = |mut x: Transfer| {
@@ -198,6 +219,13 @@ fn account_results_table() {
         (a(11, 0, 1, AccountFlags::default()), AccountResult::LedgerMustNotBeZero),
         (a(11, 1, 0, AccountFlags::default()), AccountResult::CodeMustNotBeZero),
         (a(11, 1, 1, both), AccountResult::FlagsAreMutuallyExclusive),
+        // TigerBeetle's `linked`, `history` and `imported`, and the top bit: not implemented
+        // here, so refused rather than stored and ignored.
+        (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 0)), AccountResult::ReservedFlag),
+        (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 3)), AccountResult::ReservedFlag),
+        (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 4)), AccountResult::ReservedFlag),
+        (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 15)), AccountResult::ReservedFlag),
+        (a(11, 1, 1, AccountFlags::CLOSED), AccountResult::Created),
     ];
     for (account, result) in cases {
         assert_eq!(w.create_accounts(&[account]).expect("batch"), vec![result], "{account:?}");

@@ -41,7 +41,7 @@ fn transfer() -> impl Strategy<Value = Transfer> {
                 _ => x.user_data = 7,
             }
             if linked {
-                x.flags = x.flags | TransferFlags::LINKED;
+                x.flags |= TransferFlags::LINKED;
             }
             x
         })
