@@ -72,7 +72,7 @@ pub use config::{
     ATTEMPTS_MAX, Config, ConfigBuilder, ConfigError, QUEUE_CAPACITY_MAX, UnknownPolicy,
     WORKERS_MAX,
 };
-pub use message::{CONTENT_LEN_MAX, Channel, InvalidNotification, Notification};
+pub use message::{CONTENT_LEN_MAX, Channel, InvalidNotification, Notification, UnknownChannel};
 pub use notifier::{
     DeadLetter, MarkReadError, Notifier, Outcome, ShutdownReport, Stats, SubmitError, Submitted,
 };

@@ -54,6 +54,34 @@ impl fmt::Display for Channel {
     }
 }
 
+/// Parses a channel's [`name`](Channel::name): `"sms".parse::<Channel>()`.
+///
+/// ```
+/// use idem_notify::Channel;
+///
+/// assert_eq!("push".parse::<Channel>(), Ok(Channel::Push));
+/// assert_eq!(Channel::Email.to_string().parse::<Channel>(), Ok(Channel::Email));
+/// assert!("fax".parse::<Channel>().is_err());
+/// ```
+impl std::str::FromStr for Channel {
+    type Err = UnknownChannel;
+
+    fn from_str(name: &str) -> Result<Self, UnknownChannel> {
+        [Self::Email, Self::Sms, Self::Push]
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| UnknownChannel { name: name.chars().take(64).collect() })
+    }
+}
+
+/// A channel name that is none of `email`, `sms` or `push`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown channel {name:?}: use email, sms or push")]
+pub struct UnknownChannel {
+    /// The refused name (at most its first 64 characters).
+    pub name: String,
+}
+
 /// One notification to one recipient on one channel. The producer chooses the message
 /// id once per intended notification and reuses it on every retry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -36,6 +36,13 @@ impl fmt::Display for GatewayKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ChargeId(pub u64);
 
+/// `ch_42`, the form a gateway's dashboard shows.
+impl fmt::Display for ChargeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ch_{}", self.0)
+    }
+}
+
 /// A charge the gateway made.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Charge {

@@ -12,8 +12,14 @@ pub enum ValidationError {
     #[error("amount must be positive, got {0} minor units")]
     NonPositiveAmount(i64),
     /// The currency is not one this processor accepts.
-    #[error("unknown currency {0:?}")]
+    #[error("unknown currency {0:?}: use an upper-case ISO 4217 code: EUR, USD, GBP, JPY or CHF")]
     UnknownCurrency(String),
+    /// The text is not a whole number of minor units (`"1050"` for 10.50 EUR).
+    #[error("amount {text:?} is not a whole number of minor units (write 10.50 EUR as 1050)")]
+    AmountNotANumber {
+        /// The refused text (at most its first 64 bytes).
+        text: String,
+    },
     /// The customer id was empty, too long, not printable ASCII, or had whitespace at
     /// either end.
     #[error("invalid customer id: {0}")]
@@ -69,6 +75,62 @@ impl Amount {
     pub fn minor(self) -> u64 {
         self.0
     }
+
+    /// The amount with its currency's decimal point and code: `10.50 EUR`, `1050 JPY`.
+    ///
+    /// ```
+    /// use idem_payments::{Amount, Currency};
+    ///
+    /// let amount: Amount = "1050".parse()?;
+    /// assert_eq!(amount.to_string(), "1050"); // Display: minor units, as parsed
+    /// assert_eq!(amount.in_currency(Currency::Eur).to_string(), "10.50 EUR");
+    /// assert_eq!(amount.in_currency(Currency::Jpy).to_string(), "1050 JPY");
+    /// # Ok::<(), idem_payments::ValidationError>(())
+    /// ```
+    pub fn in_currency(self, currency: Currency) -> impl fmt::Display {
+        InCurrency(self, currency)
+    }
+}
+
+/// Minor units, the form [`FromStr`](std::str::FromStr) reads back.
+impl fmt::Display for Amount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Parses a positive whole number of minor units, as [`Amount::from_minor`].
+impl std::str::FromStr for Amount {
+    type Err = ValidationError;
+
+    fn from_str(text: &str) -> Result<Self, ValidationError> {
+        match text.parse::<i64>() {
+            Ok(minor) => Self::from_minor(minor),
+            Err(_) => Err(ValidationError::AmountNotANumber { text: clip(text) }),
+        }
+    }
+}
+
+/// At most the first 64 bytes of hostile text, cut at a character boundary, for an error.
+fn clip(text: &str) -> String {
+    let end = (0..=text.len().min(64)).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    text[..end].to_string()
+}
+
+struct InCurrency(Amount, Currency);
+
+impl fmt::Display for InCurrency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (minor, currency) = (self.0.0, self.1);
+        match currency.minor_digits() {
+            0 => write!(f, "{minor} {currency}"),
+            digits => {
+                let scale = 10_u64.pow(digits);
+                let (major, rest) = (minor / scale, minor % scale);
+                write!(f, "{major}.{rest:0width$} {currency}", width = digits as usize)
+            }
+        }
+    }
 }
 
 /// The currencies this processor accepts (ISO 4217).
@@ -100,8 +162,16 @@ impl Currency {
             "GBP" => Self::Gbp,
             "JPY" => Self::Jpy,
             "CHF" => Self::Chf,
-            other => return Err(ValidationError::UnknownCurrency(other.to_string())),
+            other => return Err(ValidationError::UnknownCurrency(clip(other))),
         })
+    }
+
+    /// Digits after the decimal point (ISO 4217's minor unit): 0 for JPY, 2 otherwise.
+    pub fn minor_digits(self) -> u32 {
+        match self {
+            Self::Jpy => 0,
+            Self::Eur | Self::Usd | Self::Gbp | Self::Chf => 2,
+        }
     }
 
     /// The ISO 4217 code.
@@ -119,6 +189,15 @@ impl Currency {
 impl fmt::Display for Currency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.code())
+    }
+}
+
+/// As [`Currency::parse`]: `"EUR".parse::<Currency>()`.
+impl std::str::FromStr for Currency {
+    type Err = ValidationError;
+
+    fn from_str(code: &str) -> Result<Self, ValidationError> {
+        Self::parse(code)
     }
 }
 

@@ -291,6 +291,42 @@ impl TransferResult {
     }
 }
 
+/// Writes a variant's name as TigerBeetle spells its result codes: `ExceedsCredits` as
+/// `exceeds_credits`. Derived from `Debug`, so a new code can never lack a name.
+fn snake_case(f: &mut std::fmt::Formatter<'_>, camel: &str) -> std::fmt::Result {
+    for (i, c) in camel.char_indices() {
+        if c.is_ascii_uppercase() && i > 0 {
+            f.write_str("_")?;
+        }
+        write!(f, "{}", c.to_ascii_lowercase())?;
+    }
+    Ok(())
+}
+
+/// TigerBeetle's name for the code: `exists_with_different_flags`.
+///
+/// ```
+/// assert_eq!(idem_wallet::AccountResult::AccountsFull.to_string(), "accounts_full");
+/// ```
+impl std::fmt::Display for AccountResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        snake_case(f, &format!("{self:?}"))
+    }
+}
+
+/// TigerBeetle's name for the code: `exceeds_credits`.
+///
+/// ```
+/// use idem_wallet::TransferResult;
+///
+/// assert_eq!(TransferResult::IdAlreadyFailed.to_string(), "id_already_failed");
+/// ```
+impl std::fmt::Display for TransferResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        snake_case(f, &format!("{self:?}"))
+    }
+}
+
 /// What happened to a pending transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PendingState {

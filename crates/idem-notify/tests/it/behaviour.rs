@@ -534,3 +534,14 @@ fn a_million_notifications_keep_memory_flat() {
     }
     drain(&s.notifier);
 }
+
+#[test]
+fn channels_print_and_parse_back_and_an_unknown_one_is_named() {
+    for channel in [Channel::Email, Channel::Sms, Channel::Push] {
+        assert_eq!(channel.to_string().parse::<Channel>(), Ok(channel));
+    }
+    let refused = "Email".parse::<Channel>().expect_err("names are lower case");
+    assert_eq!(refused.to_string(), "unknown channel \"Email\": use email, sms or push");
+    let long = "x".repeat(10_000).parse::<Channel>().expect_err("unknown");
+    assert_eq!(long.name.len(), 64, "the error keeps a bounded prefix");
+}

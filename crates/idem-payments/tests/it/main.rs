@@ -2,6 +2,7 @@
 
 mod behaviour;
 mod concurrency;
+mod conversions;
 mod crash;
 mod model;
 mod tenants;

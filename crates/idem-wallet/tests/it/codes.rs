@@ -260,3 +260,20 @@ fn balances_near_u128_max_on_many_accounts_keep_the_invariant_check_whole() {
     assert_eq!(w.account(BOB).map(|a| a.debits_posted), Some(u128::MAX));
     w.assert_invariants();
 }
+
+#[test]
+fn result_codes_print_as_tigerbeetle_names_them() {
+    let cases = [
+        (R::Created.to_string(), "created"),
+        (R::ExceedsCredits.to_string(), "exceeds_credits"),
+        (
+            R::ExistsWithDifferentDebitAccountId.to_string(),
+            "exists_with_different_debit_account_id",
+        ),
+        (R::ReservedFlag.to_string(), "reserved_flag"),
+        (AccountResult::IdMustNotBeIntMax.to_string(), "id_must_not_be_int_max"),
+    ];
+    for (printed, expected) in cases {
+        assert_eq!(printed, expected);
+    }
+}
