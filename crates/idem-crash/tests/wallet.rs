@@ -80,9 +80,9 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
-    wallet.create_accounts(accounts).expect("accounts");
+    wallet.create_accounts(&accounts).expect("accounts");
     for b in 0..BATCHES {
-        let results = wallet.create_transfers(batch(b)).expect("retry");
+        let results = wallet.create_transfers(&batch(b)).expect("retry");
         let created = results.iter().filter(|r| **r == R::Created).count();
         if acked.contains(&b) && created > 0 {
             tally.lost_acknowledged += 1;
@@ -92,7 +92,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
             "{results:?}"
         );
         // Replaying again must create nothing: every id applies once.
-        let again = wallet.create_transfers(batch(b)).expect("replay");
+        let again = wallet.create_transfers(&batch(b)).expect("replay");
         tally.double_applied += again.iter().filter(|r| **r == R::Created).count() as u64;
     }
     let mut expected = [0u128; 12];
@@ -142,9 +142,9 @@ fn write_batches(log: &std::path::Path, batches: u128) {
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
-    wallet.create_accounts(accounts).expect("accounts");
+    wallet.create_accounts(&accounts).expect("accounts");
     for b in 0..batches {
-        wallet.create_transfers(batch(b)).expect("batch");
+        wallet.create_transfers(&batch(b)).expect("batch");
     }
 }
 
@@ -313,13 +313,13 @@ fn a_failing_writer_fails_its_callers_and_leaves_a_log_that_reopens() {
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
-    wallet.create_accounts(accounts).expect("accounts");
-    wallet.create_transfers(batch(0)).expect("batch 0");
-    wallet.create_transfers(batch(1)).expect("batch 1");
-    let failed = wallet.create_transfers(batch(2));
+    wallet.create_accounts(&accounts).expect("accounts");
+    wallet.create_transfers(&batch(0)).expect("batch 0");
+    wallet.create_transfers(&batch(1)).expect("batch 1");
+    let failed = wallet.create_transfers(&batch(2));
     assert!(matches!(failed, Err(LogError::WriterFailed(_))), "{failed:?}");
     assert!(wallet.transfer(21).is_none(), "readers never see the failed batch");
-    assert!(matches!(wallet.create_transfers(batch(3)), Err(LogError::Stopped)));
+    assert!(matches!(wallet.create_transfers(&batch(3)), Err(LogError::Stopped)));
     drop(wallet);
     let reopened = DurableWallet::open(&log).expect("the log reopens");
     assert!(reopened.transfer(20).is_some() && reopened.transfer(21).is_none());

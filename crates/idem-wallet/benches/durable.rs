@@ -49,7 +49,7 @@ trait Submit: Sync {
 
 impl Submit for DurableWallet {
     fn submit(&self, batch: Vec<Transfer>) {
-        self.create_transfers(batch).expect("batch");
+        self.create_transfers(&batch).expect("batch");
     }
 }
 
@@ -100,7 +100,7 @@ fn bench(c: &mut Criterion) {
         for threads in [1usize, 2] {
             let param = format!("batch {size}, {threads} threads");
             let durable = DurableWallet::open(&log_path()).expect("open");
-            durable.create_accounts(accounts()).expect("accounts");
+            durable.create_accounts(&accounts()).expect("accounts");
             let memory = Wallet::new();
             memory.create_accounts(&accounts()).expect("accounts");
             let next = AtomicU64::new(1);
@@ -122,11 +122,11 @@ fn recovery_time() {
     let path = log_path();
     {
         let wallet = DurableWallet::open(&path).expect("open");
-        wallet.create_accounts(accounts()).expect("accounts");
+        wallet.create_accounts(&accounts()).expect("accounts");
         let mut id = 1u128;
         while id <= 1_000_000 {
             let end = (id + 8189).min(1_000_001);
-            wallet.create_transfers((id..end).map(transfer).collect()).expect("batch");
+            wallet.create_transfers(&(id..end).map(transfer).collect::<Vec<_>>()).expect("batch");
             id = end;
         }
     }

@@ -36,11 +36,21 @@ impl Default for Limits {
 #[non_exhaustive]
 pub enum BatchError {
     /// More than [`BATCH_MAX`] events.
-    #[error("batch of {len} events exceeds the limit of {BATCH_MAX}")]
+    #[error(
+        "batch of {len} events exceeds the limit of {BATCH_MAX}: split it into smaller batches"
+    )]
     TooLarge {
         /// The refused batch's length.
         len: usize,
     },
+}
+
+/// The found answers for a batch of ids, refusing a batch over [`BATCH_MAX`].
+fn lookup<T>(ids: &[u128], find: impl Fn(u128) -> Option<T>) -> Result<Vec<T>, BatchError> {
+    if ids.len() > BATCH_MAX {
+        return Err(BatchError::TooLarge { len: ids.len() });
+    }
+    Ok(ids.iter().filter_map(|id| find(*id)).collect())
 }
 
 /// One change, recorded so a failed linked chain can be rolled back.
@@ -112,6 +122,25 @@ impl Ledger {
     /// Looks up a transfer.
     pub fn transfer(&self, id: TransferId) -> Option<StoredTransfer> {
         self.transfers.get(&id).copied()
+    }
+
+    /// Looks up a batch of accounts, as TigerBeetle's `lookup_accounts`: the ones that
+    /// exist, in the order asked (an id asked twice is answered twice).
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] ids.
+    pub fn lookup_accounts(&self, ids: &[AccountId]) -> Result<Vec<Account>, BatchError> {
+        lookup(ids, |id| self.account(id))
+    }
+
+    /// Looks up a batch of transfers, as [`lookup_accounts`](Self::lookup_accounts).
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] ids.
+    pub fn lookup_transfers(&self, ids: &[TransferId]) -> Result<Vec<StoredTransfer>, BatchError> {
+        lookup(ids, |id| self.transfer(id))
     }
 
     /// Transfers remembered (applied) and ids remembered as failed.

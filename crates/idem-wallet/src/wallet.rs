@@ -83,6 +83,24 @@ impl Wallet {
         self.ledger.lock().transfer(id)
     }
 
+    /// Looks up a batch of accounts; see [`Ledger::lookup_accounts`].
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`](crate::BATCH_MAX) ids.
+    pub fn lookup_accounts(&self, ids: &[AccountId]) -> Result<Vec<Account>, BatchError> {
+        self.ledger.lock().lookup_accounts(ids)
+    }
+
+    /// Looks up a batch of transfers; see [`Ledger::lookup_transfers`].
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`](crate::BATCH_MAX) ids.
+    pub fn lookup_transfers(&self, ids: &[TransferId]) -> Result<Vec<StoredTransfer>, BatchError> {
+        self.ledger.lock().lookup_transfers(ids)
+    }
+
     /// Closes an account; idempotent by its shape. Returns whether it exists.
     pub fn close_account(&self, id: AccountId) -> bool {
         self.ledger.lock().close_account(id)

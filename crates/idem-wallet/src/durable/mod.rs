@@ -205,16 +205,16 @@ pub(crate) fn result_codes(answer: &Answer) -> Vec<u8> {
 /// # let _ = std::fs::remove_file(&path);
 /// let wallet = DurableWallet::open(&path)?;
 /// let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
-/// wallet.create_accounts(vec![a(1), a(2)])?;
+/// wallet.create_accounts(&[a(1), a(2)])?;
 /// let t = Transfer {
 ///     id: 9, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,
 ///     ..Default::default()
 /// };
-/// assert_eq!(wallet.create_transfers(vec![t])?, vec![TransferResult::Created]);
+/// assert_eq!(wallet.create_transfers(&[t])?, vec![TransferResult::Created]);
 /// drop(wallet); // a crash here loses nothing acknowledged
 /// let reopened = DurableWallet::open(&path)?;
 /// assert_eq!(reopened.recovery().records, 2);
-/// assert_eq!(reopened.create_transfers(vec![t])?, vec![TransferResult::Exists]);
+/// assert_eq!(reopened.create_transfers(&[t])?, vec![TransferResult::Exists]);
 /// # drop(reopened); std::fs::remove_file(&path).ok();
 /// # Ok::<(), idem_wallet::LogError>(())
 /// ```
@@ -306,11 +306,12 @@ impl DurableWallet {
     /// # Errors
     ///
     /// [`LogError::Batch`] for a batch over [`BATCH_MAX`] (nothing logged); I/O errors.
-    pub fn create_accounts(&self, batch: Vec<NewAccount>) -> Result<Vec<AccountResult>, LogError> {
+    pub fn create_accounts(&self, batch: &[NewAccount]) -> Result<Vec<AccountResult>, LogError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }
-        match self.ask(Op::Accounts(batch))? {
+        // The batch is copied once, to travel to the writer thread.
+        match self.ask(Op::Accounts(batch.to_vec()))? {
             Answer::Accounts(results) => Ok(results),
             _ => Err(LogError::Stopped),
         }
@@ -322,11 +323,11 @@ impl DurableWallet {
     /// # Errors
     ///
     /// As [`create_accounts`](Self::create_accounts).
-    pub fn create_transfers(&self, batch: Vec<Transfer>) -> Result<Vec<TransferResult>, LogError> {
+    pub fn create_transfers(&self, batch: &[Transfer]) -> Result<Vec<TransferResult>, LogError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }
-        match self.ask(Op::Transfers(batch))? {
+        match self.ask(Op::Transfers(batch.to_vec()))? {
             Answer::Transfers(results) => Ok(results),
             _ => Err(LogError::Stopped),
         }
@@ -353,6 +354,26 @@ impl DurableWallet {
     /// Looks up a transfer (as [`account`](Self::account), synced batches only).
     pub fn transfer(&self, id: TransferId) -> Option<StoredTransfer> {
         self.ledger.lock().transfer(id)
+    }
+
+    /// Looks up a batch of accounts (synced batches only); see
+    /// [`Ledger::lookup_accounts`].
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] ids.
+    pub fn lookup_accounts(&self, ids: &[AccountId]) -> Result<Vec<Account>, BatchError> {
+        self.ledger.lock().lookup_accounts(ids)
+    }
+
+    /// Looks up a batch of transfers (synced batches only); see
+    /// [`Ledger::lookup_transfers`].
+    ///
+    /// # Errors
+    ///
+    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] ids.
+    pub fn lookup_transfers(&self, ids: &[TransferId]) -> Result<Vec<StoredTransfer>, BatchError> {
+        self.ledger.lock().lookup_transfers(ids)
     }
 
     /// Checks the ledger's invariants; see [`Ledger::assert_invariants`].

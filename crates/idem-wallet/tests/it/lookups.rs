@@ -1,0 +1,62 @@
+//! Batch lookups, as TigerBeetle's `lookup_accounts` and `lookup_transfers`: the records
+//! that exist, in the order asked; at most `BATCH_MAX` ids. Both handles answer alike.
+
+use idem_wallet::{
+    Account, AccountFlags, BATCH_MAX, BatchError, DurableWallet, NewAccount, StoredTransfer,
+};
+
+use crate::{ALICE, BANK, BOB, t, wallet};
+
+/// The ids found, in the order the lookup answered.
+fn ids_of_accounts(found: &[Account]) -> Vec<u128> {
+    found.iter().map(|a| a.id).collect()
+}
+
+fn ids_of_transfers(found: &[StoredTransfer]) -> Vec<u128> {
+    found.iter().map(|s| s.transfer.id).collect()
+}
+
+#[test]
+fn lookups_answer_the_found_records_in_the_order_asked() {
+    let (w, _) = wallet();
+    w.create_transfers(&[t(7, ALICE, BOB, 5)]).expect("batch");
+    let found = w.lookup_accounts(&[BOB, 99, BANK, BOB]).expect("small batch");
+    assert_eq!(ids_of_accounts(&found), vec![BOB, BANK, BOB], "missing 99 left out");
+    assert_eq!(found[0], w.account(BOB).expect("bob"), "the same record as one lookup");
+    let found = w.lookup_transfers(&[7, 8, 1_000_000]).expect("small batch");
+    assert_eq!(ids_of_transfers(&found), vec![7, 1_000_000]);
+    assert_eq!(w.lookup_accounts(&[]), Ok(Vec::new()));
+}
+
+#[test]
+fn a_lookup_of_batch_max_ids_is_answered_and_one_more_is_refused() {
+    let (w, _) = wallet();
+    let full = vec![BOB; BATCH_MAX];
+    assert_eq!(w.lookup_accounts(&full).expect("at the limit").len(), BATCH_MAX);
+    let over = vec![BOB; BATCH_MAX + 1];
+    assert_eq!(w.lookup_accounts(&over), Err(BatchError::TooLarge { len: BATCH_MAX + 1 }));
+    let over = vec![7; BATCH_MAX + 1];
+    assert_eq!(w.lookup_transfers(&over), Err(BatchError::TooLarge { len: BATCH_MAX + 1 }));
+}
+
+#[test]
+fn the_durable_wallet_takes_the_same_batches() {
+    let dir = std::env::temp_dir().join(format!("idem-wallet-lookups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let path = dir.join("wallet.wal");
+    let _ = std::fs::remove_file(&path);
+    let wallet = DurableWallet::open(&path).expect("open");
+    let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+    let accounts = [a(1), a(2)];
+    wallet.create_accounts(&accounts).expect("accounts");
+    let transfer = t(5, 1, 2, 3);
+    wallet.create_transfers(&[transfer]).expect("transfers");
+    let found = wallet.lookup_accounts(&[2, 3, 1]).expect("small batch");
+    assert_eq!(ids_of_accounts(&found), vec![2, 1]);
+    let found = wallet.lookup_transfers(&[5]).expect("small batch");
+    assert_eq!(found.iter().map(|s| s.transfer).collect::<Vec<_>>(), vec![transfer]);
+    let over = vec![1; BATCH_MAX + 1];
+    assert_eq!(wallet.lookup_accounts(&over), Err(BatchError::TooLarge { len: BATCH_MAX + 1 }));
+    drop(wallet);
+    std::fs::remove_dir_all(&dir).ok();
+}
