@@ -63,6 +63,19 @@
 //! completion has taken effect by then). If that thread is already unwinding (the last
 //! completer dropped during a panic), the callback's panic is discarded instead.
 //!
+//! # When every reader is gone
+//!
+//! As with tokio's oneshot sender, a completer can learn that nobody will read the
+//! outcome: [`Completer::is_closed`] turns true once the [`PromiseFuture`] (or every
+//! [`SharedFuture`] clone) is dropped, and [`Completer::closed`] is a future that resolves
+//! then, to race against the work in a `select!`. A caller that gives up with
+//! `tokio::time::timeout` drops its future, and the worker stops. The example
+//! `work_nobody_waits_for` shows both under tokio.
+//!
+//! A [`PromiseFuture`] that returned `Ready` must not be polled again (it panics, as
+//! tokio's receiver does); [`PromiseFuture::is_terminated`] says so, like `futures`'
+//! `FusedFuture`. A [`SharedFuture`] may be polled again and answers the same outcome.
+//!
 //! # Errors a reader can see
 //!
 //! [`Error::Failed`] carries the completer's error, [`Error::Cancelled`] says it was
@@ -74,5 +87,5 @@ mod promise;
 mod shared;
 mod sync;
 
-pub use promise::{Completer, Completion, Error, PromiseFuture, TryResult, promise};
+pub use promise::{Closed, Completer, Completion, Error, PromiseFuture, TryResult, promise};
 pub use shared::SharedFuture;

@@ -60,6 +60,11 @@ impl Completion {
 
 pub(crate) type Callback = Box<dyn FnOnce(Completion) + Send>;
 
+/// Set in `Inner::readers` once a `Closed` future registered a waker.
+const WATCHED: usize = 1;
+/// One reader in `Inner::readers` (the count sits above the flag bit).
+const READER: usize = 2;
+
 impl Completion {
     const ALL: [Self; 4] = [Self::Completed, Self::Failed, Self::Cancelled, Self::Abandoned];
 
@@ -84,6 +89,8 @@ struct Waiting {
     callbacks: Vec<Callback>,
     /// Threads blocked in a `wait`: the completer notifies the condition variable only then.
     blocked: usize,
+    /// Each pending [`Closed`] future's latest waker, by id: woken when the last reader goes.
+    closed_wakers: Vec<(u64, Waker)>,
 }
 
 /// The state completers and futures share.
@@ -91,6 +98,9 @@ pub(crate) struct Inner<T, E> {
     /// The outcome, written once (see `cell.rs`).
     slot: Slot<Result<T, Error<E>>>,
     completers: AtomicUsize,
+    /// Live readers (the `PromiseFuture`, or every `SharedFuture` clone) in units of
+    /// [`READER`], and the [`WATCHED`] flag. A count of zero is final.
+    readers: AtomicUsize,
     next_shared_id: AtomicUsize,
     waiting: Mutex<Waiting>,
     changed: Condvar,
@@ -211,6 +221,57 @@ impl<T, E> Inner<T, E> {
         }
     }
 
+    /// One more reader (a shared clone); an existing reader keeps the count above zero.
+    pub(crate) fn reader_added(&self) {
+        // ORDERING: a count of handles, as `Completer::clone`'s.
+        self.readers.fetch_add(READER, Ordering::Relaxed);
+    }
+
+    /// One reader fewer; the last one wakes every `Closed` future, if any was polled.
+    ///
+    /// RACE (closed vs last reader): a completer polls `closed()` while the last reader
+    /// drops. The poll sets `WATCHED` under the lock and stores its waker before
+    /// unlocking; the dropper's decrement and that flag are read-modify-writes of one
+    /// word, so exactly one sees the other: the poll sees no reader left (and is ready),
+    /// or the dropper sees `WATCHED` and takes the lock, after the waker is stored. A
+    /// drop that sees no `WATCHED` takes no lock: the common path stays one atomic.
+    /// Loom model: `closed_wakes_when_the_last_reader_drops`.
+    pub(crate) fn reader_gone(&self) {
+        // ORDERING: AcqRel, as `Completer::drop`'s: the last reader sees the others' drops
+        // (and a poll's `WATCHED`).
+        let before = self.readers.fetch_sub(READER, Ordering::AcqRel);
+        if before / READER == 1 && before & WATCHED != 0 {
+            let wakers = mem::take(&mut self.waiting.lock().closed_wakers);
+            wakers.into_iter().for_each(|(_, waker)| waker.wake());
+        }
+    }
+
+    /// Whether every reader is gone.
+    fn is_closed(&self) -> bool {
+        // ORDERING: Acquire pairs with the last reader's AcqRel decrement.
+        self.readers.load(Ordering::Acquire) / READER == 0
+    }
+
+    /// Stores `waker` for the `Closed` future `id`; returns whether every reader is gone
+    /// already (then nothing is stored). See `reader_gone` for the race.
+    fn register_closed_waker(&self, id: u64, waker: &Waker) -> bool {
+        let mut waiting = self.waiting.lock();
+        // ORDERING: AcqRel, one read-modify-write against the dropper's (see above).
+        if self.readers.fetch_or(WATCHED, Ordering::AcqRel) / READER == 0 {
+            return true;
+        }
+        match waiting.closed_wakers.iter_mut().find(|(i, _)| *i == id) {
+            Some((_, current)) if current.will_wake(waker) => {}
+            Some((_, current)) => *current = waker.clone(),
+            None => waiting.closed_wakers.push((id, waker.clone())),
+        }
+        false
+    }
+
+    fn forget_closed_waker(&self, id: u64) {
+        self.waiting.lock().closed_wakers.retain(|(i, _)| *i != id);
+    }
+
     pub(crate) fn next_shared_id(&self) -> u64 {
         // ORDERING: a unique id source; nothing else is published through it.
         self.next_shared_id.fetch_add(1, Ordering::Relaxed) as u64
@@ -270,6 +331,7 @@ pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
     let inner = Arc::new(Inner {
         slot: Slot::new(),
         completers: AtomicUsize::new(1),
+        readers: AtomicUsize::new(READER),
         next_shared_id: AtomicUsize::new(0),
         waiting: Mutex::new(Waiting::default()),
         changed: Condvar::default(),
@@ -335,6 +397,31 @@ impl<T, E> Completer<T, E> {
         self.inner.is_completed()
     }
 
+    /// Whether every reader is gone (the [`PromiseFuture`] and every [`SharedFuture`]
+    /// clone dropped), as tokio's `Sender::is_closed`: a completion now would be read by
+    /// no one, so work that only produces it may stop. Final once true. Cheap: one load.
+    ///
+    /// [`SharedFuture`]: crate::SharedFuture
+    ///
+    /// ```
+    /// let (completer, future) = idem_future::promise::<u32, ()>();
+    /// assert!(!completer.is_closed());
+    /// drop(future);
+    /// assert!(completer.is_closed());
+    /// assert_eq!(completer.complete(1), Ok(())); // still first-write-wins; read by no one
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// A future that resolves once every reader is gone, as tokio's `Sender::closed`:
+    /// race it against the work with `select!` to stop work nobody will read. It owns a
+    /// handle to the promise (it may be spawned) but is not a completer: it neither
+    /// completes the promise nor keeps it from being abandoned.
+    pub fn closed(&self) -> Closed<T, E> {
+        Closed { id: self.inner.next_shared_id(), inner: self.inner.clone() }
+    }
+
     /// Runs `callback` exactly once with how the promise finished: on the completing
     /// thread if registered before completion, at once on this thread if after.
     ///
@@ -374,7 +461,41 @@ impl<T, E> Drop for Completer<T, E> {
 
 impl<T, E> fmt::Debug for Completer<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Completer").field("is_completed", &self.is_completed()).finish()
+        f.debug_struct("Completer")
+            .field("is_completed", &self.is_completed())
+            .field("is_closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// Resolves once every reader of a promise is gone; made by [`Completer::closed`].
+pub struct Closed<T, E> {
+    inner: Arc<Inner<T, E>>,
+    /// This future's waker slot in the shared state.
+    id: u64,
+}
+
+impl<T, E> Future for Closed<T, E> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.inner.is_closed() || self.inner.register_closed_waker(self.id, cx.waker()) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+impl<T, E> Drop for Closed<T, E> {
+    fn drop(&mut self) {
+        // Forget this future's waker, so dropped `Closed` futures do not pile up.
+        self.inner.forget_closed_waker(self.id);
+    }
+}
+
+impl<T, E> fmt::Debug for Closed<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Closed").field("is_closed", &self.inner.is_closed()).finish()
     }
 }
 
@@ -394,6 +515,24 @@ impl<T, E> PromiseFuture<T, E> {
     /// Whether the promise has finished, in any way. Cheap: one atomic load.
     pub fn is_completed(&self) -> bool {
         self.inner.is_completed()
+    }
+
+    /// Whether this future already returned `Ready` (its outcome was moved out), as
+    /// `futures`' `FusedFuture::is_terminated`: it must not be polled again (a poll after
+    /// `Ready` panics, as tokio's oneshot receiver's does). `select!` loops check it, or
+    /// wrap the future with `futures::FutureExt::fuse`.
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// let (completer, mut future) = idem_future::promise::<u32, ()>();
+    /// completer.complete(7).unwrap();
+    /// assert!(!future.is_terminated());
+    /// assert_eq!((&mut future).await, Ok(7));
+    /// assert!(future.is_terminated());
+    /// # });
+    /// ```
+    pub fn is_terminated(&self) -> bool {
+        self.inner.slot.snapshot().is_taken()
     }
 
     /// Blocks this thread until the promise finishes, for code without an async runtime.
@@ -471,7 +610,16 @@ impl<T, E> PromiseFuture<T, E> {
             !self.inner.slot.share().is_taken(),
             "PromiseFuture::shared after it returned Ready"
         );
+        // The shared future is a reader before this one leaves: the count never
+        // touches zero on the way, so no `Closed` future wakes for it.
+        self.inner.reader_added();
         crate::shared::SharedFuture::new(self.inner.clone())
+    }
+}
+
+impl<T, E> Drop for PromiseFuture<T, E> {
+    fn drop(&mut self) {
+        self.inner.reader_gone();
     }
 }
 

@@ -34,6 +34,7 @@ pub struct SharedFuture<T, E> {
 }
 
 impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
+    /// A handle on `inner` for a reader already counted (by `shared` or `clone`).
     pub(crate) fn new(inner: Arc<Inner<T, E>>) -> Self {
         let id = inner.next_shared_id();
         Self { inner, id }
@@ -94,6 +95,7 @@ impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
 
 impl<T: Clone + Send + Sync, E: Clone + Send + Sync> Clone for SharedFuture<T, E> {
     fn clone(&self) -> Self {
+        self.inner.reader_added();
         Self::new(self.inner.clone())
     }
 }
@@ -102,6 +104,7 @@ impl<T, E> Drop for SharedFuture<T, E> {
     fn drop(&mut self) {
         // Forget this clone's waker, so dropped readers do not pile up in the state.
         self.inner.forget_shared_waker(self.id);
+        self.inner.reader_gone();
     }
 }
 

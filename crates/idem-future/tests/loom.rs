@@ -214,3 +214,29 @@ fn shared_try_get_races_completion() {
         assert!(completing.join().unwrap());
     });
 }
+
+/// Race: a completer polls `closed()` while the last reader (one of two shared clones,
+/// the other already gone) drops on another thread.
+/// Invariant: if the poll was pending, the drop woke its waker exactly once; either way
+/// `closed()` is ready afterwards and `is_closed` is true. A lost wake-up would leave a
+/// `select!` on `closed()` asleep forever.
+#[test]
+fn closed_wakes_when_the_last_reader_drops() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let shared = future.shared();
+        let last = shared.clone();
+        drop(shared);
+        let dropping = thread::spawn(move || drop(last));
+        let mut closed = pin!(completer.closed());
+        let (woken, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        let first = closed.as_mut().poll(&mut cx);
+        dropping.join().unwrap();
+        if first.is_pending() {
+            assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the last drop woke the poll");
+        }
+        assert_eq!(closed.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert!(completer.is_closed());
+    });
+}

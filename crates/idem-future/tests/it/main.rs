@@ -2,6 +2,7 @@
 
 mod behaviour;
 mod callbacks;
+mod closed;
 mod model;
 mod shared;
 
