@@ -142,6 +142,15 @@ fn ci() -> Result {
         ]),
     )?;
     run("test", cargo().args(["test", "--workspace"]))?;
+    // The `tracing` feature, off above: what each crate reports, checked by a collector.
+    for krate in ["idem-core", "idem-payments", "idem-pool", "idem-wallet"] {
+        run(
+            &format!("tracing {krate}"),
+            cargo()
+                .args(["test", "-p", krate, "--features", "tracing", "--test", "it"])
+                .args(["tracing::"]),
+        )?;
+    }
     let url = postgres_url()?;
     run(
         "postgres",

@@ -71,6 +71,12 @@
 //! `idem-store-postgres`) that depend on this one. A backend implements [`KeyStore`],
 //! stores results with [`codec`], and runs the conformance suite in `testkit` (feature
 //! `testkit`) against itself with the `conformance_tests!` macro (also behind `testkit`).
+//!
+//! # Features
+//!
+//! `tracing` (off by default): the stores' `claim` and `settle` spans and their events
+//! (replay, in flight, recover, key reused, lease lost), through [`trace`]; free when off.
+//! `testkit`: the conformance suite, and with `tracing` a collector for tests.
 
 mod clock;
 #[cfg(not(loom))]
@@ -84,6 +90,7 @@ mod store;
 mod sync;
 #[cfg(all(feature = "testkit", not(loom)))]
 pub mod testkit;
+pub mod trace;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use fingerprint::{Fingerprint, FingerprintBuilder};

@@ -544,12 +544,10 @@ impl<R> ShardState<R> {
     }
 }
 
-impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
-    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        self.claim_inner(key, fingerprint, |_, _, _| WaitStep::Done)
-    }
-
-    fn claim_wait(
+impl<R: Clone + Send> MemoryStore<R> {
+    /// `claim_wait`'s work: claims, and while the key is in flight sleeps on the shard's
+    /// condition variable until the holder settles, its lease runs out, or `timeout`.
+    fn claim_waiting(
         &self,
         key: &ScopedKey,
         fingerprint: &Fingerprint,
@@ -575,13 +573,28 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
             WaitStep::Again(state)
         })
     }
+}
+
+impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        crate::trace::claim(key, || self.claim_inner(key, fingerprint, |_, _, _| WaitStep::Done))
+    }
+
+    fn claim_wait(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+        timeout: Duration,
+    ) -> Result<Claim<R>, StoreError> {
+        crate::trace::claim(key, || self.claim_waiting(key, fingerprint, timeout))
+    }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        self.settle(lease, Some(result))
+        crate::trace::settle("complete", lease, || self.settle(lease, Some(result)))
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.settle(lease, None)
+        crate::trace::settle("release", lease, || self.settle(lease, None))
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

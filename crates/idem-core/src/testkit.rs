@@ -26,6 +26,9 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "tracing")]
+pub mod capture;
+
 use crate::sync::{Arc, Barrier, thread};
 use crate::{
     Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError,

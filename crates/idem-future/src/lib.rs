@@ -81,6 +81,11 @@
 //! [`Error::Failed`] carries the completer's error, [`Error::Cancelled`] says it was
 //! cancelled, and [`Error::Abandoned`] says every completer was dropped without
 //! completing: a reader never hangs on a promise nobody can complete.
+//!
+//! # Features
+//!
+//! `tracing` (off by default): an event when a promise is abandoned and when a callback
+//! panics.
 
 mod cell;
 mod promise;

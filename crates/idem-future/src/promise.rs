@@ -308,6 +308,8 @@ fn run_callbacks(callbacks: Vec<Callback>, completion: Completion) {
     let mut first_panic = None;
     for callback in callbacks {
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| callback(completion))) {
+            #[cfg(feature = "tracing")]
+            tracing::error!(?completion, "an on_complete callback panicked; the others still ran");
             first_panic.get_or_insert(payload);
         }
     }
@@ -454,7 +456,13 @@ impl<T, E> Drop for Completer<T, E> {
         // abandons the promise (as `Arc`'s drop does before freeing).
         if self.inner.completers.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Refused if a completer already won; that is the normal case.
-            let _ = self.inner.settle(Err(Error::Abandoned));
+            let abandoned = self.inner.settle(Err(Error::Abandoned)).is_ok();
+            #[cfg(feature = "tracing")]
+            if abandoned {
+                tracing::debug!("promise abandoned: every completer dropped without completing");
+            }
+            #[cfg(not(feature = "tracing"))]
+            let _ = abandoned;
         }
     }
 }

@@ -60,6 +60,12 @@
 //! [`UnknownPolicy::ReportUnresolved`], keeps at most once and reports the message in
 //! [`Notifier::unresolved`]; [`UnknownPolicy::Resend`] opts into at least once on that
 //! hop (a second ping possible).
+//!
+//! # Features
+//!
+//! `tracing` (off by default): `submit` and `send` spans naming the recipient, message id
+//! and channel, and warnings for a recovery, an ambiguous send, a dead letter and an
+//! unresolved message. Never the content.
 
 mod config;
 mod message;

@@ -250,6 +250,13 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// [`SubmitError`]: queue full, shut down, content mismatch, store failure. Nothing is
     /// queued and the id is not held.
     pub fn submit(&self, notification: Notification) -> Result<Submitted, SubmitError> {
+        let _span = idem_core::trace_span!(
+            INFO,
+            "submit",
+            recipient = notification.recipient(),
+            message_id = notification.message_id(),
+            channel = %notification.channel()
+        );
         let result = self.try_submit(notification);
         match &result {
             Ok(Submitted::Accepted | Submitted::Recovering) => add(&self.shared.counters.accepted),
@@ -408,7 +415,15 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
     jitter: &mut Jitter,
 ) {
     let n = &job.notification;
+    let _span = idem_core::trace_span!(
+        INFO,
+        "send",
+        recipient = n.recipient(),
+        message_id = n.message_id(),
+        channel = %n.channel()
+    );
     if job.recovering {
+        idem_core::trace_event!(WARN, "recover: asking the provider before sending");
         // An earlier attempt lost its lease: it may have delivered. Ask first.
         match shared.provider.status(n) {
             DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
@@ -431,7 +446,7 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
                 return dead(shared, &job, reason, may_have_delivered);
             }
             Err(SendError::Transient(reason)) => last = reason,
-            Err(SendError::Ambiguous(reason)) => match shared.provider.status(n) {
+            Err(SendError::Ambiguous(reason)) => match ambiguous(shared, n) {
                 DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
                 DeliveryStatus::NotDelivered => last = reason,
                 DeliveryStatus::Unknown if shared.config.unknown() == UnknownPolicy::Resend => {
@@ -447,6 +462,16 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
     }
     let reason = format!("gave up after {} attempts: {last}", policy.attempts_max);
     dead(shared, &job, reason, may_have_delivered);
+}
+
+/// Asks the provider about a send that got no answer.
+fn ambiguous<P: Provider, S: KeyStore<Outcome>>(
+    shared: &Shared<P, S>,
+    n: &Notification,
+) -> DeliveryStatus {
+    let status = shared.provider.status(n);
+    idem_core::trace_event!(WARN, ?status, "ambiguous send: asked the provider");
+    status
 }
 
 fn finish<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, outcome: Outcome) {
@@ -468,6 +493,7 @@ fn dead<P: Provider, S: KeyStore<Outcome>>(
     reason: String,
     may_have_delivered: bool,
 ) {
+    idem_core::trace_event!(WARN, %reason, may_have_delivered, "dead letter");
     let notification = job.notification.clone();
     let letter = DeadLetter { notification, reason: reason.clone(), may_have_delivered };
     report(shared, &shared.dead, letter);
@@ -482,6 +508,7 @@ fn dead<P: Provider, S: KeyStore<Outcome>>(
 /// Leaves the id pending (its lease runs out; a replay then asks the provider again) and
 /// reports the notification.
 fn unresolved<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: Job) {
+    idem_core::trace_event!(WARN, "unresolved: the provider cannot say; left pending");
     add(&shared.counters.unresolved);
     report(shared, &shared.unresolved, job.notification);
 }

@@ -53,6 +53,12 @@
 //! | refused before sending | nothing | released | `Unavailable`: retry may charge |
 //! | no answer after sending | nothing | pending | `Pending`: reconcile settles it |
 //! | invalid request | nothing | never claimed | `Invalid` |
+//!
+//! # Features
+//!
+//! `tracing` (off by default): a `pay` span per payment naming its scope and key, the
+//! store's events inside it, and warnings for a recovery, an ambiguous answer and a
+//! mismatched charge. Never an amount or a card.
 
 mod durable;
 mod gateway;

@@ -229,6 +229,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
     /// (nothing charged), or a store failure.
     pub fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> Result<Payment, PayError> {
         let scoped = self.scoped_key(key, request)?;
+        let _span = idem_core::trace_span!(INFO, "pay", scope = %scoped.scope(), key = %key);
         let claim = self.store.claim(&scoped, &request.fingerprint())?;
         self.act(&scoped, request, claim)
     }
@@ -246,6 +247,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         timeout: Duration,
     ) -> Result<Payment, PayError> {
         let scoped = self.scoped_key(key, request)?;
+        let _span = idem_core::trace_span!(INFO, "pay", scope = %scoped.scope(), key = %key);
         let claim = self.store.claim_wait(&scoped, &request.fingerprint(), timeout)?;
         self.act(&scoped, request, claim)
     }
@@ -262,10 +264,23 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
             Claim::Acquired(lease) => self.charge(scoped, request, &lease),
             // An earlier attempt crashed or hung after claiming: ask the gateway what
             // happened before charging, never charge blindly.
-            Claim::Recover(lease) => match self.settle_from_lookup(scoped, request, &lease)? {
-                Some(outcome) => Ok(Payment { outcome, replayed: true }),
-                None => self.charge(scoped, request, &lease),
-            },
+            Claim::Recover(lease) => {
+                idem_core::trace_event!(WARN, "recover: asking the gateway before charging");
+                self.recover(scoped, request, &lease)
+            }
+        }
+    }
+
+    /// Settles a recovered claim: the gateway's record if it has one, else a charge.
+    fn recover(
+        &self,
+        scoped: &ScopedKey,
+        request: &PaymentRequest,
+        lease: &Lease,
+    ) -> Result<Payment, PayError> {
+        match self.settle_from_lookup(scoped, request, lease)? {
+            Some(outcome) => Ok(Payment { outcome, replayed: true }),
+            None => self.charge(scoped, request, lease),
         }
     }
 
@@ -314,7 +329,10 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
             }
             // Maybe charged: keep the claim pending for reconciliation, never release it
             // and never store an error as the final answer.
-            Err(GatewayError::Ambiguous(_)) => return Err(PayError::Pending(scoped.clone())),
+            Err(GatewayError::Ambiguous(_)) => {
+                idem_core::trace_event!(WARN, "ambiguous gateway answer: the claim stays pending");
+                return Err(PayError::Pending(scoped.clone()));
+            }
         };
         match self.store.complete(lease, outcome.clone()) {
             Ok(()) => Ok(Payment { outcome, replayed: false }),
@@ -332,6 +350,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
     /// failing claim does not stop the batch; a client retry racing a claim is fenced:
     /// exactly one of them settles it.
     pub fn reconcile(&self, batch_max: usize) -> ReconcileReport {
+        let _span = idem_core::trace_span!(INFO, "reconcile", merchant = %self.merchant, batch_max);
         let mut report = ReconcileReport::default();
         let pending = match self.store.pending(batch_max) {
             Ok(pending) => pending,
@@ -345,6 +364,16 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
                 report.failed.push((claim.key.clone(), error.to_string()));
             }
         }
+        idem_core::trace_event!(
+            INFO,
+            completed = report.completed,
+            released = report.released,
+            skipped = report.skipped,
+            unresolved = report.unresolved.len(),
+            mismatched = report.mismatched.len(),
+            failed = report.failed.len(),
+            "reconciled"
+        );
         report
     }
 
@@ -405,7 +434,10 @@ fn checked(
 ) -> Result<Charge, PayError> {
     match mismatch(&charge, request) {
         None => Ok(charge),
-        Some(field) => Err(PayError::GatewayMismatch { key: scoped.clone(), field, charge }),
+        Some(field) => {
+            idem_core::trace_event!(ERROR, %field, "the gateway answered with another charge");
+            Err(PayError::GatewayMismatch { key: scoped.clone(), field, charge })
+        }
     }
 }
 

@@ -57,6 +57,11 @@
 //! system, two error paths that both "make sure" the connection goes back. A detached
 //! [`Lease`] is that loan as a value, and the generation check is what keeps its stale
 //! copies from ever touching the next borrower's connection.
+//!
+//! # Features
+//!
+//! `tracing` (off by default): a `checkout` span per `get`, and warnings for a failed
+//! checkout (with its cause), a stale release and suspected leaks.
 
 mod config;
 mod conn;

@@ -149,7 +149,13 @@ impl<M: Manager> Pool<M> {
     /// [`Error::Closed`] if the pool is or gets closed, [`Error::TooManyWaiters`] if
     /// `waiters_max` threads are already waiting.
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<M>, Error> {
-        self.shared().checkout(Some(timeout))
+        let _span = idem_core::trace_span!(DEBUG, "checkout", ?timeout);
+        let result = self.shared().checkout(Some(timeout));
+        #[cfg(feature = "tracing")]
+        if let Err(error) = &result {
+            idem_core::trace_event!(WARN, %error, "checkout failed");
+        }
+        result
     }
 
     /// A connection if one is idle or can be made at once, as r2d2's `try_get`; never
@@ -160,6 +166,7 @@ impl<M: Manager> Pool<M> {
     /// closed pool ([`is_closed`](Self::is_closed) tells) and of a connect that failed
     /// (its error is kept as the cause a later `get`'s [`Error::Timeout`] reports).
     pub fn try_get(&self) -> Option<PooledConnection<M>> {
+        let _span = idem_core::trace_span!(DEBUG, "checkout", timeout = "none");
         self.shared().checkout(None).ok()
     }
 
@@ -625,6 +632,7 @@ impl<M: Manager> Shared<M> {
     fn maintain(&self) {
         let now = self.now();
         let mut trash = Vec::new();
+        let mut leaks_found = 0;
         {
             let mut state = self.state.lock();
             if state.closed {
@@ -648,7 +656,15 @@ impl<M: Manager> Shared<M> {
                     }
                 }
                 state.counters.leaks_suspected += leaks;
+                leaks_found = leaks;
             }
+        }
+        if leaks_found > 0 {
+            idem_core::trace_event!(
+                WARN,
+                leaks = leaks_found,
+                "loans held past the leak threshold"
+            );
         }
         drop(trash);
         self.fill_min_idle();
@@ -700,10 +716,19 @@ impl<M: Manager> Shared<M> {
         let s = &mut state.slots[slot];
         if s.generation != generation {
             state.counters.stale_releases += 1;
+            drop(state);
+            idem_core::trace_event!(
+                WARN,
+                slot,
+                generation,
+                "stale release: the slot was lent again since; ignored"
+            );
             return false;
         }
         if s.phase != Phase::Detached {
             state.counters.double_releases += 1;
+            drop(state);
+            idem_core::trace_event!(DEBUG, slot, generation, "double release: ignored");
             return false;
         }
         s.phase = Phase::Lent;
@@ -725,6 +750,7 @@ impl<M: Manager> Shared<M> {
     /// Counts a release of a guard that was already released.
     pub(crate) fn count_double_release(&self) {
         self.state.lock().counters.double_releases += 1;
+        idem_core::trace_event!(DEBUG, "double release of a guard: ignored");
     }
 }
 

@@ -18,6 +18,11 @@
 //!   needs a dedicated connection per listener; not worth it at these lease lengths.
 //!
 //! Results use the same versioned encoding as the SQLite store ([`Durable`]).
+//!
+//! # Features
+//!
+//! `tracing` (off by default): the `claim` and `settle` spans and events every store emits
+//! (see `idem_core::trace`).
 
 use std::fmt;
 use std::time::Duration;
@@ -544,12 +549,9 @@ fn inspect(
     claim_refused(key, row, now)
 }
 
-impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
-    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        claim_with_sweep(|| self.claim_once(key, fingerprint), || self.sweep())
-    }
-
-    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+impl<R: Durable + Clone + Send> PgStore<R> {
+    /// `complete`'s work, inside the trace span.
+    fn complete_now(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
         let expires_at = ms(self.clock.now().saturating_add(self.config.result_ttl()));
         let s = &self.schema;
@@ -577,7 +579,8 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
         }
     }
 
-    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+    /// `release`'s work, inside the trace span.
+    fn release_now(&self, lease: &Lease) -> Result<(), StoreError> {
         let s = &self.schema;
         self.with_client(|client| {
             let mut tx = client.transaction().map_err(pg)?;
@@ -604,6 +607,22 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
                 .map_err(pg)?;
             tx.commit().map_err(pg)
         })
+    }
+}
+
+impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        idem_core::trace::claim(key, || {
+            claim_with_sweep(|| self.claim_once(key, fingerprint), || self.sweep())
+        })
+    }
+
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        idem_core::trace::settle("complete", lease, || self.complete_now(lease, result))
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        idem_core::trace::settle("release", lease, || self.release_now(lease))
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

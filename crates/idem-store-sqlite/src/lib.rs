@@ -18,6 +18,11 @@
 //!   own savepoint (one failing operation does not undo the others), and every caller is
 //!   answered only after that transaction is on disk. Concurrent callers share fsyncs;
 //!   nobody is acknowledged earlier than before.
+//!
+//! # Features
+//!
+//! `tracing` (off by default): the `claim` and `settle` spans and events every store emits
+//! (see `idem_core::trace`).
 
 use std::fmt;
 use std::path::Path;
@@ -561,12 +566,9 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
     }
 }
 
-impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
-    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        claim_with_sweep(|| self.claim_once(key, fingerprint), || self.sweep())
-    }
-
-    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+impl<R: Durable + Clone + Send> SqliteStore<R> {
+    /// `complete`'s work, inside the trace span.
+    fn complete_now(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
         let lease = lease.clone();
         self.write(
@@ -575,9 +577,26 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
         )
     }
 
-    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+    /// `release`'s work, inside the trace span.
+    fn release_now(&self, lease: &Lease) -> Result<(), StoreError> {
         let lease = lease.clone();
         self.write(move |conn, _, _| release_row(conn, &lease), |_| true)
+    }
+}
+
+impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        idem_core::trace::claim(key, || {
+            claim_with_sweep(|| self.claim_once(key, fingerprint), || self.sweep())
+        })
+    }
+
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        idem_core::trace::settle("complete", lease, || self.complete_now(lease, result))
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        idem_core::trace::settle("release", lease, || self.release_now(lease))
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

@@ -78,6 +78,11 @@
 //! `Overflow`
 //! code instead of one per balance; a post may name the pending transfer's accounts, or
 //! leave them 0.
+//!
+//! # Features
+//!
+//! `tracing` (off by default): a span per batch and one event counting what it created,
+//! replayed and failed; a warning for a torn tail cut at open.
 
 mod durable;
 mod ledger;

@@ -61,7 +61,10 @@ impl Wallet {
     ///
     /// [`BatchError::TooLarge`]; nothing is applied.
     pub fn create_accounts(&self, batch: &[NewAccount]) -> Result<Vec<AccountResult>, BatchError> {
-        self.ledger.lock().create_accounts(batch)
+        let _span = idem_core::trace_span!(INFO, "create_accounts", len = batch.len());
+        let results = self.ledger.lock().create_accounts(batch)?;
+        trace_batch(&results, AccountResult::Created, AccountResult::Exists);
+        Ok(results)
     }
 
     /// Applies transfers; see [`Ledger::create_transfers`].
@@ -70,7 +73,10 @@ impl Wallet {
     ///
     /// [`BatchError::TooLarge`]; nothing is applied.
     pub fn create_transfers(&self, batch: &[Transfer]) -> Result<Vec<TransferResult>, BatchError> {
-        self.ledger.lock().create_transfers(batch)
+        let _span = idem_core::trace_span!(INFO, "create_transfers", len = batch.len());
+        let results = self.ledger.lock().create_transfers(batch)?;
+        trace_batch(&results, TransferResult::Created, TransferResult::Exists);
+        Ok(results)
     }
 
     /// Looks up an account.
@@ -114,4 +120,19 @@ impl Wallet {
     pub fn assert_invariants(&self) {
         self.ledger.lock().assert_invariants();
     }
+}
+
+/// Reports a batch's results to an operator: how many were created now, how many were
+/// replays (`exists`, a retry made harmless) and how many failed. One event per batch,
+/// never one per event: a batch holds up to `BATCH_MAX`.
+pub(crate) fn trace_batch<T: Copy + PartialEq>(results: &[T], created: T, exists: T) {
+    #[cfg(feature = "tracing")]
+    {
+        let count = |code: T| results.iter().filter(|r| **r == code).count();
+        let (created, replays) = (count(created), count(exists));
+        let failed = results.len() - created - replays;
+        idem_core::trace_event!(INFO, created, replays, failed, "batch applied");
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (results, created, exists);
 }

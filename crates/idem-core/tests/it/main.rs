@@ -8,3 +8,5 @@ mod group_commit;
 mod key;
 mod model;
 mod stress;
+#[cfg(feature = "tracing")]
+mod tracing;

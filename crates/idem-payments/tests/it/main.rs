@@ -6,6 +6,8 @@ mod conversions;
 mod crash;
 mod model;
 mod tenants;
+#[cfg(feature = "tracing")]
+mod tracing;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,6 +4,8 @@ mod behaviour;
 mod connect;
 mod model;
 mod stress;
+#[cfg(feature = "tracing")]
+mod tracing;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -29,6 +29,7 @@ pub(crate) use format::Op;
 use crate::ledger::{BATCH_MAX, BatchError, Ledger, Limits};
 use crate::types::{Account, AccountId, AccountResult, NewAccount, StoredTransfer};
 use crate::types::{Transfer, TransferId, TransferResult};
+use crate::wallet::trace_batch;
 
 /// Why the log could not be opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -310,9 +311,13 @@ impl DurableWallet {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }
+        let _span = idem_core::trace_span!(INFO, "create_accounts", len = batch.len());
         // The batch is copied once, to travel to the writer thread.
         match self.ask(Op::Accounts(batch.to_vec()))? {
-            Answer::Accounts(results) => Ok(results),
+            Answer::Accounts(results) => {
+                trace_batch(&results, AccountResult::Created, AccountResult::Exists);
+                Ok(results)
+            }
             _ => Err(LogError::Stopped),
         }
     }
@@ -327,8 +332,12 @@ impl DurableWallet {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }
+        let _span = idem_core::trace_span!(INFO, "create_transfers", len = batch.len());
         match self.ask(Op::Transfers(batch.to_vec()))? {
-            Answer::Transfers(results) => Ok(results),
+            Answer::Transfers(results) => {
+                trace_batch(&results, TransferResult::Created, TransferResult::Exists);
+                Ok(results)
+            }
             _ => Err(LogError::Stopped),
         }
     }
@@ -429,6 +438,14 @@ fn cut<D: LogDevice>(
     side.write_all(bytes)?;
     side.sync_all()?;
     device.truncate(offset)?;
+    idem_core::trace_event!(
+        WARN,
+        offset,
+        len = bytes.len(),
+        reason,
+        saved_to = %saved_to.display(),
+        "torn tail cut from the log and kept aside"
+    );
     Ok(TornTail { offset, len: bytes.len() as u64, reason: reason.into(), saved_to })
 }
 

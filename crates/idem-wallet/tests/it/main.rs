@@ -4,6 +4,8 @@ mod codes;
 mod lookups;
 mod model;
 mod stress;
+#[cfg(feature = "tracing")]
+mod tracing;
 mod two_phase;
 
 use std::sync::Arc;
