@@ -1,0 +1,202 @@
+//! The checkout service: a page whose button pays, and `POST /checkout`, which charges a
+//! simulated gateway. Shared by the example's `main`, its socket test and the demo.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use idem_core::{KeyStore, ScopedKey};
+use idem_http::{
+    Config, IdempotencyLayer, NothingHappened, Recovering, StoreCalls, StoredResponse,
+};
+use idem_payments::{Gateway, GatewayError, GatewayKey, Lookup, PaymentRequest, SimulatedGateway};
+
+/// Whether the service takes the `Idempotency-Key` header into account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Every request charges: the seed's naive checkout.
+    Naive,
+    /// The layer in front: one charge per key.
+    Idempotent,
+}
+
+/// The shop: its gateway (which does not deduplicate: the layer alone must) and a source of
+/// fresh gateway keys for the naive mode.
+#[derive(Debug)]
+pub(crate) struct Shop {
+    pub(crate) gateway: SimulatedGateway,
+    fresh: AtomicU64,
+}
+
+/// Every key is scoped to this merchant. A real service scopes by the session's account.
+const MERCHANT: &str = "demo-shop";
+
+/// The router for `mode`, with `store` for the layer's keys and a gateway that does not
+/// deduplicate (so the layer alone must).
+pub(crate) fn router<S>(mode: Mode, store: S) -> (Router, Arc<Shop>)
+where
+    S: KeyStore<StoredResponse> + 'static,
+{
+    router_on(mode, store, SimulatedGateway::new().without_dedup())
+}
+
+/// As [`router`], on `gateway` (a slow one, in the tests).
+pub(crate) fn router_on<S>(mode: Mode, store: S, gateway: SimulatedGateway) -> (Router, Arc<Shop>)
+where
+    S: KeyStore<StoredResponse> + 'static,
+{
+    let shop = Arc::new(Shop { gateway, fresh: AtomicU64::new(0) });
+    let routes = Router::new().route("/", get(page));
+    let router = match mode {
+        Mode::Naive => routes.route("/checkout", post(checkout_naive)),
+        Mode::Idempotent => {
+            let config = Config::builder()
+                .store_calls(StoreCalls::Inline)
+                .wait_for_first(Some(Duration::from_secs(10)))
+                .build()
+                .expect("valid settings");
+            let layer =
+                IdempotencyLayer::with_config(store, |_: &_| Some(MERCHANT.to_string()), config);
+            routes.route("/checkout", post(checkout).layer(layer))
+        }
+    };
+    (router.with_state(shop.clone()), shop)
+}
+
+/// The checkout page. Its key is made when the page renders: it belongs to the intent
+/// (this order), not to the click, so a double click or a retry after a network error
+/// sends the same key.
+async fn page() -> Html<String> {
+    Html(PAGE.replace("{KEY}", &intent_key()))
+}
+
+/// 128 random bits in hex (a UUID v4 in a real service).
+fn intent_key() -> String {
+    // Each `RandomState` is keyed afresh from the process's random seed.
+    let half = || {
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u8(0);
+        hasher.finish()
+    };
+    format!("{:016x}{:016x}", half(), half())
+}
+
+/// `customer=cus_1&amount=1050&currency=EUR`, validated.
+fn parse_order(body: &str) -> Result<PaymentRequest, String> {
+    let field = |name: &str| {
+        body.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')).unwrap_or("")
+    };
+    let amount: i64 =
+        field("amount").parse().map_err(|_| "amount must be minor units".to_string())?;
+    PaymentRequest::new(field("customer"), amount, field("currency")).map_err(|e| e.to_string())
+}
+
+fn charged(status: StatusCode, charge: &idem_payments::Charge, how: &str) -> Response {
+    let amount = charge.amount.in_currency(charge.currency);
+    let body =
+        format!("{{\"charge\":\"{}\",\"amount\":\"{amount}\",\"how\":\"{how}\"}}", charge.id);
+    (status, [("content-type", "application/json")], body).into_response()
+}
+
+/// The naive checkout: charges on every request, with a fresh gateway key each time.
+async fn checkout_naive(State(shop): State<Arc<Shop>>, body: String) -> Response {
+    let order = match parse_order(&body) {
+        Ok(order) => order,
+        Err(why) => return (StatusCode::BAD_REQUEST, why).into_response(),
+    };
+    let n = shop.fresh.fetch_add(1, Ordering::Relaxed);
+    let key = ScopedKey::parse(MERCHANT, &format!("request-{n}")).expect("valid key");
+    charge(&shop, &GatewayKey::derive(&key), &order)
+}
+
+/// The idempotent checkout, behind the layer: the gateway key is derived from the
+/// request's `Idempotency-Key`. A recovering request asks the gateway first.
+async fn checkout(
+    State(shop): State<Arc<Shop>>,
+    recovering: Option<Extension<Recovering>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let order = match parse_order(&body) {
+        // Refused before any charge: nothing happened, so a fixed retry may run.
+        Err(why) => {
+            return (StatusCode::BAD_REQUEST, Extension(NothingHappened), why).into_response();
+        }
+        Ok(order) => order,
+    };
+    let key = idem_http::header::parse_key(&headers).ok().flatten().expect("the layer checked it");
+    let key =
+        GatewayKey::derive(&ScopedKey::new(idem_core::Scope::new(MERCHANT).expect("valid"), key));
+    if recovering.is_some() {
+        match shop.gateway.lookup(&key) {
+            Lookup::Charged(charge) => return charged(StatusCode::OK, &charge, "recovered"),
+            Lookup::NotCharged => {}
+            Lookup::Declined(reason) => {
+                return (StatusCode::PAYMENT_REQUIRED, reason).into_response();
+            }
+            Lookup::Unknown => {
+                return (StatusCode::ACCEPTED, "pending: the gateway cannot say").into_response();
+            }
+        }
+    }
+    charge(&shop, &key, &order)
+}
+
+fn charge(shop: &Shop, key: &GatewayKey, order: &PaymentRequest) -> Response {
+    match shop.gateway.charge(key, order.customer(), order.amount(), order.currency()) {
+        Ok(charge) => charged(StatusCode::CREATED, &charge, "charged"),
+        Err(GatewayError::Declined(reason)) => {
+            (StatusCode::PAYMENT_REQUIRED, reason).into_response()
+        }
+        Err(GatewayError::Refused(reason)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), reason).into_response()
+        }
+        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+    }
+}
+
+const PAGE: &str = r#"<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Checkout</title>
+<style>
+body { font: 16px system-ui, sans-serif; max-width: 32rem; margin: 3rem auto; }
+button { font-size: 1.2rem; padding: .6rem 1.4rem; }
+#log { margin-top: 1.5rem; white-space: pre-wrap; font-family: monospace; }
+</style></head>
+<body data-key="{KEY}">
+<h1>Order #1: 10.50 EUR</h1>
+<p>Click as often as you like: this order's key was made when the page rendered, so
+every click and every retry sends the same <code>Idempotency-Key</code>.</p>
+<button id="pay">Pay 10.50 EUR</button>
+<div id="log"></div>
+<script>
+const key = document.body.dataset.key;
+const log = (line) => { document.getElementById('log').textContent += line + '\n'; };
+async function pay() {
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    try {
+      const response = await fetch('/checkout', {
+        method: 'POST',
+        headers: { 'Idempotency-Key': '"' + key + '"',
+                   'Content-Type': 'application/x-www-form-urlencoded' },
+        body: 'customer=cus_1&amount=1050&currency=EUR',
+      });
+      const replayed = response.headers.get('Idempotent-Replayed') === 'true';
+      log(response.status + (replayed ? ' (replayed) ' : ' ') + await response.text());
+      return;
+    } catch (error) {
+      log('network error, retrying with the same key: ' + error);
+    }
+  }
+}
+document.getElementById('pay').addEventListener('click', pay);
+</script>
+</body></html>
+"#;

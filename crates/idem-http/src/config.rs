@@ -1,0 +1,225 @@
+//! The layer's settings and limits, built and validated by [`ConfigBuilder`].
+
+use std::time::Duration;
+
+use http::{HeaderName, Method};
+
+/// How the layer calls the store, whose methods block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreCalls {
+    /// On tokio's blocking pool (`spawn_blocking`): required for a store that does I/O
+    /// (SQLite, PostgreSQL), so that a slow disk or network never stalls the runtime's
+    /// worker threads. The default.
+    SpawnBlocking,
+    /// On the request's own task: for `MemoryStore`, whose calls take a lock for well under
+    /// a microsecond; a hop to the blocking pool would cost more than the call.
+    Inline,
+}
+
+/// The layer's validated settings; see [`ConfigBuilder`] for each default.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) methods: Vec<Method>,
+    pub(crate) require_key: bool,
+    pub(crate) body_bytes_max: usize,
+    pub(crate) response_bytes_max: usize,
+    pub(crate) waiters_max: usize,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) fingerprint_headers: Vec<HeaderName>,
+    pub(crate) replay_headers: Vec<HeaderName>,
+    pub(crate) store_calls: StoreCalls,
+}
+
+impl Config {
+    /// A builder with the defaults.
+    pub fn builder() -> ConfigBuilder {
+        ConfigBuilder::default()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        ConfigBuilder::default().config
+    }
+}
+
+/// A setting was out of range; the error names it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A byte limit was zero or above [`ConfigBuilder::BYTES_LIMIT`].
+    #[error("{name} must be between 1 and {max} bytes, got {value}")]
+    Bytes {
+        /// Which setting.
+        name: &'static str,
+        /// The refused value.
+        value: usize,
+        /// The largest accepted value.
+        max: usize,
+    },
+    /// `waiters_max` was zero or above [`ConfigBuilder::WAITERS_LIMIT`].
+    #[error("waiters_max must be between 1 and {max}, got {value}")]
+    Waiters {
+        /// The refused value.
+        value: usize,
+        /// The largest accepted value.
+        max: usize,
+    },
+    /// `wait_for_first` was zero or longer than [`ConfigBuilder::WAIT_LIMIT`].
+    #[error("wait_for_first must be between 1ms and {max:?}, got {value:?}")]
+    Wait {
+        /// The refused value.
+        value: Duration,
+        /// The longest accepted wait.
+        max: Duration,
+    },
+    /// No method was given: the layer would apply to nothing.
+    #[error("methods must name at least one method")]
+    NoMethods,
+}
+
+/// Builds a [`Config`]; every setter names its default.
+///
+/// ```
+/// use std::time::Duration;
+/// use idem_http::Config;
+///
+/// let config = Config::builder()
+///     .require_key(true)
+///     .body_bytes_max(64 * 1024)
+///     .wait_for_first(Some(Duration::from_secs(2)))
+///     .build()?;
+/// # Ok::<(), idem_http::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder {
+    config: Config,
+}
+
+impl Default for ConfigBuilder {
+    fn default() -> Self {
+        Self {
+            config: Config {
+                methods: vec![Method::POST, Method::PATCH],
+                require_key: false,
+                body_bytes_max: 1 << 20,
+                response_bytes_max: 1 << 20,
+                waiters_max: 1024,
+                wait: None,
+                fingerprint_headers: vec![http::header::CONTENT_TYPE],
+                replay_headers: vec![http::header::CONTENT_TYPE, http::header::LOCATION],
+                store_calls: StoreCalls::SpawnBlocking,
+            },
+        }
+    }
+}
+
+impl ConfigBuilder {
+    /// The largest body or stored response limit: 64 MiB.
+    pub const BYTES_LIMIT: usize = 64 << 20;
+    /// The most requests that may wait for a first request at once.
+    pub const WAITERS_LIMIT: usize = 1 << 20;
+    /// The longest `wait_for_first`: one hour.
+    pub const WAIT_LIMIT: Duration = Duration::from_secs(3600);
+
+    /// The methods the layer applies to; others pass through untouched. Default `POST`
+    /// and `PATCH` (the IETF draft's non-idempotent methods).
+    #[must_use]
+    pub fn methods(mut self, methods: impl IntoIterator<Item = Method>) -> Self {
+        self.config.methods = methods.into_iter().collect();
+        self
+    }
+
+    /// Whether a request without the header is refused (400) instead of passed through.
+    /// Default `false`; apply a layer with `true` to the routes that need a key.
+    #[must_use]
+    pub fn require_key(mut self, required: bool) -> Self {
+        self.config.require_key = required;
+        self
+    }
+
+    /// The largest request body read and fingerprinted; one byte more is answered 413
+    /// before anything is claimed. Default 1 MiB.
+    #[must_use]
+    pub fn body_bytes_max(mut self, bytes: usize) -> Self {
+        self.config.body_bytes_max = bytes;
+        self
+    }
+
+    /// The largest response body stored for replays. A larger response still reaches
+    /// its caller whole; what is stored (and replayed) is its status, its headers and a
+    /// problem body saying it was too large to keep. Default 1 MiB.
+    #[must_use]
+    pub fn response_bytes_max(mut self, bytes: usize) -> Self {
+        self.config.response_bytes_max = bytes;
+        self
+    }
+
+    /// The most duplicates that may wait for a first request at once (with
+    /// [`wait_for_first`](Self::wait_for_first)); one more is answered 409 at once.
+    /// Default 1,024.
+    #[must_use]
+    pub fn waiters_max(mut self, waiters: usize) -> Self {
+        self.config.waiters_max = waiters;
+        self
+    }
+
+    /// How long a duplicate of a request in flight waits for it to finish and then
+    /// replays its response; `None` answers 409 with `Retry-After` at once. Default `None`.
+    #[must_use]
+    pub fn wait_for_first(mut self, wait: Option<Duration>) -> Self {
+        self.config.wait = wait;
+        self
+    }
+
+    /// The request headers that are part of the fingerprint, beside the method, the path
+    /// and query, and the body. Default `content-type`.
+    #[must_use]
+    pub fn fingerprint_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        self.config.fingerprint_headers = names.into_iter().collect();
+        self
+    }
+
+    /// The response headers stored and replayed (others, such as `set-cookie` or `date`,
+    /// are never stored). Default `content-type` and `location`.
+    #[must_use]
+    pub fn replay_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        self.config.replay_headers = names.into_iter().collect();
+        self
+    }
+
+    /// How the store is called; default [`StoreCalls::SpawnBlocking`].
+    #[must_use]
+    pub fn store_calls(mut self, calls: StoreCalls) -> Self {
+        self.config.store_calls = calls;
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] naming the first setting out of range.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let c = self.config;
+        for (name, value) in
+            [("body_bytes_max", c.body_bytes_max), ("response_bytes_max", c.response_bytes_max)]
+        {
+            if value == 0 || value > Self::BYTES_LIMIT {
+                return Err(ConfigError::Bytes { name, value, max: Self::BYTES_LIMIT });
+            }
+        }
+        if c.waiters_max == 0 || c.waiters_max > Self::WAITERS_LIMIT {
+            return Err(ConfigError::Waiters { value: c.waiters_max, max: Self::WAITERS_LIMIT });
+        }
+        if let Some(wait) =
+            c.wait.filter(|w| *w < Duration::from_millis(1) || *w > Self::WAIT_LIMIT)
+        {
+            return Err(ConfigError::Wait { value: wait, max: Self::WAIT_LIMIT });
+        }
+        if c.methods.is_empty() {
+            return Err(ConfigError::NoMethods);
+        }
+        Ok(c)
+    }
+}

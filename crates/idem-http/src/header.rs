@@ -1,0 +1,80 @@
+//! The `Idempotency-Key` request header: an RFC 8941 string (`"8e03978e-40d5"`, the IETF
+//! draft's form) or a bare value (Stripe's form), read into a validated key.
+
+use http::HeaderMap;
+use idem_core::{IdempotencyKey, KeyError};
+
+/// The request header that carries the key (header names are case-insensitive).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The response header set on a replayed response.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// Why an `Idempotency-Key` header was refused (answered 400 before anything was claimed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// The header appeared more than once: one request, one key.
+    #[error("Idempotency-Key appears {count} times; send it once")]
+    Repeated {
+        /// How many times.
+        count: usize,
+    },
+    /// The value has bytes outside visible ASCII.
+    #[error("Idempotency-Key must be visible ASCII")]
+    NotAscii,
+    /// A quoted value is not an RFC 8941 string: unterminated, a bad escape, or text after
+    /// the closing quote.
+    #[error("Idempotency-Key is not a valid quoted string: {reason}")]
+    BadString {
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The key inside is not valid: empty, longer than 255 bytes, or with spaces at
+    /// either end.
+    #[error("Idempotency-Key is not a valid key: {0}")]
+    Key(KeyError),
+}
+
+/// Reads the request's key: `Ok(None)` if it has none.
+///
+/// # Errors
+///
+/// [`HeaderError`] naming what is wrong with the header.
+pub fn parse_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, HeaderError> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else { return Ok(None) };
+    let extra = values.count();
+    if extra > 0 {
+        return Err(HeaderError::Repeated { count: extra + 1 });
+    }
+    let text = value.to_str().map_err(|_| HeaderError::NotAscii)?;
+    // RFC 8941 parsing drops spaces around a field value; HTTP drops tabs too.
+    let text = text.trim_matches([' ', '\t']);
+    let key = match text.strip_prefix('"') {
+        Some(quoted) => unquote(quoted)?,
+        None => text.to_string(),
+    };
+    IdempotencyKey::new(&key).map(Some).map_err(HeaderError::Key)
+}
+
+/// The content of an RFC 8941 string whose opening quote is already consumed.
+fn unquote(rest: &str) -> Result<String, HeaderError> {
+    let mut key = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    loop {
+        match chars.next() {
+            None => return Err(HeaderError::BadString { reason: "no closing quote" }),
+            Some('"') => break,
+            Some('\\') => match chars.next() {
+                Some(c @ ('"' | '\\')) => key.push(c),
+                _ => return Err(HeaderError::BadString { reason: "only \\\" and \\\\ escape" }),
+            },
+            Some(c @ ' '..='~') => key.push(c),
+            Some(_) => return Err(HeaderError::NotAscii),
+        }
+    }
+    if chars.next().is_some() {
+        return Err(HeaderError::BadString { reason: "text after the closing quote" });
+    }
+    Ok(key)
+}

@@ -1,0 +1,86 @@
+//! The `Idempotency-Key` header for async HTTP services: a tower layer over any idem
+//! [`KeyStore`](idem_core::KeyStore) (memory, SQLite, PostgreSQL).
+//!
+//! A client sends `POST /checkout`; the network drops the response; the client (or its
+//! library, or the customer clicking again) sends it again. Without a key the server
+//! cannot tell a retry from a new order and charges twice. With the IETF draft's
+//! `Idempotency-Key` header (Stripe's long before), the client names the intended
+//! operation once and the server answers every repeat with the first answer.
+//!
+//! # Guarantee
+//!
+//! For one principal (the `scope` function's answer) and one key, the handler runs at
+//! most once per request fingerprint (method, path and query, chosen headers, body), and
+//! every repeat gets the stored status, headers and body with `Idempotent-Replayed:
+//! true`. Concurrent duplicates are answered 409 (or wait and replay); the same key for a
+//! different request is answered 422 and changes nothing. A run that never finished (the
+//! client went away, the server died) is not repeated blindly: after its lease the next
+//! request runs with [`Recovering`], which tells the handler to check before acting.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use axum::{Router, routing::post};
+//! use idem_core::{MemoryStore, StoreConfig};
+//! use idem_http::{Config, IdempotencyLayer, StoreCalls, StoredResponse};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Arc::new(MemoryStore::<StoredResponse>::new(StoreConfig::default()));
+//! let config = Config::builder().store_calls(StoreCalls::Inline).build()?;
+//! // Keys are scoped by the caller's principal: here, a header the auth layer set.
+//! let tenant = |parts: &http::request::Parts| {
+//!     parts.headers.get("x-tenant")?.to_str().ok().map(str::to_string)
+//! };
+//! let app = Router::new()
+//!     .route("/checkout", post(|| async { "charged once" }))
+//!     .layer(IdempotencyLayer::with_config(store, tenant, config));
+//!
+//! let request = || {
+//!     http::Request::post("/checkout")
+//!         .header("idempotency-key", "\"order-42\"")
+//!         .header("x-tenant", "shop-1")
+//!         .body(axum::body::Body::empty())
+//! };
+//! let first = app.clone().oneshot(request()?).await?;
+//! let retry = app.clone().oneshot(request()?).await?;
+//! assert!(first.headers().get("idempotent-replayed").is_none());
+//! assert_eq!(retry.headers()["idempotent-replayed"], "true");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The answers the layer gives on its own
+//!
+//! All as RFC 9457 `application/problem+json`, before the handler runs:
+//!
+//! | status | when |
+//! |---|---|
+//! | 400 | the header is malformed, repeated, or missing where [`ConfigBuilder::require_key`] |
+//! | 409 + `Retry-After` | a request with this key is in flight |
+//! | 413 | the body is over [`ConfigBuilder::body_bytes_max`] (nothing claimed) |
+//! | 422 | the key was used for a different request |
+//! | 429, 503 | the principal's in-flight quota; the store is full or down |
+//!
+//! A handler that did nothing (it refused before any side effect) marks its response with
+//! [`NothingHappened`], and the key is released instead of stored. docs/http.md has the
+//! longer explanation, a diagram and a comparison with Stripe, the IETF draft and other
+//! Rust middlewares.
+//!
+//! # Features
+//!
+//! `tracing` (off by default): the store's `claim` and `settle` events, and an event for
+//! each answer the layer gives on its own.
+
+mod config;
+pub mod header;
+mod layer;
+mod problem;
+mod stored;
+
+pub use config::{Config, ConfigBuilder, ConfigError, StoreCalls};
+pub use header::HeaderError;
+pub use layer::{Idempotency, IdempotencyLayer, NothingHappened, Recovering, STORED_HEADERS_MAX};
+pub use stored::StoredResponse;

@@ -1,0 +1,96 @@
+//! Each limit at its edge: the body (413 before anything is claimed), the stored response
+//! (the first caller gets it whole, repeats get its status and a problem), the waiters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post;
+use idem_http::{Config, ConfigError, IdempotencyLayer};
+use tokio::sync::Notify;
+
+use crate::{app, charge, config, runs, send, store};
+
+#[tokio::test]
+async fn a_body_at_the_limit_runs_and_one_byte_more_is_413_with_nothing_claimed() {
+    let (store, _) = store();
+    let (router, counter) = app(store, config(|c| c.body_bytes_max(16)));
+    let over = send(&router, charge(Some("k1"), &"x".repeat(17))).await;
+    assert_eq!(over.status, 413, "{over:?}");
+    assert!(over.body.contains("body-too-large") && over.body.contains("16 bytes"));
+    let at = send(&router, charge(Some("k1"), &"x".repeat(16))).await;
+    assert_eq!((at.status, at.replayed), (201, false), "the key was not claimed by the 413");
+    assert_eq!(runs(&counter), 1);
+}
+
+#[tokio::test]
+async fn a_response_over_the_stored_limit_reaches_its_caller_and_replays_as_a_problem() {
+    let (store, _) = store();
+    let (router, counter) = app(store, config(|c| c.response_bytes_max(20)));
+    let body = "a long order description";
+    let first = send(&router, charge(Some("k1"), body)).await;
+    assert_eq!(first.body, format!("charged 1: {body}"), "the first caller gets it whole");
+    let replay = send(&router, charge(Some("k1"), body)).await;
+    assert_eq!((replay.status, replay.replayed), (201, true), "same status: it did happen");
+    assert_eq!(replay.headers["content-type"], "application/problem+json");
+    assert!(replay.body.contains("response-too-large") && replay.body.contains("20-byte"));
+    assert_eq!(replay.headers["location"], "/charges/1");
+    let fits = send(&router, charge(Some("k2"), "short")).await;
+    let again = send(&router, charge(Some("k2"), "short")).await;
+    assert_eq!(again.body, fits.body, "20 bytes or fewer are kept: {}", fits.body.len());
+    assert_eq!(runs(&counter), 2);
+}
+
+#[tokio::test]
+async fn past_waiters_max_a_duplicate_is_answered_409_at_once() {
+    let (store, _) = store();
+    let wait = Some(Duration::from_secs(60));
+    let config = config(|c| c.wait_for_first(wait).waiters_max(1));
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let (started, release, runs) = (started.clone(), release.clone(), runs.clone());
+        move || {
+            let (started, release, runs) = (started.clone(), release.clone(), runs.clone());
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                started.notify_one();
+                release.notified().await;
+                "charged"
+            }
+        }
+    };
+    let layer = IdempotencyLayer::with_config(store.clone(), crate::tenant, config);
+    let router = Router::new().route("/charge", post(handler)).layer(layer);
+    let spawn =
+        |router: Router| tokio::spawn(async move { send(&router, charge(Some("k1"), "x")).await });
+    let first = spawn(router.clone());
+    crate::bounded("the handler to start", started.notified()).await;
+    let waiting = spawn(router.clone());
+    // On this one-thread runtime the waiter runs until its first sleep, by which time it
+    // holds the one waiter's place: its claim was answered "in flight" once.
+    crate::yield_until("the first duplicate waits", || store.stats().in_flight >= 1).await;
+    let refused = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(refused.status, 409, "{refused:?}");
+    release.notify_one();
+    assert_eq!(crate::bounded("the first", first).await.expect("first").status, 200);
+    assert!(crate::bounded("the waiter", waiting).await.expect("waiter").replayed);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn settings_out_of_range_are_refused_by_name() {
+    let cases = [
+        (Config::builder().body_bytes_max(0).build(), "body_bytes_max"),
+        (Config::builder().response_bytes_max((64 << 20) + 1).build(), "response_bytes_max"),
+        (Config::builder().waiters_max(0).build(), "waiters_max"),
+        (Config::builder().wait_for_first(Some(Duration::ZERO)).build(), "wait_for_first"),
+        (Config::builder().wait_for_first(Some(Duration::MAX)).build(), "wait_for_first"),
+        (Config::builder().methods([]).build(), "methods"),
+    ];
+    for (built, name) in cases {
+        let error: ConfigError = built.expect_err(name);
+        assert!(error.to_string().contains(name), "{error}");
+    }
+}

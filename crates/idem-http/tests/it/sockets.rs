@@ -1,0 +1,105 @@
+//! The checkout example's service on a real loopback port, and a real HTTP/1 client: one
+//! that sends duplicates at once, and one that gives up on slow answers and retries with
+//! the same key. One charge per intended payment; without the layer, one per request.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use idem_core::{MemoryStore, StoreConfig};
+use idem_payments::SimulatedGateway;
+
+#[path = "../../examples/checkout_server/app.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod app;
+
+/// Serves `mode` on a fresh loopback port, on a gateway that takes `latency` per charge.
+/// The server has its own runtime on its own thread: the simulated gateway blocks its
+/// thread for `latency`, and must not stall the client's timers.
+async fn serve(mode: app::Mode, latency: Duration) -> (SocketAddr, Arc<app::Shop>) {
+    let store = Arc::new(MemoryStore::new(StoreConfig::default()));
+    let gateway = SimulatedGateway::new().without_dedup().with_latency(latency);
+    let (router, shop) = app::router_on(mode, store, gateway);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let addr = listener.local_addr().expect("bound");
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a server runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
+            axum::serve(listener, router).await
+        })
+    });
+    (addr, shop)
+}
+
+/// One `POST /checkout` on a new connection: its status, replay flag and body.
+async fn post(addr: SocketAddr, key: &str) -> Result<(u16, bool, String), hyper::Error> {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("the server listens");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let request = http::Request::post("/checkout")
+        .header("host", addr.to_string())
+        .header("idempotency-key", format!("\"{key}\""))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR")))
+        .expect("a valid request");
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, replayed, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// A client that gives up on an answer after `patience` and retries with the same key,
+/// doubling its patience, until it gets an answer (at most 12 attempts).
+async fn patient_client(addr: SocketAddr, key: String) -> (u16, String, u32) {
+    let mut patience = Duration::from_millis(5);
+    for attempt in 1..=12 {
+        if let Ok(Ok((status, _, body))) = tokio::time::timeout(patience, post(addr, &key)).await {
+            return (status, body, attempt);
+        }
+        patience *= 2;
+    }
+    panic!("no answer for {key} in 12 attempts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_duplicates_over_sockets_charge_once() {
+    let (addr, shop) = serve(app::Mode::Idempotent, Duration::ZERO).await;
+    let duplicates: Vec<_> = (0..16).map(|_| tokio::spawn(post(addr, "order-1"))).collect();
+    let mut bodies = Vec::new();
+    for duplicate in duplicates {
+        let (status, _, body) =
+            crate::bounded("a duplicate", duplicate).await.expect("task").expect("http");
+        assert_eq!(status, 201, "{body}");
+        bodies.push(body);
+    }
+    bodies.dedup();
+    assert_eq!(bodies.len(), 1, "every duplicate got the one charge: {bodies:?}");
+    assert_eq!(shop.gateway.totals().0, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_retries_on_timeouts_charges_once_per_intent() {
+    // A gateway slower than the client's first patience: every intent is retried.
+    let (addr, shop) = serve(app::Mode::Idempotent, Duration::from_millis(20)).await;
+    let clients: Vec<_> =
+        (0..4).map(|i| tokio::spawn(patient_client(addr, format!("intent-{i}")))).collect();
+    let mut requests = 0;
+    for client in clients {
+        let (status, body, attempts) = crate::bounded("a client", client).await.expect("client");
+        assert!(status == 201 || status == 200, "{status}: {body}");
+        assert!(attempts >= 2, "the first attempt (5 ms) gave up on a 20 ms gateway");
+        requests += attempts;
+    }
+    assert_eq!(shop.gateway.totals().0, 4, "one charge per intent, for {requests} requests");
+}
