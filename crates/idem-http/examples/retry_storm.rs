@@ -1,0 +1,97 @@
+//! A checkout retry storm over real sockets: 1,000 intended payments against the checkout
+//! service on loopback; 30% of them are sent twice (a client retrying a timeout, a double
+//! click), four clients at once, so a retry often runs beside the attempt it repeats.
+//!
+//! Naive: the service without the layer, where every request charges. idem: the same
+//! service behind `IdempotencyLayer`, each attempt carrying its intent's key. The gateway
+//! does NOT deduplicate, so the layer alone keeps charges at one per intent. Prints one
+//! line for `cargo xtask demo`.
+
+#[path = "checkout_server/app.rs"]
+#[allow(dead_code)]
+mod app;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use idem_core::{MemoryStore, StoreConfig};
+
+const INTENTS: u64 = 1_000;
+const CLIENTS: usize = 4;
+const RETRY_PERCENT: u64 = 30;
+
+/// Every intent once plus its retries, shuffled locally so retries land near their
+/// original (the same generator as the payments storm).
+fn attempts() -> Vec<u64> {
+    let mut state = 7_u64;
+    let mut next = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    let mut list = Vec::new();
+    for intent in 0..INTENTS {
+        list.push(intent);
+        if next() % 100 < RETRY_PERCENT {
+            list.push(intent);
+        }
+    }
+    for i in (1..list.len()).rev() {
+        let j = i.saturating_sub((next() % 8) as usize);
+        list.swap(i, j);
+    }
+    list
+}
+
+/// One `POST /checkout` for intent `i`, on a new connection.
+async fn post(addr: SocketAddr, i: u64) -> u16 {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("the server listens");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    tokio::spawn(connection);
+    let request = http::Request::post("/checkout")
+        .header("host", "storm")
+        .header("idempotency-key", format!("\"checkout-{i}\""))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR")))
+        .expect("a valid request");
+    let response = sender.send_request(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    response.into_body().collect().await.expect("a body");
+    status
+}
+
+/// Runs the storm against a fresh service in `mode`; returns the charges it made.
+async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
+    let (router, shop) = app::router(mode, Arc::new(MemoryStore::new(StoreConfig::default())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let list = list.clone();
+            tokio::spawn(async move {
+                for &i in list.iter().skip(c).step_by(CLIENTS) {
+                    let status = post(addr, i).await;
+                    assert!(status == 201 || status == 200, "intent {i}: {status}");
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.expect("a client");
+    }
+    server.abort();
+    shop.gateway.totals().0
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let list = Arc::new(attempts());
+    let naive = storm(app::Mode::Naive, list.clone()).await;
+    let idem = storm(app::Mode::Idempotent, list.clone()).await;
+    let scenario = format!("checkout over loopback HTTP, {RETRY_PERCENT}% retried");
+    println!("retry_storm\t{scenario}\t{INTENTS}\t{}\t{naive}\t{idem}", list.len());
+}
