@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Opens the checkout example's page in headless Chromium, clicks "Pay" three times in a
+row (a triple click), and checks that the page shows one charge: the first answer, then
+replays of it. Installs Chromium and ChromeDriver from Debian if they are missing.
+
+    python3 crates/idem-http/scripts/browser_check.py   # from the repository root
+
+Not part of CI (it needs Debian's packages); run it after changing the page or layer.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+ADDR = "127.0.0.1:3177"
+DRIVER = "127.0.0.1:9517"
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync"]
+
+
+def call(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://{DRIVER}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["value"]
+
+
+def wait_for(what, check, limit=30.0):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    sys.exit(f"gave up waiting for {what}")
+
+
+def main():
+    if not shutil.which("chromedriver"):
+        subprocess.run(["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"],
+                       check=True)
+    env = dict(os.environ, IDEM_HTTP_ADDR=ADDR)
+    subprocess.run(["cargo", "build", "-q", "-p", "idem-http", "--example",
+                    "checkout_server"], check=True)
+    server = subprocess.Popen(["target/debug/examples/checkout_server"], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(["chromedriver", f"--port={DRIVER.split(':')[1]}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the server", lambda: urllib.request.urlopen(f"http://{ADDR}/", timeout=1))
+        wait_for("chromedriver", lambda: call("GET", "/status")["ready"])
+        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+            "binary": shutil.which("chromium"), "args": CHROME_FLAGS}}}}
+        session = call("POST", "/session", caps)["sessionId"]
+        call("POST", f"/session/{session}/url", {"url": f"http://{ADDR}/"})
+        button = call("POST", f"/session/{session}/element",
+                      {"using": "css selector", "value": "#pay"})
+        element = list(button.values())[0]
+        for _ in range(3):
+            call("POST", f"/session/{session}/element/{element}/click", {})
+        log = {"text": ""}
+
+        def three_answers():
+            found = call("POST", f"/session/{session}/element",
+                         {"using": "css selector", "value": "#log"})
+            log["text"] = call("GET", f"/session/{session}/element/"
+                                      f"{list(found.values())[0]}/text")
+            return log["text"].count("ch_") == 3
+
+        wait_for("three answers on the page", three_answers)
+        shot = call("GET", f"/session/{session}/screenshot")
+        with open("target/checkout_page.png", "wb") as out:
+            import base64
+            out.write(base64.b64decode(shot))
+        call("DELETE", f"/session/{session}")
+        lines = log["text"].strip().splitlines()
+        print("\n".join(lines))
+        charges = {line.split('"charge":"')[1].split('"')[0] for line in lines}
+        assert charges == {"ch_1"}, f"one charge expected, the page shows {charges}"
+        assert sum("(replayed)" in line for line in lines) == 2, "two replays expected"
+        print("browser check: 3 clicks, 1 charge (ch_1), 2 replays; "
+              "screenshot in target/checkout_page.png")
+    finally:
+        driver.terminate()
+        server.terminate()
+
+
+if __name__ == "__main__":
+    main()
