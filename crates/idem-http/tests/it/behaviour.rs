@@ -183,3 +183,35 @@ async fn a_request_whose_handler_never_finished_is_recovered_after_its_lease() {
     let replay = send(&router, charge(Some("k1"), "x")).await;
     assert!(replay.replayed);
 }
+
+#[tokio::test]
+async fn a_handler_that_panicked_leaves_the_key_in_flight_until_recovered() {
+    let (store, clock) = store();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let calls = calls.clone();
+        move |recovering: Option<Extension<Recovering>>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                assert!(n > 0, "the first run panics half-way");
+                match recovering {
+                    Some(_) => (StatusCode::OK, "checked first"),
+                    None => (StatusCode::CREATED, "acted blindly"),
+                }
+            }
+        }
+    };
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c));
+    let router = Router::new().route("/charge", post(handler)).layer(layer);
+    let first = tokio::spawn({
+        let router = router.clone();
+        async move { send(&router, charge(Some("k1"), "x")).await }
+    });
+    let first = crate::bounded("the panicking request", first).await;
+    assert!(first.is_err_and(|e| e.is_panic()), "the handler's panic reached the server");
+    let in_flight = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(in_flight.status, 409, "not released by the panic: {in_flight:?}");
+    clock.advance(LEASE);
+    let recovered = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((recovered.status, recovered.body.as_str()), (200, "checked first"));
+}
