@@ -1,8 +1,9 @@
 //! `cargo xtask demo`: the retry storm table.
 //!
 //! Each crate's `examples/retry_storm.rs` (target `retry_storm_<crate without idem->`)
-//! prints one line:
-//! `retry_storm<TAB>scenario<TAB>intents<TAB>attempts<TAB>naive effects<TAB>idem effects`.
+//! prints a sentence for a person and one line for this table:
+//! `retry_storm<TAB>scenario<TAB>intents<TAB>attempts<TAB>effects without idem<TAB>effects
+//! with idem<TAB>what an effect is<TAB>what an attempt is`.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,30 +17,126 @@ struct Row {
     attempts: u64,
     naive: u64,
     idem: u64,
+    effect: String,
+    attempt: String,
 }
+
+/// The widest scenario the table shows without running into the next column.
+pub(crate) const SCENARIO_WIDTH: usize = 36;
 
 /// The crates whose storm can run on the durable SQLite store (`--durable`).
 const DURABLE: &[&str] = &["idem-payments", "idem-notify"];
 
-pub(crate) fn run(_root: &Path, args: &[String]) -> Result {
+pub(crate) fn run(root: &Path, args: &[String]) -> Result {
     let durable = args.iter().any(|a| a == "--durable");
+    let after_check = |i: usize| i > 0 && args[i - 1] == "--check";
+    if let Some((_, bad)) = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !matches!(a.as_str(), "--durable" | "--check") && !after_check(*i))
+    {
+        return Err(format!(
+            "demo: unknown argument {bad:?}; valid: --durable, --check N; usage: cargo xtask \
+             demo [--durable] [--check N]"
+        ));
+    }
+    let rounds = match args.iter().position(|a| a == "--check") {
+        None => None,
+        Some(at) => {
+            Some(args.get(at + 1).and_then(|n| n.parse::<u32>().ok()).filter(|n| *n > 0).ok_or(
+                "demo: --check takes a number of rounds (at least 1); usage: cargo xtask demo \
+             [--durable] [--check N]",
+            )?)
+        }
+    };
     let crates = crates_with("examples/retry_storm.rs")?;
     if crates.is_empty() {
         return Err("no crate has examples/retry_storm.rs".into());
     }
+    build(&crates)?;
     let mut rows = Vec::new();
-    for name in &crates {
-        let mut command = cargo();
-        // Each crate names its example `retry_storm_<crate without idem->`, so that the
-        // workspace's examples do not collide in target/.
-        let example = format!("retry_storm_{}", name.trim_start_matches("idem-"));
-        command.args(["run", "--quiet", "--release", "-p", name, "--example", &example]);
-        if durable && DURABLE.contains(&name.as_str()) {
-            command.args(["--", "--durable"]);
+    for round in 1..=rounds.unwrap_or(1) {
+        rows.clear();
+        for (done, name) in crates.iter().enumerate() {
+            match rounds {
+                Some(n) => println!(
+                    "xtask: demo: round {round}/{n}, storm {}/{}: {name}",
+                    done + 1,
+                    crates.len()
+                ),
+                None => println!("xtask: demo: storm {}/{}: {name}", done + 1, crates.len()),
+            }
+            let row = parse(name, &output(name, &mut storm(root, name, durable))?)?;
+            if rounds.is_some() {
+                check(&row)?;
+            }
+            rows.push(row);
         }
-        rows.push(parse(name, &output(name, &mut command)?)?);
     }
     print_table(&rows);
+    if crates.iter().any(|c| c == "idem-payments") {
+        println!("xtask: demo: the payments storm at retry rates 0% to 100%, for the plot");
+        let mut rates = storm(root, "idem-payments", false);
+        let points = crate::plot::parse(&output("idem-payments", rates.arg("--rates"))?)?;
+        let path = crate::plot::draw(root, &points)?;
+        println!("xtask: demo: plot of charges per intended payment: {}", path.display());
+    }
+    if let Some(n) = rounds {
+        println!(
+            "xtask: demo: {n} runs in a row, every storm showed its harm without idem and one \
+             effect per intent with it (none for the pool)"
+        );
+    }
+    Ok(())
+}
+
+/// Builds every storm first, with cargo's own progress: a cold build takes minutes, and
+/// each run after it is quiet.
+fn build(crates: &[String]) -> Result {
+    println!("xtask: demo: building {} retry storms (release mode)", crates.len());
+    let mut build = cargo();
+    build.args(["build", "--release"]);
+    for name in crates {
+        build.args(["-p", name, "--example", &example(name)]);
+    }
+    crate::run("build", &mut build)
+}
+
+/// Each crate names its example `retry_storm_<crate without idem->`, so that the
+/// workspace's examples do not collide in target/.
+fn example(name: &str) -> String {
+    format!("retry_storm_{}", name.trim_start_matches("idem-"))
+}
+
+/// The built storm of `name`, run directly.
+fn storm(root: &Path, name: &str, durable: bool) -> Command {
+    let mut command = Command::new(root.join("target/release/examples").join(example(name)));
+    command.current_dir(root);
+    if durable && DURABLE.contains(&name) {
+        command.arg("--durable");
+    }
+    command
+}
+
+/// A row proves its mechanism when the harm shows without idem and is absent with it:
+/// with idem exactly one effect per intent (none for the pool, whose effect is a harm),
+/// without idem more than that.
+fn check(row: &Row) -> Result {
+    let harm_only = row.krate == "idem-pool";
+    let expected = if harm_only { 0 } else { row.intents };
+    if row.idem != expected {
+        return Err(format!(
+            "{}: {} {} with idem, expected {expected}",
+            row.krate, row.idem, row.effect
+        ));
+    }
+    if row.naive <= expected {
+        return Err(format!(
+            "{}: {} {} without idem: the storm did not show the harm (expected more than \
+             {expected})",
+            row.krate, row.naive, row.effect
+        ));
+    }
     Ok(())
 }
 
@@ -58,9 +155,12 @@ fn parse(name: &str, stdout: &str) -> Result<Row> {
         .find(|l| l.starts_with("retry_storm\t"))
         .ok_or_else(|| format!("{name}: no retry_storm line in its output:\n{stdout}"))?;
     let fields: Vec<&str> = line.split('\t').collect();
-    let [_, scenario, intents, attempts, naive, idem] = fields[..] else {
-        return Err(format!("{name}: expected 6 tab-separated fields: {line:?}"));
+    let [_, scenario, intents, attempts, naive, idem, effect, attempt] = fields[..] else {
+        return Err(format!("{name}: expected 8 tab-separated fields: {line:?}"));
     };
+    if scenario.chars().count() > SCENARIO_WIDTH {
+        return Err(format!("{name}: scenario over {SCENARIO_WIDTH} characters: {scenario:?}"));
+    }
     let number = |s: &str| s.parse::<u64>().map_err(|e| format!("{name}: {s:?}: {e}"));
     Ok(Row {
         krate: name.to_string(),
@@ -69,25 +169,21 @@ fn parse(name: &str, stdout: &str) -> Result<Row> {
         attempts: number(attempts)?,
         naive: number(naive)?,
         idem: number(idem)?,
+        effect: effect.to_string(),
+        attempt: attempt.to_string(),
     })
 }
 
 fn print_table(rows: &[Row]) {
+    println!("\n{:<69}{:^23}  {:^19}", "", "effects", "per intent");
     println!(
-        "{:<14} {:<44} {:>8} {:>9} {:>13} {:>12} {:>11} {:>10}",
-        "crate",
-        "scenario",
-        "intents",
-        "attempts",
-        "naive effects",
-        "idem effects",
-        "naive/int",
-        "idem/int"
+        "{:<14} {:<36} {:>7} {:>8}  {:>12} {:>9}  {:>9} {:>9}",
+        "crate", "scenario", "intents", "attempts", "without idem", "with idem", "without", "with"
     );
     for r in rows {
         let per = |n: u64| n as f64 / r.intents.max(1) as f64;
         println!(
-            "{:<14} {:<44} {:>8} {:>9} {:>13} {:>12} {:>11.3} {:>10.3}",
+            "{:<14} {:<36} {:>7} {:>8}  {:>12} {:>9}  {:>9.3} {:>9.3}",
             r.krate,
             r.scenario,
             r.intents,
@@ -98,4 +194,48 @@ fn print_table(rows: &[Row]) {
             per(r.idem)
         );
     }
+    println!("{}", wrap(&legend(rows), 100));
+}
+
+/// `text` with each line broken at spaces to at most `width` columns; continuation lines
+/// keep the line's indentation plus two spaces.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let mut current = String::new();
+        for word in line.split_whitespace() {
+            if !current.is_empty() && current.len() + 1 + word.len() > width {
+                out.push_str(&current);
+                out.push('\n');
+                current = " ".repeat(indent + 2);
+            } else if !current.is_empty() {
+                current.push(' ');
+            } else {
+                current = " ".repeat(indent);
+            }
+            current.push_str(word);
+        }
+        out.push_str(&current);
+        out.push('\n');
+    }
+    out
+}
+
+/// What each column and each row's effect means.
+fn legend(rows: &[Row]) -> String {
+    let mut text = String::from(
+        "\nlegend: intents = operations meant to happen once; attempts = what the storm sent \
+         (retries, redeliveries, double clicks included); effects = what happened, counted \
+         without idem (the same code done naively) and with idem; per intent = effects / \
+         intents. With idem every row shows 1.000, the pool 0.000 (its effect is a harm).\n",
+    );
+    for r in rows {
+        text.push_str(&format!("  {}: effect = {}; attempt = {}\n", r.krate, r.effect, r.attempt));
+    }
+    text.push_str(
+        "  notify's naive effects exceed its attempts: a send that delivered and then timed \
+         out is sent again by the naive retry (one attempt, two pings).",
+    );
+    text
 }

@@ -1,11 +1,14 @@
-//! Project tasks, in Rust so they run wherever cargo does: `cargo xtask <task>`.
+//! Project tasks, in Rust so they run wherever cargo does: `cargo xtask <task>`;
+//! `cargo xtask --help` lists them and `cargo xtask <task> --help` explains one.
 //!
-//! * `demo`: every crate's `examples/retry_storm.rs`, in release mode, joined into one
-//!   table of intents, attempts and side effects, naive and idempotent.
+//! * `demo [--durable] [--check N]`: every crate's `examples/retry_storm.rs`, in release
+//!   mode, joined into one table with a legend, and an SVG plot of the payments storm.
+//! * `study <crate>`: one crate alone: its storm, its tests, its loom models.
 //! * `loom [crate]`: every loom model (`tests/loom.rs`) under `--cfg loom`.
 //! * `bench [crate] [--write]`: the criterion benches and a ratio table against the anchors.
 //! * `ci`: fmt check, clippy with warnings denied, tests (and the PostgreSQL store's tests
-//!   against a server `.ci/postgres.sh` starts), docs with warnings denied, loom.
+//!   against a server `.ci/postgres.sh` starts), docs with warnings denied, the demo
+//!   checked ten times, loom.
 //! * `miri`: idem-future (the crate with unsafe code) under Miri, where nightly has it.
 //! * `crash [--rounds N]`: the payment and wallet crash tests (real processes killed,
 //!   power loss simulated), N rounds.
@@ -18,38 +21,84 @@ use std::process::{Command, ExitCode};
 mod bench;
 mod demo;
 mod mutants;
+mod plot;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
-const TASKS: &[(&str, &str)] = &[
-    ("demo [--durable]", "retry storm against every crate, one table (--durable: SQLite store)"),
-    ("loom [crate]", "every loom model, release mode, LOOM_MAX_PREEMPTIONS=3 by default"),
-    ("bench [crate] [--write]", "criterion benches; ratio table (--write: docs/benchmarks.md)"),
-    ("ci", "fmt check, clippy -D warnings, tests, docs -D warnings, loom"),
-    ("miri", "idem-future's tests under Miri (needs nightly with miri; not part of ci)"),
-    (
-        "crash [--rounds N]",
-        "payment and wallet crash tests: killed workers, power loss; N rounds (default 1000)",
-    ),
-    ("mutants [name...]", "break the code on purpose, one named mutation at a time; all caught"),
+/// A task: its name, its usage line, one line for the list, and its longer help.
+struct Task {
+    name: &'static str,
+    usage: &'static str,
+    summary: &'static str,
+    help: &'static str,
+}
+
+const TASKS: &[Task] = &[
+    Task {
+        name: "demo",
+        usage: "demo [--durable] [--check N]",
+        summary: "retry storm against every crate, one table, and an SVG plot",
+        help: "Runs every crate's examples/retry_storm.rs in release mode (building them \
+               first, with cargo's progress) and prints one table: side effects per \
+               intended operation without idem and with it, with a legend.\n\
+               --durable   the payment and notification storms on the SQLite store\n\
+               --check N   run every storm N times; fail unless each shows its harm \
+               without idem and exactly one effect per intent with it (ci runs 10)",
+    },
+    Task {
+        name: "study",
+        usage: "study <crate>",
+        summary: "one crate alone: its example, its tests, its loom models",
+        help: "Runs one crate's retry storm, then its tests, then its loom models (if it \
+               has any), each under a heading: the way to learn one mechanism alone.",
+    },
+    Task {
+        name: "loom",
+        usage: "loom [crate]",
+        summary: "every loom model, release mode, LOOM_MAX_PREEMPTIONS=3 by default",
+        help: "Runs tests/loom.rs of every crate that has one (or of the one named) under \
+               --cfg loom, in target/loom.",
+    },
+    Task {
+        name: "bench",
+        usage: "bench [crate] [--write]",
+        summary: "criterion benches; ratio table (--write: docs/benchmarks.md)",
+        help: "Runs the criterion benches (of one crate, if named) and prints each group's \
+               ratios: baseline time / idem time.\n\
+               --write   also write the table into docs/benchmarks.md",
+    },
+    Task {
+        name: "ci",
+        usage: "ci",
+        summary: "fmt check, clippy -D warnings, tests, docs -D warnings, loom",
+        help: "What CI runs after the README's test command: fmt, clippy, tests (with the \
+               tracing feature too), the PostgreSQL tests, docs, every loom model.",
+    },
+    Task {
+        name: "miri",
+        usage: "miri",
+        summary: "idem-future's tests under Miri (needs nightly with miri; not part of ci)",
+        help: "Runs idem-future's tests (the crate with unsafe code) under Miri.",
+    },
+    Task {
+        name: "crash",
+        usage: "crash [--rounds N]",
+        summary: "payment and wallet crash tests: killed workers, power loss; N rounds",
+        help: "Runs the payment and the wallet crash tests (real worker processes killed \
+               at random points, power loss simulated) for N rounds each (default 1000).",
+    },
+    Task {
+        name: "mutants",
+        usage: "mutants [name...]",
+        summary: "break the code on purpose, one named mutation at a time; all caught",
+        help: "Applies each named mutation (all, if none is named) to a copy of the tree \
+               and checks that its test fails.",
+    },
 ];
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("demo") => demo::run(&root(), &args[1..]),
-        Some("loom") => loom(args.get(1).map(String::as_str)),
-        Some("bench") => bench::run(&root(), &args[1..]),
-        Some("ci") => ci(),
-        Some("miri") => miri(),
-        Some("crash") => crash(&args[1..]),
-        Some("mutants") => mutants::run(&args[1..]),
-        Some(other) => Err(format!("unknown task {other:?}\n{}", usage())),
-        None => {
-            println!("{}", usage());
-            Ok(())
-        }
-    };
+    let result = dispatch(&args);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -59,12 +108,83 @@ fn main() -> ExitCode {
     }
 }
 
-fn usage() -> String {
-    let mut text = String::from("usage: cargo xtask <task>\n\ntasks:\n");
-    for (name, what) in TASKS {
-        text.push_str(&format!("  {name:<26} {what}\n"));
+fn dispatch(args: &[String]) -> Result {
+    let Some(name) = args.first().map(String::as_str) else {
+        println!("{}", usage());
+        return Ok(());
+    };
+    if matches!(name, "--help" | "-h" | "help") {
+        match args.get(1) {
+            Some(task) => println!("{}", task_help(find(task)?)),
+            None => println!("{}", usage()),
+        }
+        return Ok(());
     }
+    let task = find(name)?;
+    let rest = &args[1..];
+    if rest.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{}", task_help(task));
+        return Ok(());
+    }
+    match task.name {
+        "demo" => demo::run(&root(), rest),
+        "study" => study(rest),
+        "loom" => loom(single(task, rest)?.as_deref()),
+        "bench" => bench::run(&root(), rest),
+        "ci" => flags(task, rest, &[]).and_then(|_| ci()),
+        "miri" => flags(task, rest, &[]).and_then(|_| miri()),
+        "crash" => crash(rest),
+        _ => mutants::run(rest),
+    }
+}
+
+fn find(name: &str) -> Result<&'static Task> {
+    TASKS.iter().find(|t| t.name == name).ok_or_else(|| {
+        let names: Vec<&str> = TASKS.iter().map(|t| t.name).collect();
+        format!("unknown task {name:?}; the tasks: {}\n\n{}", names.join(", "), usage())
+    })
+}
+
+/// `args` when each is one of `allowed`; otherwise an error naming the first that is not.
+fn flags(task: &Task, args: &[String], allowed: &[&str]) -> Result<Vec<String>> {
+    match args.iter().find(|a| !allowed.contains(&a.as_str())) {
+        None => Ok(args.to_vec()),
+        Some(bad) if allowed.is_empty() => Err(format!(
+            "{}: takes no arguments, got {bad:?}; usage: cargo xtask {}",
+            task.name, task.usage
+        )),
+        Some(bad) => Err(format!(
+            "{}: unknown argument {bad:?}; valid: {}; usage: cargo xtask {}",
+            task.name,
+            allowed.join(", "),
+            task.usage
+        )),
+    }
+}
+
+/// At most one positional argument.
+fn single(task: &Task, args: &[String]) -> Result<Option<String>> {
+    match args {
+        [] => Ok(None),
+        [one] if !one.starts_with('-') => Ok(Some(one.clone())),
+        other => Err(format!(
+            "{}: expected at most one crate, got {other:?}; usage: cargo xtask {}",
+            task.name, task.usage
+        )),
+    }
+}
+
+fn usage() -> String {
+    let mut text = String::from("usage: cargo xtask <task> [--help]\n\ntasks:\n");
+    for task in TASKS {
+        text.push_str(&format!("  {:<26} {}\n", task.usage, task.summary));
+    }
+    text.push_str("\n`cargo xtask <task> --help` explains one task.");
     text
+}
+
+fn task_help(task: &Task) -> String {
+    format!("usage: cargo xtask {}\n\n{}", task.usage, task.help.replace("  ", " "))
 }
 
 /// The workspace root: xtask lives one level below it.
@@ -103,8 +223,10 @@ fn loom(only: Option<&str>) -> Result {
     let crates = crates_with("tests/loom.rs")?;
     let selected: Vec<&String> = crates.iter().filter(|c| only.is_none_or(|o| o == *c)).collect();
     if selected.is_empty() {
+        let name = only.unwrap_or_default();
         return Err(format!(
-            "no crate {only:?} with tests/loom.rs; crates with models: {crates:?}"
+            "loom: no crate {name:?} has tests/loom.rs; valid: {}",
+            crates.join(", ")
         ));
     }
     for name in selected {
@@ -185,6 +307,7 @@ fn ci() -> Result {
             .args(["doc", "--workspace", "--no-deps", "--all-features"])
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
+    run("demo", cargo().args(["xtask", "demo", "--check", "10"]))?;
     loom(None)
 }
 
@@ -205,11 +328,49 @@ fn miri() -> Result {
 
 /// Runs the payment and wallet crash tests in release mode, `--rounds N` rounds each
 /// (default 1000).
+/// Runs `cargo xtask study <crate>`: the crate's storm, tests and loom models, in order.
+fn study(args: &[String]) -> Result {
+    let crates = crates_with("Cargo.toml")?;
+    let valid = crates.iter().filter(|c| *c != "idem-crash").cloned().collect::<Vec<_>>();
+    let name = match args {
+        [name] if valid.contains(name) => name,
+        _ => {
+            let got = args.first().map_or("nothing".to_string(), |a| format!("{a:?}"));
+            return Err(format!(
+                "study: expected one crate, got {got}; valid: {}",
+                valid.join(", ")
+            ));
+        }
+    };
+    let steps = 2 + usize::from(root().join("crates").join(name).join("tests/loom.rs").is_file());
+    println!("\n== 1/{steps} {name}: its retry storm (examples/retry_storm.rs)\n");
+    let example = format!("retry_storm_{}", name.trim_start_matches("idem-"));
+    let has_storm = root().join("crates").join(name).join("examples/retry_storm.rs").is_file();
+    if has_storm {
+        run("storm", cargo().args(["run", "--release", "-p", name, "--example", &example]))?;
+    } else {
+        println!("({name} has no storm of its own: it is used by the crates that have one)");
+    }
+    println!("\n== 2/{steps} {name}: its tests\n");
+    run("tests", cargo().args(["test", "-p", name]))?;
+    if steps == 3 {
+        println!("\n== 3/{steps} {name}: its loom models\n");
+        loom(Some(name))?;
+    }
+    println!("\n{name}: studied. Its README and docs page explain what you just ran.");
+    Ok(())
+}
+
 fn crash(args: &[String]) -> Result {
     let rounds = match args {
         [] => "1000".to_string(),
         [flag, n] if flag == "--rounds" && n.parse::<u64>().is_ok() => n.clone(),
-        other => return Err(format!("usage: cargo xtask crash [--rounds N], got {other:?}")),
+        other => {
+            return Err(format!(
+                "crash: expected nothing or `--rounds N` with N a whole number, got {other:?}; \
+                 usage: cargo xtask crash [--rounds N]"
+            ));
+        }
     };
     for test in ["payments", "wallet"] {
         let mut command = cargo();

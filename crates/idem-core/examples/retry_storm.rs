@@ -77,10 +77,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (naive, idem) = (naive.into_inner(), effects.into_inner());
     assert_eq!(idem, INTENTS, "each intent must act exactly once");
+    let (scenario, effect, attempt) =
+        (format!("claims, 4 threads, {RETRY_PERCENT}% retried"), "actions taken", "claims");
+    let (intents, attempts, without, with) = (INTENTS, list.len(), naive, idem);
     println!(
-        "retry_storm\tclaims on overlapping keys, 4 threads, {RETRY_PERCENT}% \
-            retry\t{INTENTS}\t{}\t{naive}\t{idem}",
-        list.len()
+        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
+         operations ({attempts} {attempt})"
+    );
+    println!(
+        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
     );
     Ok(())
 }

@@ -92,10 +92,15 @@ fn main() {
     let (naive_overwritten, naive_runs) = naive();
     let (idem_overwritten, idem_runs) = idem();
     assert_eq!(idem_runs, PROMISES, "each callback runs exactly once");
+    let (scenario, effect, attempt) =
+        (format!("promises, {WRITERS} racing completers"), "callback runs", "completions");
+    let (intents, attempts, without, with) = (PROMISES, PROMISES * WRITERS, naive_runs, idem_runs);
     println!(
-        "retry_storm\tcallbacks per promise, {WRITERS} racing \
-            completers\t{PROMISES}\t{}\t{naive_runs}\t{idem_runs}",
-        PROMISES * WRITERS
+        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
+         operations ({attempts} {attempt})"
+    );
+    println!(
+        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
     );
     println!(
         "values overwritten: naive {naive_overwritten}, idem {idem_overwritten} (losers get \

@@ -92,6 +92,14 @@ async fn main() {
     let list = Arc::new(attempts());
     let naive = storm(app::Mode::Naive, list.clone()).await;
     let idem = storm(app::Mode::Idempotent, list.clone()).await;
-    let scenario = format!("checkout over loopback HTTP, {RETRY_PERCENT}% retried");
-    println!("retry_storm\t{scenario}\t{INTENTS}\t{}\t{naive}\t{idem}", list.len());
+    let (scenario, effect, attempt) =
+        (format!("HTTP checkout, {RETRY_PERCENT}% retried"), "cards charged", "requests");
+    let (intents, attempts, without, with) = (INTENTS, list.len(), naive, idem);
+    println!(
+        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
+         operations ({attempts} {attempt})"
+    );
+    println!(
+        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
+    );
 }

@@ -89,11 +89,18 @@ fn main() {
     assert!(report.drained);
     let idem_pings = notifier.provider().total_deliveries();
     assert_eq!(idem_pings, INTENTS as u64, "exactly one ping per intended notification");
+    let (scenario, effect, attempt) = (
+        format!("notifications{}, redelivered", if durable { " (sqlite)" } else { "" }),
+        "pings delivered",
+        "submissions",
+    );
+    let (intents, attempts, without, with) = (INTENTS, list.len(), naive_pings, idem_pings);
     println!(
-        "retry_storm\tnotifications{}, \
-            retries+redeliveries+timeouts\t{INTENTS}\t{}\t{naive_pings}\t{idem_pings}",
-        if durable { " (sqlite)" } else { "" },
-        list.len()
+        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
+         operations ({attempts} {attempt})"
+    );
+    println!(
+        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
     );
     drop(notifier);
     for suffix in ["", "-wal", "-shm"] {

@@ -30,13 +30,13 @@ impl Lcg {
 
 /// Every intent once plus its retries, shuffled locally so retries land near their
 /// original (and often run beside it).
-fn attempts() -> Vec<u64> {
+fn attempts(retry_percent: u64) -> Vec<u64> {
     let mut rng = Lcg(7);
     let mut list = Vec::new();
     for intent in 0..INTENTS {
         list.push(intent);
         // One retry for 30% of intents: charges per intent = 1 + retry rate, naively.
-        if rng.next() % 100 < RETRY_PERCENT {
+        if rng.next() % 100 < retry_percent {
             list.push(intent);
         }
     }
@@ -63,13 +63,12 @@ fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
     (key, request)
 }
 
-fn main() {
-    let list = attempts();
-
+/// Every attempt charges: the naive checkout, without keys. Returns the charges made.
+fn naive_charges(list: &[u64]) -> u64 {
     // Naive: no key; every attempt is a charge.
     let naive = SimulatedGateway::new().without_dedup();
     let counter = AtomicU64::new(0);
-    storm(&list, |i| {
+    storm(list, |i| {
         let (_, r) = intent(i);
         let key = GatewayKey::derive(
             &idem_core::ScopedKey::parse(
@@ -80,8 +79,12 @@ fn main() {
         );
         naive.charge(&key, r.customer(), r.amount(), r.currency()).expect("charge");
     });
-    let (naive_charges, _) = naive.totals();
+    naive.totals().0
+}
 
+/// Every attempt pays with its intent's key; hiccups after charging; then settle.
+/// Returns the charges made, and the store file to remove (`--durable`).
+fn idem_charges(list: &[u64], durable: bool) -> (u64, std::path::PathBuf) {
     // idem: a key per intent; hiccups after charging; then settle.
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
     let config = StoreConfig::builder().capacity(100_000).build().expect("valid config");
@@ -90,8 +93,6 @@ fn main() {
         seed: 11,
         ..FaultPlan::default()
     });
-    // `--durable` (from `cargo xtask demo --durable`): the same storm on the SQLite store.
-    let durable = std::env::args().any(|a| a == "--durable");
     let path =
         std::env::temp_dir().join(format!("idem-demo-payments-{}.sqlite", std::process::id()));
     let store: Arc<dyn KeyStore<idem_payments::PaymentOutcome>> = if durable {
@@ -103,7 +104,7 @@ fn main() {
         Arc::new(MemoryStore::with_clock(config, clock.clone()))
     };
     let processor = Processor::new("shop", gateway, store).expect("valid merchant");
-    storm(&list, |i| {
+    storm(list, |i| {
         let (k, r) = intent(i);
         let _ = processor.pay(&k, &r);
     });
@@ -116,13 +117,41 @@ fn main() {
     }
     let (idem_charges, _) = processor.gateway().totals();
     assert_eq!(idem_charges, INTENTS, "exactly one charge per intended payment");
-    println!(
-        "retry_storm\tpayments{}, {RETRY_PERCENT}% retry, 5% lost \
-            answers\t{INTENTS}\t{}\t{naive_charges}\t{idem_charges}",
-        if durable { " (sqlite)" } else { "" },
-        list.len()
+    (idem_charges, path)
+}
+
+/// `--rates`: the storm at retry rates 0% to 100%, one `rate` line each, for the demo's
+/// plot of charges per intended payment against the retry rate.
+fn rates() {
+    for percent in (0..=100).step_by(10) {
+        let list = attempts(percent);
+        let (naive, (idem, _)) = (naive_charges(&list), idem_charges(&list, false));
+        println!("rate\t{percent}\t{INTENTS}\t{naive}\t{idem}");
+    }
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--rates") {
+        return rates();
+    }
+    // `--durable` (from `cargo xtask demo --durable`): the same storm on the SQLite store.
+    let durable = std::env::args().any(|a| a == "--durable");
+    let list = attempts(RETRY_PERCENT);
+    let naive_charges = naive_charges(&list);
+    let (idem_charges, path) = idem_charges(&list, durable);
+    let (scenario, effect, attempt) = (
+        format!("payments{}, {RETRY_PERCENT}% retried", if durable { " (sqlite)" } else { "" }),
+        "cards charged",
+        "payment attempts",
     );
-    drop(processor);
+    let (intents, attempts, without, with) = (INTENTS, list.len(), naive_charges, idem_charges);
+    println!(
+        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
+         operations ({attempts} {attempt})"
+    );
+    println!(
+        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
+    );
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }

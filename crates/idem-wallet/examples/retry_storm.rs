@@ -99,10 +99,15 @@ fn main() {
         .sum();
     wallet.assert_invariants();
     assert_eq!(idem_moved, INTENTS, "each intended transfer moved its money exactly once");
+    let (scenario, effect, attempt) =
+        (format!("transfers, {RETRY_PERCENT}% redelivered"), "units moved", "deliveries");
+    let (intents, attempts, without, with) = (INTENTS, list.len(), naive_moved_total, idem_moved);
     println!(
-        "retry_storm\ttransfers, {RETRY_PERCENT}% redelivered; effect = unit \
-            moved\t{INTENTS}\t{}\t{naive_moved_total}\t{idem_moved}",
-        list.len()
+        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
+         operations ({attempts} {attempt})"
+    );
+    println!(
+        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
     );
     // Both ledgers are double-entry, so both conserve money; only the naive one moved it
     // more than once.
