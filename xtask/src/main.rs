@@ -229,7 +229,9 @@ fn loom(only: Option<&str>) -> Result {
             crates.join(", ")
         ));
     }
-    for name in selected {
+    let total = selected.len();
+    for (done, name) in selected.into_iter().enumerate() {
+        println!("xtask: loom {}/{total}: {name}", done + 1);
         let mut command = cargo();
         command
             .args([

@@ -109,7 +109,10 @@ pub enum StoreError {
     },
     /// The store holds `capacity` live records and refuses new keys until some finish and
     /// expire or are released. It never evicts a live record to make room.
-    #[error("store is full: {capacity} live records")]
+    #[error(
+        "store is full: {capacity} live records; sweep expired records, or raise the capacity \
+         (StoreConfigBuilder::capacity)"
+    )]
     StoreFull {
         /// The configured capacity.
         capacity: usize,

@@ -111,6 +111,7 @@ fn crashed_workers_never_charge_twice_nor_lose_an_acknowledged_answer() {
     let mut tally = Tally::default();
     for n in 0..rounds {
         round(n, &mut rng, &mut tally);
+        common::progress("payments crash", n + 1, rounds);
     }
     println!(
         "crash rounds: {} rounds, {} workers crashed, {} restarts without reconcile, {} double \

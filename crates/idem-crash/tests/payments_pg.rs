@@ -88,6 +88,7 @@ fn two_workers_on_one_server_one_killed_charge_once() {
         assert_eq!(per_key.len() as u64, INTENTS);
         double += per_key.values().filter(|c| **c > 1).count();
         processor.store().drop_schema().expect("the round's namespace is dropped");
+        common::progress("payments_pg crash", n + 1, rounds);
     }
     println!(
         "pg crash rounds: {rounds} rounds, {crashes} workers crashed, {double} double charges, \

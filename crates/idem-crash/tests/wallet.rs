@@ -121,6 +121,7 @@ fn killed_workers_lose_no_acknowledged_transfer_and_apply_none_twice() {
     let mut tally = Tally::default();
     for n in 0..rounds {
         round(n, &mut rng, &mut tally);
+        common::progress("wallet crash", n + 1, rounds);
     }
     println!(
         "wallet crash rounds: {} rounds, {} workers crashed ({} by power loss, {} torn tails \

@@ -70,7 +70,9 @@ fn counters_count_each_answer() {
     let Claim::Acquired(first) = store.claim(&a, &fp(1)).expect("claim") else { panic!() };
     let _ = store.claim(&a, &fp(1)).expect("in flight");
     assert!(matches!(store.claim(&a, &fp(2)), Err(StoreError::KeyReused { .. })));
-    assert!(matches!(store.claim(&b, &fp(1)), Err(StoreError::StoreFull { capacity: 1 })));
+    let full = store.claim(&b, &fp(1)).expect_err("full");
+    assert!(matches!(full, StoreError::StoreFull { capacity: 1 }));
+    assert!(full.to_string().contains("sweep"), "the message says what to do: {full}");
     clock.advance(config.lease());
     let Claim::Recover(second) = store.claim(&a, &fp(1)).expect("claim") else { panic!() };
     assert!(store.complete(&first, 1).is_err());

@@ -19,6 +19,15 @@ pub(crate) fn rounds(default: u64) -> u64 {
     std::env::var("IDEM_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(default)
 }
 
+/// Prints a progress line after every tenth of `rounds` (seen with `--nocapture`, as
+/// `cargo xtask crash` runs them): a long run shows it is moving.
+pub(crate) fn progress(test: &str, done: u64, rounds: u64) {
+    let step = (rounds / 10).max(1);
+    if done % step == 0 || done == rounds {
+        println!("{test}: {done} of {rounds} rounds");
+    }
+}
+
 /// xorshift64: the same crash plan for the same seed.
 pub(crate) struct Rng(pub(crate) u64);
 
