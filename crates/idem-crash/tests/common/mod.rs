@@ -23,7 +23,7 @@ pub(crate) fn rounds(default: u64) -> u64 {
 /// `cargo xtask crash` runs them): a long run shows it is moving.
 pub(crate) fn progress(test: &str, done: u64, rounds: u64) {
     let step = (rounds / 10).max(1);
-    if done % step == 0 || done == rounds {
+    if done.is_multiple_of(step) || done == rounds {
         println!("{test}: {done} of {rounds} rounds");
     }
 }
