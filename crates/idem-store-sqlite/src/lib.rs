@@ -70,6 +70,15 @@ pub enum SqliteError {
     /// The writer thread is gone (the store is closing); nothing more is written.
     #[error("the store's writer thread stopped")]
     WriterStopped,
+    /// The store file could not be opened or set up (a missing directory, no permission,
+    /// a file that is not a database, a lock held past the busy timeout).
+    #[error("cannot open the store file {}: {reason}", path.display())]
+    Open {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What SQLite said.
+        reason: String,
+    },
 }
 
 impl From<SqliteError> for StoreError {
@@ -186,14 +195,17 @@ fn ms(t: Timestamp) -> i64 {
 const OPEN_ATTEMPTS_MAX: u32 = 50;
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(path).map_err(storage)?;
-    conn.busy_timeout(Duration::from_secs(30)).map_err(storage)?;
+    let cannot_open = |error: rusqlite::Error| -> StoreError {
+        SqliteError::Open { path: path.to_path_buf(), reason: error.to_string() }.into()
+    };
+    let conn = Connection::open(path).map_err(cannot_open)?;
+    conn.busy_timeout(Duration::from_secs(30)).map_err(cannot_open)?;
     let mut attempt = 1;
     // A lock upgrade that could deadlock, or switching the journal mode, answers BUSY at
     // once instead of waiting for the busy timeout: retry the whole set-up, with a pause.
     while let Err(error) = set_up(&conn) {
         if attempt >= OPEN_ATTEMPTS_MAX || !is_busy(&error) {
-            return Err(storage(error));
+            return Err(cannot_open(error));
         }
         std::thread::sleep(Duration::from_millis(u64::from(attempt.min(20))));
         attempt += 1;

@@ -248,3 +248,14 @@ fn a_damaged_or_cut_file_never_replays_a_wrong_result() {
     detected += usize::from(replays_only_own_results(&path, &keys) > 0);
     assert!(detected > 0, "some damage was noticed");
 }
+
+#[test]
+fn a_file_that_cannot_be_opened_is_named_in_the_error() {
+    let path = std::env::temp_dir().join("idem-no-such-dir").join("nested").join("keys.db");
+    let error = match SqliteStore::<String>::open(&path, StoreConfig::default()) {
+        Err(error) => error.to_string(),
+        Ok(_) => panic!("a file under a missing directory cannot be opened"),
+    };
+    assert!(error.contains(&path.display().to_string()), "the path is named: {error}");
+    assert!(error.starts_with("storage failed: cannot open the store file"), "{error}");
+}

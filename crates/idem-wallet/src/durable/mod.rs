@@ -255,7 +255,11 @@ impl DurableWallet {
     ///
     /// As [`open`](Self::open).
     pub fn open_with(path: &Path, limits: Limits, clock: Arc<dyn Clock>) -> Result<Self, LogError> {
-        let file = OpenOptions::new().read(true).append(true).create(true).open(path)?;
+        let file = OpenOptions::new().read(true).append(true).create(true).open(path);
+        // The OS error alone ("No such file or directory") does not say which file.
+        let file = file.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot open the log {}: {e}", path.display()))
+        })?;
         Self::open_on(path, file, limits, clock)
     }
 

@@ -60,3 +60,11 @@ fn the_durable_wallet_takes_the_same_batches() {
     drop(wallet);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_log_that_cannot_be_opened_is_named_in_the_error() {
+    let path = std::env::temp_dir().join("idem-no-such-dir").join("nested").join("wallet.wal");
+    let error = DurableWallet::open(&path).map(|_| ()).expect_err("a missing directory");
+    let message = error.to_string();
+    assert!(message.contains(&path.display().to_string()), "the path is named: {message}");
+}
