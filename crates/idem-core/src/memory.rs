@@ -16,11 +16,16 @@ use crate::store::{
 };
 use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
 
-/// The key hash: SipHash with per-store random keys, because keys come from callers and a
-/// predictable hash would let one caller pile every key into one bucket. Under loom a
-/// fixed-key hasher keeps every model run on the same shard.
+/// The key hash: foldhash, seeded at random per store. Keys come from callers, so a
+/// predictable hash would let one caller pile every key into one bucket (and one shard);
+/// a per-store random seed keeps that out of reach of a caller who cannot read the
+/// store's memory. foldhash is not a cryptographic hash and need not be one here: the
+/// index decides only where a record sits, never whether two requests match (that is the
+/// SHA-256 fingerprint's job, compared in full). It costs a fraction of SipHash on the
+/// short, validated ASCII keys hashed on every claim, complete and replay (issue 18).
+/// Under loom a fixed-key hasher keeps every model run on the same shard.
 #[cfg(not(loom))]
-type KeyHasher = std::hash::RandomState;
+type KeyHasher = foldhash::fast::RandomState;
 #[cfg(loom)]
 type KeyHasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 

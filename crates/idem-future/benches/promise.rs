@@ -83,6 +83,41 @@ fn bench_await(c: &mut Criterion) {
     g.finish();
 }
 
+/// Create, poll once while pending (the waker is stored), complete, poll again: the path
+/// of a future awaited before its value arrives.
+fn bench_await_pending(c: &mut Criterion) {
+    fn pending_then_ready<F: Future>(future: F, complete: impl FnOnce()) -> Poll<F::Output> {
+        let mut future = pin!(future);
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(future.as_mut().poll(&mut cx).is_pending());
+        complete();
+        future.as_mut().poll(&mut cx)
+    }
+    let mut g = c.benchmark_group("await_pending");
+    g.bench_function("idem", |b| {
+        b.iter(|| {
+            let (tx, rx) = idem_future::promise::<u64, ()>();
+            let ready = pending_then_ready(rx, || drop(tx.complete(black_box(1))));
+            assert!(matches!(ready, Poll::Ready(Ok(1))));
+        })
+    });
+    g.bench_function("tokio_oneshot", |b| {
+        b.iter(|| {
+            let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
+            let ready = pending_then_ready(rx, || drop(tx.send(black_box(1))));
+            assert!(matches!(ready, Poll::Ready(Ok(1))));
+        })
+    });
+    g.bench_function("oneshot", |b| {
+        b.iter(|| {
+            let (tx, rx) = oneshot::channel::<u64>();
+            let ready = pending_then_ready(rx, || drop(tx.send(black_box(1))));
+            assert!(matches!(ready, Poll::Ready(Ok(1))));
+        })
+    });
+    g.finish();
+}
+
 fn bench_blocking(c: &mut Criterion) {
     let mut g = c.benchmark_group("blocking");
     g.bench_function("idem", |b| {
@@ -225,6 +260,6 @@ criterion_group! {
         .sample_size(30)
         .warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_await, bench_blocking, bench_cross_thread, bench_race
+    targets = bench_await, bench_await_pending, bench_blocking, bench_cross_thread, bench_race
 }
 criterion_main!(promise);
