@@ -194,7 +194,7 @@ where
         Err(problem) => return Ok(problem.response()),
     };
     let fingerprint = fingerprint(&parts, config, &body_sha256);
-    let (lease, recovering) = match decide(&shared, scoped, fingerprint).await {
+    let (lease, recovering) = match shared.decide(scoped, fingerprint).await {
         Decision::Run(lease, recovering) => (lease, recovering),
         Decision::Replay(stored) => return Ok(replay(stored)),
         Decision::Answer(problem) => {
@@ -209,7 +209,7 @@ where
     // the handler panics, nothing settles it: it stays in flight until its lease runs
     // out, and the next request with the key gets `Recovering`.
     let response = inner.call(Request::from_parts(parts, B::from(bytes))).await?;
-    Ok(finish(&shared, lease, response).await)
+    Ok(shared.finish(lease, response).await)
 }
 
 fn missing_key() -> Problem {
@@ -308,69 +308,6 @@ fn fingerprint(parts: &Parts, config: &Config, body_sha256: &[u8; 32]) -> Finger
     builder.bytes("body-sha256", body_sha256).finish()
 }
 
-/// Claims the key; with `wait_for_first`, waits (bounded) for a request in flight.
-async fn decide<St, F>(
-    shared: &Arc<Shared<St, F>>,
-    key: ScopedKey,
-    fingerprint: Fingerprint,
-) -> Decision
-where
-    St: KeyStore<StoredResponse> + 'static,
-    F: Send + Sync + 'static,
-{
-    let first = claim(shared, &key, fingerprint).await;
-    match (&first, shared.config.wait) {
-        (Ok(Claim::InFlight { .. }), Some(wait)) => {
-            wait_for_first(shared, key, fingerprint, wait).await
-        }
-        _ => decision(first),
-    }
-}
-
-async fn claim<St, F>(
-    shared: &Arc<Shared<St, F>>,
-    key: &ScopedKey,
-    fingerprint: Fingerprint,
-) -> Result<Claim<StoredResponse>, StoreError>
-where
-    St: KeyStore<StoredResponse> + 'static,
-    F: Send + Sync + 'static,
-{
-    let key = key.clone();
-    store_call(shared, move |store| store.claim(&key, &fingerprint)).await
-}
-
-/// Claims again and again (1 ms doubling to 50 ms) until the first request finishes or
-/// `wait` passes. At most `waiters_max` requests wait at once; one more is answered 409.
-async fn wait_for_first<St, F>(
-    shared: &Arc<Shared<St, F>>,
-    key: ScopedKey,
-    fingerprint: Fingerprint,
-    wait: Duration,
-) -> Decision
-where
-    St: KeyStore<StoredResponse> + 'static,
-    F: Send + Sync + 'static,
-{
-    let _waiter = match Waiter::enter(&shared.waiters, shared.config.waiters_max) {
-        Some(waiter) => waiter,
-        None => return decision(claim(shared, &key, fingerprint).await),
-    };
-    let deadline = tokio::time::Instant::now() + wait;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        let answer = claim(shared, &key, fingerprint).await;
-        let Ok(Claim::InFlight { retry_after }) = &answer else { return decision(answer) };
-        let now = tokio::time::Instant::now();
-        if now >= deadline {
-            return decision(answer);
-        }
-        let nap = pause.min(*retry_after).min(deadline - now).max(Duration::from_millis(1));
-        tokio::time::sleep(nap).await;
-        pause = (pause * 2).min(Duration::from_millis(50));
-    }
-}
-
 /// A place among the waiters, given back on drop (also when the request is dropped).
 struct Waiter<'a>(&'a AtomicUsize);
 
@@ -430,66 +367,6 @@ fn decision(answer: Result<Claim<StoredResponse>, StoreError>) -> Decision {
     Decision::Answer(problem)
 }
 
-/// Calls the store, on the blocking pool unless configured inline.
-async fn store_call<St, F, T>(
-    shared: &Arc<Shared<St, F>>,
-    op: impl FnOnce(&St) -> T + Send + 'static,
-) -> T
-where
-    St: Send + Sync + 'static,
-    F: Send + Sync + 'static,
-    T: Send + 'static,
-{
-    match shared.config.store_calls {
-        StoreCalls::Inline => op(&shared.store),
-        StoreCalls::SpawnBlocking => {
-            let shared = shared.clone();
-            match tokio::task::spawn_blocking(move || op(&shared.store)).await {
-                Ok(value) => value,
-                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-                Err(_) => panic!("the tokio runtime shut down during a store call"),
-            }
-        }
-    }
-}
-
-/// Settles the claim with the handler's response, and returns the response.
-async fn finish<St, F, RB>(
-    shared: &Arc<Shared<St, F>>,
-    lease: Lease,
-    response: Response<RB>,
-) -> Response<RB>
-where
-    St: KeyStore<StoredResponse> + 'static,
-    F: Send + Sync + 'static,
-    RB: Body<Data = Bytes> + From<Bytes>,
-    RB::Error: Into<BoxError>,
-{
-    let (mut parts, body) = response.into_parts();
-    if parts.extensions.remove::<NothingHappened>().is_some() {
-        // The handler says nothing happened: give the key back, so a retry runs again.
-        // If the release fails, the claim stays in flight and recovers after its lease.
-        let _ = store_call(shared, move |store| store.release(&lease)).await;
-        return Response::from_parts(parts, body);
-    }
-    let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        // The response failed half-way: what the handler did is unknown, so the claim
-        // stays in flight and the next request recovers.
-        Err(error) => {
-            let detail = format!("the handler's response failed: {}", error.into());
-            let problem =
-                Problem::new(StatusCode::BAD_GATEWAY, "response-failed", "Response failed", detail);
-            return problem.response();
-        }
-    };
-    let stored = stored_response(&parts, &bytes, &shared.config);
-    // LeaseLost (a slow handler was recovered by another request) or a store failure:
-    // the caller still gets what its handler answered; the claim settles by recovery.
-    let _ = store_call(shared, move |store| store.complete(&lease, stored)).await;
-    Response::from_parts(parts, RB::from(bytes))
-}
-
 /// What is kept of a response: its status, its allow-listed headers, its body (or, past
 /// the limit, a problem body that says it was too large to keep).
 fn stored_response(parts: &http::response::Parts, body: &Bytes, config: &Config) -> StoredResponse {
@@ -524,4 +401,111 @@ fn replay<RB: From<Bytes>>(stored: StoredResponse) -> Response<RB> {
     }
     headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
+}
+
+/// The layer's steps that use its store.
+impl<St, F> Shared<St, F>
+where
+    St: KeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
+{
+    /// Claims the key; with `wait_for_first`, waits (bounded) for a request in flight.
+    async fn decide(self: &Arc<Self>, key: ScopedKey, fingerprint: Fingerprint) -> Decision {
+        let first = self.claim(&key, fingerprint).await;
+        match (&first, self.config.wait) {
+            (Ok(Claim::InFlight { .. }), Some(wait)) => {
+                self.wait_for_first(key, fingerprint, wait).await
+            }
+            _ => decision(first),
+        }
+    }
+
+    async fn claim(
+        self: &Arc<Self>,
+        key: &ScopedKey,
+        fingerprint: Fingerprint,
+    ) -> Result<Claim<StoredResponse>, StoreError> {
+        let key = key.clone();
+        self.store_call(move |store| store.claim(&key, &fingerprint)).await
+    }
+
+    /// Claims again and again (1 ms doubling to 50 ms) until the first request finishes or
+    /// `wait` passes. At most `waiters_max` requests wait at once; one more is answered 409.
+    async fn wait_for_first(
+        self: &Arc<Self>,
+        key: ScopedKey,
+        fingerprint: Fingerprint,
+        wait: Duration,
+    ) -> Decision {
+        let _waiter = match Waiter::enter(&self.waiters, self.config.waiters_max) {
+            Some(waiter) => waiter,
+            None => return decision(self.claim(&key, fingerprint).await),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let answer = self.claim(&key, fingerprint).await;
+            let Ok(Claim::InFlight { retry_after }) = &answer else { return decision(answer) };
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return decision(answer);
+            }
+            let nap = pause.min(*retry_after).min(deadline - now).max(Duration::from_millis(1));
+            tokio::time::sleep(nap).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Calls the store, on the blocking pool unless configured inline.
+    async fn store_call<T>(self: &Arc<Self>, op: impl FnOnce(&St) -> T + Send + 'static) -> T
+    where
+        T: Send + 'static,
+    {
+        match self.config.store_calls {
+            StoreCalls::Inline => op(&self.store),
+            StoreCalls::SpawnBlocking => {
+                let shared = Arc::clone(self);
+                match tokio::task::spawn_blocking(move || op(&shared.store)).await {
+                    Ok(value) => value,
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    Err(_) => panic!("the tokio runtime shut down during a store call"),
+                }
+            }
+        }
+    }
+
+    /// Settles the claim with the handler's response, and returns the response.
+    async fn finish<RB>(self: &Arc<Self>, lease: Lease, response: Response<RB>) -> Response<RB>
+    where
+        RB: Body<Data = Bytes> + From<Bytes>,
+        RB::Error: Into<BoxError>,
+    {
+        let (mut parts, body) = response.into_parts();
+        if parts.extensions.remove::<NothingHappened>().is_some() {
+            // The handler says nothing happened: give the key back, so a retry runs again.
+            // If the release fails, the claim stays in flight and recovers after its lease.
+            let _ = self.store_call(move |store| store.release(&lease)).await;
+            return Response::from_parts(parts, body);
+        }
+        let bytes = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            // The response failed half-way: what the handler did is unknown, so the claim
+            // stays in flight and the next request recovers.
+            Err(error) => {
+                let detail = format!("the handler's response failed: {}", error.into());
+                let problem = Problem::new(
+                    StatusCode::BAD_GATEWAY,
+                    "response-failed",
+                    "Response failed",
+                    detail,
+                );
+                return problem.response();
+            }
+        };
+        let stored = stored_response(&parts, &bytes, &self.config);
+        // LeaseLost (a slow handler was recovered by another request) or a store failure:
+        // the caller still gets what its handler answered; the claim settles by recovery.
+        let _ = self.store_call(move |store| store.complete(&lease, stored)).await;
+        Response::from_parts(parts, RB::from(bytes))
+    }
 }
