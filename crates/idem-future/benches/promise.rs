@@ -97,21 +97,27 @@ fn bench_await_pending(c: &mut Criterion) {
     g.bench_function("idem", |b| {
         b.iter(|| {
             let (tx, rx) = idem_future::promise::<u64, ()>();
-            let ready = pending_then_ready(rx, || drop(tx.complete(black_box(1))));
+            let ready = pending_then_ready(rx, || {
+                let _ = tx.complete(black_box(1));
+            });
             assert!(matches!(ready, Poll::Ready(Ok(1))));
         })
     });
     g.bench_function("tokio_oneshot", |b| {
         b.iter(|| {
             let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
-            let ready = pending_then_ready(rx, || drop(tx.send(black_box(1))));
+            let ready = pending_then_ready(rx, || {
+                let _ = tx.send(black_box(1));
+            });
             assert!(matches!(ready, Poll::Ready(Ok(1))));
         })
     });
     g.bench_function("oneshot", |b| {
         b.iter(|| {
             let (tx, rx) = oneshot::channel::<u64>();
-            let ready = pending_then_ready(rx, || drop(tx.send(black_box(1))));
+            let ready = pending_then_ready(rx, || {
+                let _ = tx.send(black_box(1));
+            });
             assert!(matches!(ready, Poll::Ready(Ok(1))));
         })
     });

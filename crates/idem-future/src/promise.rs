@@ -130,6 +130,16 @@ impl<T, E> Inner<T, E> {
     fn serve_waiting(&self, completion: Completion) {
         let mut waiting = self.waiting.lock();
         let waker = waiting.waker.take();
+        // The common case, one task awaiting the single-owner future: wake it and skip
+        // the lists (no callback, no shared reader, no blocked thread to serve).
+        if waiting.callbacks.is_empty() && waiting.shared_wakers.is_empty() && waiting.blocked == 0
+        {
+            drop(waiting);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+            return;
+        }
         let shared_wakers = mem::take(&mut waiting.shared_wakers);
         let callbacks = mem::take(&mut waiting.callbacks);
         let blocked = waiting.blocked > 0;
