@@ -94,3 +94,29 @@ fn settings_out_of_range_are_refused_by_name() {
         assert!(error.to_string().contains(name), "{error}");
     }
 }
+
+/// The store's own limits answer before anything runs: a full store 503, a principal at
+/// its in-flight quota 429, both with `Retry-After` and a problem body.
+#[tokio::test]
+async fn the_store_at_its_limits_is_503_or_429_and_nothing_runs() {
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
+    let limits = [
+        (idem_core::StoreConfig::builder().capacity(1), 503, "store-unavailable"),
+        (idem_core::StoreConfig::builder().scope_in_flight_max(1), 429, "scope-quota"),
+    ];
+    for (builder, status, slug) in limits {
+        let store =
+            idem_core::MemoryStore::with_clock(builder.build().expect("valid"), clock.clone());
+        let store = Arc::new(store);
+        // One key held in flight (claimed, never settled) fills either limit.
+        let held = idem_core::ScopedKey::parse("t1", "held").expect("valid");
+        let fp = idem_core::Fingerprint::builder("x").finish();
+        let _lease = idem_core::KeyStore::claim(&*store, &held, &fp).expect("claimed");
+        let (router, counter) = app(store, config(|c| c));
+        let refused = send(&router, charge(Some("k1"), "10 EUR")).await;
+        assert_eq!(refused.status, status, "{refused:?}");
+        assert!(refused.body.contains(slug), "{refused:?}");
+        assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+        assert_eq!(runs(&counter), 0, "nothing ran");
+    }
+}
