@@ -104,7 +104,7 @@ fn build(crates: &[String]) -> Result {
 
 /// Each crate names its example `retry_storm_<crate without idem->`, so that the
 /// workspace's examples do not collide in target/.
-fn example(name: &str) -> String {
+pub(crate) fn example(name: &str) -> String {
     format!("retry_storm_{}", name.trim_start_matches("idem-"))
 }
 

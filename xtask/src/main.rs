@@ -346,7 +346,7 @@ fn study(args: &[String]) -> Result {
     };
     let steps = 2 + usize::from(root().join("crates").join(name).join("tests/loom.rs").is_file());
     println!("\n== 1/{steps} {name}: its retry storm (examples/retry_storm.rs)\n");
-    let example = format!("retry_storm_{}", name.trim_start_matches("idem-"));
+    let example = demo::example(name);
     let has_storm = root().join("crates").join(name).join("examples/retry_storm.rs").is_file();
     if has_storm {
         run("storm", cargo().args(["run", "--release", "-p", name, "--example", &example]))?;

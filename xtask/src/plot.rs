@@ -36,6 +36,9 @@ pub(crate) fn parse(stdout: &str) -> Result<Vec<Point>> {
     Ok(points)
 }
 
+/// Reads one line's value off a point.
+type Series = fn(&Point) -> f64;
+
 /// Draws the two lines into `target/demo/retry_rate.svg` and returns the path.
 pub(crate) fn draw(root: &Path, points: &[Point]) -> Result<PathBuf> {
     let dir = root.join("target/demo");
@@ -57,18 +60,18 @@ pub(crate) fn draw(root: &Path, points: &[Point]) -> Result<PathBuf> {
         .y_desc("charges per intended payment")
         .draw()
         .map_err(|e| failed(e.to_string()))?;
-    let without = points.iter().map(|p| (p.percent, p.without));
-    chart
-        .draw_series(LineSeries::new(without, RED.stroke_width(3)))
-        .map_err(|e| failed(e.to_string()))?
-        .label("without keys: 1 + retry rate")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], RED.stroke_width(3)));
-    let with = points.iter().map(|p| (p.percent, p.with));
-    chart
-        .draw_series(LineSeries::new(with, BLUE.stroke_width(3)))
-        .map_err(|e| failed(e.to_string()))?
-        .label("with idem: exactly 1")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BLUE.stroke_width(3)));
+    let lines: [(Series, &str, RGBColor); 2] = [
+        (|p| p.without, "without keys: 1 + retry rate", RED),
+        (|p| p.with, "with idem: exactly 1", BLUE),
+    ];
+    for (value, label, color) in lines {
+        let line = points.iter().map(|p| (p.percent, value(p)));
+        chart
+            .draw_series(LineSeries::new(line, color.stroke_width(3)))
+            .map_err(|e| failed(e.to_string()))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], color.stroke_width(3)));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)

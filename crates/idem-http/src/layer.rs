@@ -414,7 +414,7 @@ where
         let first = self.claim(&key, fingerprint).await;
         match (&first, self.config.wait) {
             (Ok(Claim::InFlight { .. }), Some(wait)) => {
-                self.wait_for_first(key, fingerprint, wait).await
+                self.wait_for_first(key, fingerprint, wait, first).await
             }
             _ => decision(first),
         }
@@ -429,22 +429,24 @@ where
         self.store_call(move |store| store.claim(&key, &fingerprint)).await
     }
 
-    /// Claims again and again (1 ms doubling to 50 ms) until the first request finishes or
-    /// `wait` passes. At most `waiters_max` requests wait at once; one more is answered 409.
+    /// After a first claim answered `in_flight`, naps (1 ms doubling to 50 ms) and claims again until the first request
+    /// finishes or `wait` passes. At most `waiters_max` requests wait at once; one more is
+    /// answered with `in_flight` (409) at once.
     async fn wait_for_first(
         self: &Arc<Self>,
         key: ScopedKey,
         fingerprint: Fingerprint,
         wait: Duration,
+        in_flight: Result<Claim<StoredResponse>, StoreError>,
     ) -> Decision {
-        let _waiter = match Waiter::enter(&self.waiters, self.config.waiters_max) {
-            Some(waiter) => waiter,
-            None => return decision(self.claim(&key, fingerprint).await),
+        let Some(_waiter) = Waiter::enter(&self.waiters, self.config.waiters_max) else {
+            return decision(in_flight);
         };
         let deadline = tokio::time::Instant::now() + wait;
         let mut pause = Duration::from_millis(1);
+        let mut answer = in_flight;
         loop {
-            let answer = self.claim(&key, fingerprint).await;
+            // The lease the holder has left: never nap past it (it may be recovered then).
             let Ok(Claim::InFlight { retry_after }) = &answer else { return decision(answer) };
             let now = tokio::time::Instant::now();
             if now >= deadline {
@@ -453,6 +455,7 @@ where
             let nap = pause.min(*retry_after).min(deadline - now).max(Duration::from_millis(1));
             tokio::time::sleep(nap).await;
             pause = (pause * 2).min(Duration::from_millis(50));
+            answer = self.claim(&key, fingerprint).await;
         }
     }
 
