@@ -429,9 +429,9 @@ where
         self.store_call(move |store| store.claim(&key, &fingerprint)).await
     }
 
-    /// After a first claim answered `in_flight`, naps (1 ms doubling to 50 ms) and claims again until the first request
-    /// finishes or `wait` passes. At most `waiters_max` requests wait at once; one more is
-    /// answered with `in_flight` (409) at once.
+    /// After a first claim answered `in_flight`, naps (1 ms doubling to 50 ms) and claims
+    /// again until the first request finishes or `wait` passes. At most `waiters_max`
+    /// requests wait at once; one more is answered with `in_flight` (409) at once.
     async fn wait_for_first(
         self: &Arc<Self>,
         key: ScopedKey,
