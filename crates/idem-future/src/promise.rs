@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::cell::Slot;
+use crate::cell::{self, Owner, Shared};
 use crate::sync::{Arc, AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering};
 
 /// Why a promise finished without a value.
@@ -77,13 +77,13 @@ impl Completion {
     }
 }
 
-/// Everything that waits for the outcome: registered under the mutex, served by the
-/// winning completer if it saw the slot's `WAITING` flag, or by the registrant itself if
-/// the outcome was published first.
+/// Everything that waits for the outcome but the single-owner future's waker (which is
+/// the slot's, lock-free): registered under the mutex, served by the winning completer if
+/// it saw the slot's `WAITING` flag, or by the registrant itself if the outcome was
+/// published first. Allocated by the first registrant, so a promise nobody waits on this
+/// way carries one empty pointer.
 #[derive(Default)]
 struct Waiting {
-    /// The single-owner future's waker: the one registered by its latest poll.
-    waker: Option<Waker>,
     /// Each shared future clone's latest waker, by clone id.
     shared_wakers: Vec<(u64, Waker)>,
     callbacks: Vec<Callback>,
@@ -93,17 +93,27 @@ struct Waiting {
     closed_wakers: Vec<(u64, Waker)>,
 }
 
-/// The state completers and futures share.
-pub(crate) struct Inner<T, E> {
-    /// The outcome, written once (see `cell.rs`).
-    slot: Slot<Result<T, Error<E>>>,
+/// What completers and futures share besides the outcome's slot.
+pub(crate) struct Rest {
     completers: AtomicUsize,
     /// Live readers (the `PromiseFuture`, or every `SharedFuture` clone) in units of
     /// [`READER`], and the [`WATCHED`] flag. A count of zero is final.
     readers: AtomicUsize,
     next_shared_id: AtomicUsize,
-    waiting: Mutex<Waiting>,
+    waiting: Mutex<Option<Box<Waiting>>>,
     changed: Condvar,
+}
+
+/// The state completers and futures share: the outcome, written once (see `cell.rs`), in
+/// `slot`, beside [`Rest`].
+pub(crate) type Inner<T, E> = Shared<Result<T, Error<E>>, Rest>;
+
+/// The single-owner future's handle: the only one that moves the outcome out.
+type OwnerOf<T, E> = Owner<Result<T, Error<E>>, Rest>;
+
+/// The lists behind the mutex, allocated on first use.
+fn lists(waiting: &mut Option<Box<Waiting>>) -> &mut Waiting {
+    waiting.get_or_insert_with(Box::default)
 }
 
 impl<T, E> Inner<T, E> {
@@ -128,26 +138,16 @@ impl<T, E> Inner<T, E> {
     /// Wakes and runs everything registered before the outcome was published. Nothing
     /// runs under the lock: a waker or callback may re-enter this promise.
     fn serve_waiting(&self, completion: Completion) {
-        let mut waiting = self.waiting.lock();
-        let waker = waiting.waker.take();
-        // The common case, one task awaiting the single-owner future: wake it and skip
-        // the lists (no callback, no shared reader, no blocked thread to serve).
-        if waiting.callbacks.is_empty() && waiting.shared_wakers.is_empty() && waiting.blocked == 0
-        {
-            drop(waiting);
-            if let Some(waker) = waker {
-                waker.wake();
-            }
-            return;
-        }
+        let mut guard = self.waiting.lock();
+        let waiting = lists(&mut guard);
         let shared_wakers = mem::take(&mut waiting.shared_wakers);
         let callbacks = mem::take(&mut waiting.callbacks);
         let blocked = waiting.blocked > 0;
-        drop(waiting);
+        drop(guard);
         if blocked {
             self.changed.notify_all();
         }
-        waker.into_iter().chain(shared_wakers.into_iter().map(|(_, w)| w)).for_each(Waker::wake);
+        shared_wakers.into_iter().for_each(|(_, waker)| waker.wake());
         run_callbacks(callbacks, completion);
     }
 
@@ -165,36 +165,22 @@ impl<T, E> Inner<T, E> {
         if now.is_done() {
             return run_callbacks(vec![callback], Completion::from_index(now.kind()));
         }
-        let mut waiting = self.waiting.lock();
+        let mut guard = self.waiting.lock();
+        let waiting = lists(&mut guard);
         waiting.callbacks.push(callback);
         let before = self.slot.mark_waiting();
         if before.is_done() {
             let mine = waiting.callbacks.pop().into_iter().collect();
-            drop(waiting);
+            drop(guard);
             run_callbacks(mine, Completion::from_index(before.kind()));
         }
-    }
-
-    /// Registers `waker` for the single-owner future; returns whether the outcome was
-    /// published first (then the caller takes it at once).
-    ///
-    /// RACE (waker swap): a poll with a new waker races the completion. The waker is
-    /// replaced under the lock and then `WAITING` is set; a completer that published
-    /// first is seen here, one that publishes later sees `WAITING` and takes the waker
-    /// under the same lock: the latest waker is woken. Loom model: `poll_races_completion`.
-    fn register_waker(&self, waker: &Waker) -> bool {
-        let mut waiting = self.waiting.lock();
-        match &mut waiting.waker {
-            Some(current) if current.will_wake(waker) => {}
-            slot => *slot = Some(waker.clone()),
-        }
-        self.slot.mark_waiting().is_done()
     }
 
     /// Registers `waker` for the shared clone `id`; returns whether the outcome was
     /// published first. Same protocol as `register_waker`.
     pub(crate) fn register_shared_waker(&self, id: u64, waker: &Waker) -> bool {
-        let mut waiting = self.waiting.lock();
+        let mut guard = self.waiting.lock();
+        let waiting = lists(&mut guard);
         match waiting.shared_wakers.iter_mut().find(|(i, _)| *i == id) {
             Some((_, current)) if current.will_wake(waker) => {}
             Some((_, current)) => *current = waker.clone(),
@@ -205,7 +191,9 @@ impl<T, E> Inner<T, E> {
 
     /// Forgets the shared clone `id`'s waker.
     pub(crate) fn forget_shared_waker(&self, id: u64) {
-        self.waiting.lock().shared_wakers.retain(|(i, _)| *i != id);
+        if let Some(waiting) = self.waiting.lock().as_mut() {
+            waiting.shared_wakers.retain(|(i, _)| *i != id);
+        }
     }
 
     /// Blocks until the outcome is published or `deadline` passes; `None` on timeout.
@@ -225,9 +213,9 @@ impl<T, E> Inner<T, E> {
             // RACE (lost wake-up): we hold the lock from setting `WAITING` until the
             // condition variable releases it atomically, and the completer must take the
             // lock to read `blocked`: it cannot miss us. Loom model: `blocking_waiter_wakes`.
-            waiting.blocked += 1;
+            lists(&mut waiting).blocked += 1;
             waiting = self.changed.wait(waiting, deadline);
-            waiting.blocked -= 1;
+            lists(&mut waiting).blocked -= 1;
         }
     }
 
@@ -251,7 +239,7 @@ impl<T, E> Inner<T, E> {
         // (and a poll's `WATCHED`).
         let before = self.readers.fetch_sub(READER, Ordering::AcqRel);
         if before / READER == 1 && before & WATCHED != 0 {
-            let wakers = mem::take(&mut self.waiting.lock().closed_wakers);
+            let wakers = mem::take(&mut lists(&mut self.waiting.lock()).closed_wakers);
             wakers.into_iter().for_each(|(_, waker)| waker.wake());
         }
     }
@@ -265,11 +253,12 @@ impl<T, E> Inner<T, E> {
     /// Stores `waker` for the `Closed` future `id`; returns whether every reader is gone
     /// already (then nothing is stored). See `reader_gone` for the race.
     fn register_closed_waker(&self, id: u64, waker: &Waker) -> bool {
-        let mut waiting = self.waiting.lock();
+        let mut guard = self.waiting.lock();
         // ORDERING: AcqRel, one read-modify-write against the dropper's (see above).
         if self.readers.fetch_or(WATCHED, Ordering::AcqRel) / READER == 0 {
             return true;
         }
+        let waiting = lists(&mut guard);
         match waiting.closed_wakers.iter_mut().find(|(i, _)| *i == id) {
             Some((_, current)) if current.will_wake(waker) => {}
             Some((_, current)) => *current = waker.clone(),
@@ -279,7 +268,9 @@ impl<T, E> Inner<T, E> {
     }
 
     fn forget_closed_waker(&self, id: u64) {
-        self.waiting.lock().closed_wakers.retain(|(i, _)| *i != id);
+        if let Some(waiting) = self.waiting.lock().as_mut() {
+            waiting.closed_wakers.retain(|(i, _)| *i != id);
+        }
     }
 
     pub(crate) fn next_shared_id(&self) -> u64 {
@@ -294,19 +285,6 @@ impl<T, E> Inner<T, E> {
         E: Clone + Sync,
     {
         self.slot.read(Clone::clone)
-    }
-
-    /// Moves the published outcome out, for the single-owner reader.
-    ///
-    /// # Panics
-    ///
-    /// If the outcome was taken already (a poll after `Ready`, then another read).
-    fn take(&self) -> Option<Result<T, Error<E>>> {
-        let taken = self.slot.take();
-        if taken.is_none() && self.slot.snapshot().is_taken() {
-            panic!("PromiseFuture polled after it returned Ready");
-        }
-        taken
     }
 }
 
@@ -340,15 +318,14 @@ fn run_callbacks(callbacks: Vec<Callback>, completion: Completion) {
 /// assert_eq!(future.wait(), Ok(1));
 /// ```
 pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
-    let inner = Arc::new(Inner {
-        slot: Slot::new(),
+    let (owner, inner) = cell::owned(Rest {
         completers: AtomicUsize::new(1),
         readers: AtomicUsize::new(READER),
         next_shared_id: AtomicUsize::new(0),
-        waiting: Mutex::new(Waiting::default()),
+        waiting: Mutex::new(None),
         changed: Condvar::default(),
     });
-    (Completer { inner: inner.clone() }, PromiseFuture { inner })
+    (Completer { inner }, PromiseFuture { owner })
 }
 
 /// The writing side of a promise. Clones race: the first completion (value, failure or
@@ -523,16 +500,33 @@ impl<T, E> fmt::Debug for Closed<T, E> {
 /// abandoned by every completer. For many readers, turn it into a
 /// [`SharedFuture`](crate::SharedFuture) with [`shared`](Self::shared).
 pub struct PromiseFuture<T, E> {
-    inner: Arc<Inner<T, E>>,
+    owner: OwnerOf<T, E>,
 }
 
 /// What a blocking read returns: the outcome, or the future back if it is not ready.
 pub type TryResult<T, E> = Result<Result<T, Error<E>>, PromiseFuture<T, E>>;
 
 impl<T, E> PromiseFuture<T, E> {
+    fn inner(&self) -> &Inner<T, E> {
+        self.owner.shared()
+    }
+
+    /// Moves the published outcome out.
+    ///
+    /// # Panics
+    ///
+    /// If the outcome was taken already (a poll after `Ready`, then another read).
+    fn take(&mut self) -> Option<Result<T, Error<E>>> {
+        let taken = self.owner.take();
+        if taken.is_none() && self.inner().slot.snapshot().is_taken() {
+            panic!("PromiseFuture polled after it returned Ready");
+        }
+        taken
+    }
+
     /// Whether the promise has finished, in any way. Cheap: one atomic load.
     pub fn is_completed(&self) -> bool {
-        self.inner.is_completed()
+        self.inner().is_completed()
     }
 
     /// Whether this future already returned `Ready` (its outcome was moved out), as
@@ -550,7 +544,7 @@ impl<T, E> PromiseFuture<T, E> {
     /// # });
     /// ```
     pub fn is_terminated(&self) -> bool {
-        self.inner.slot.snapshot().is_taken()
+        self.inner().slot.snapshot().is_taken()
     }
 
     /// Blocks this thread until the promise finishes, for code without an async runtime.
@@ -562,10 +556,10 @@ impl<T, E> PromiseFuture<T, E> {
     /// # Panics
     ///
     /// If this future already returned `Ready` from `poll` (the outcome was moved out).
-    pub fn wait(self) -> Result<T, Error<E>> {
+    pub fn wait(mut self) -> Result<T, Error<E>> {
         loop {
-            self.inner.wait_until(None);
-            if let Some(outcome) = self.inner.take() {
+            self.inner().wait_until(None);
+            if let Some(outcome) = self.take() {
                 return outcome;
             }
         }
@@ -582,7 +576,7 @@ impl<T, E> PromiseFuture<T, E> {
     /// As [`wait`](Self::wait).
     pub fn wait_timeout(self, timeout: Duration) -> TryResult<T, E> {
         let deadline = Instant::now().checked_add(timeout);
-        match self.inner.wait_until(deadline) {
+        match self.inner().wait_until(deadline) {
             Some(_) => self.try_get(),
             None => Err(self),
         }
@@ -597,8 +591,8 @@ impl<T, E> PromiseFuture<T, E> {
     /// # Panics
     ///
     /// As [`wait`](Self::wait).
-    pub fn try_get(self) -> TryResult<T, E> {
-        match self.inner.take() {
+    pub fn try_get(mut self) -> TryResult<T, E> {
+        match self.take() {
             Some(outcome) => Ok(outcome),
             None => Err(self),
         }
@@ -611,7 +605,7 @@ impl<T, E> PromiseFuture<T, E> {
     ///
     /// If the promise is already complete and `callback` panics (it runs on this thread).
     pub fn on_complete(&self, callback: impl FnOnce(Completion) + Send + 'static) {
-        self.inner.on_complete(Box::new(callback));
+        self.inner().on_complete(Box::new(callback));
     }
 
     /// Turns this future into one that many readers can clone and wait on.
@@ -625,19 +619,19 @@ impl<T, E> PromiseFuture<T, E> {
         E: Clone + Send + Sync,
     {
         assert!(
-            !self.inner.slot.share().is_taken(),
+            !self.inner().slot.share().is_taken(),
             "PromiseFuture::shared after it returned Ready"
         );
         // The shared future is a reader before this one leaves: the count never
         // touches zero on the way, so no `Closed` future wakes for it.
-        self.inner.reader_added();
-        crate::shared::SharedFuture::new(self.inner.clone())
+        self.inner().reader_added();
+        crate::shared::SharedFuture::new(self.owner.shared().clone())
     }
 }
 
 impl<T, E> Drop for PromiseFuture<T, E> {
     fn drop(&mut self) {
-        self.inner.reader_gone();
+        self.inner().reader_gone();
     }
 }
 
@@ -649,12 +643,14 @@ impl<T, E> Future for PromiseFuture<T, E> {
     /// If polled again after it returned `Ready` (the outcome was moved out), as futures
     /// generally may.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Some(outcome) = self.inner.take() {
+        let this = self.get_mut();
+        if let Some(outcome) = this.take() {
             return Poll::Ready(outcome);
         }
-        if self.inner.register_waker(cx.waker()) {
+        // The waker sits in the slot, lock-free; see `Slot::register_owner` for the race.
+        if this.owner.register(cx.waker()) {
             // Published while we registered: the completer will not wake us, so take now.
-            if let Some(outcome) = self.inner.take() {
+            if let Some(outcome) = this.take() {
                 return Poll::Ready(outcome);
             }
         }

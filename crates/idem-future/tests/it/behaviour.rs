@@ -96,6 +96,32 @@ fn waker_replaced_between_polls_wakes_only_the_latest() {
     assert_eq!((old.count(), new.count()), (0, 1), "the stale waker must not be woken");
 }
 
+/// The promise holds a clone of the latest poll's waker: the replaced clone is dropped at
+/// the swap, the latest one with the promise, whether it completed or not. (Counted by the
+/// waker's `Arc`: the test's handle and the `Waker` itself make two.)
+#[test]
+fn stored_wakers_are_dropped_when_replaced_and_with_the_promise() {
+    for complete in [false, true] {
+        let (completer, future) = promise::<u32, ()>();
+        let mut future = Box::pin(future);
+        let (old, old_waker) = CountingWaker::new();
+        let (new, new_waker) = CountingWaker::new();
+        assert!(future.as_mut().poll(&mut Context::from_waker(&old_waker)).is_pending());
+        assert_eq!(Arc::strong_count(&old), 3, "the first poll stored a clone");
+        assert!(future.as_mut().poll(&mut Context::from_waker(&new_waker)).is_pending());
+        assert_eq!(Arc::strong_count(&old), 2, "the swap dropped the old clone");
+        assert_eq!(Arc::strong_count(&new), 3);
+        if complete {
+            completer.complete(1).expect("wins");
+            assert_eq!(new.count(), 1);
+        }
+        drop(future);
+        assert_eq!(Arc::strong_count(&new), 3, "a completer keeps the promise alive");
+        drop(completer);
+        assert_eq!(Arc::strong_count(&new), 2, "complete: {complete}: the clone went with it");
+    }
+}
+
 #[test]
 fn wait_timeout_expires_then_waits_again() {
     let (completer, future) = promise::<u32, ()>();
