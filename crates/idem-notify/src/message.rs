@@ -86,8 +86,9 @@ pub struct UnknownChannel {
 /// id once per intended notification and reuses it on every retry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Notification {
-    message_id: IdempotencyKey,
-    recipient: Scope,
+    /// The message id within the recipient's scope: the dedup key, built once here so
+    /// that a submission borrows it instead of cloning its parts.
+    key: ScopedKey,
     channel: Channel,
     content: String,
 }
@@ -109,7 +110,8 @@ impl Notification {
         if content.is_empty() || content.len() > CONTENT_LEN_MAX {
             return Err(InvalidNotification::Content { len_bytes: content.len() });
         }
-        Ok(Self { message_id, recipient, channel, content: content.to_string() })
+        let key = ScopedKey::new(recipient, message_id);
+        Ok(Self { key, channel, content: content.to_string() })
     }
 
     /// One notification per channel, each with an id derived from `message_id` and the
@@ -142,12 +144,12 @@ impl Notification {
 
     /// The message id.
     pub fn message_id(&self) -> &str {
-        self.message_id.as_str()
+        self.key.key().as_str()
     }
 
     /// The recipient.
     pub fn recipient(&self) -> &str {
-        self.recipient.as_str()
+        self.key.scope().as_str()
     }
 
     /// The channel.
@@ -161,8 +163,8 @@ impl Notification {
     }
 
     /// The dedup key: the message id, scoped to the recipient.
-    pub(crate) fn key(&self) -> ScopedKey {
-        ScopedKey::new(self.recipient.clone(), self.message_id.clone())
+    pub(crate) fn key(&self) -> &ScopedKey {
+        &self.key
     }
 
     /// Channel and content: the same id with other content is refused.

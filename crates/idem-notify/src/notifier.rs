@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use idem_core::{Claim, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::config::{Config, UnknownPolicy};
 use crate::message::{InvalidNotification, Notification};
@@ -181,7 +181,10 @@ struct Shared<P, S> {
 /// A bounded queue and worker threads that send each message id at most once.
 pub struct Notifier<P: Provider, S: KeyStore<Outcome> + 'static> {
     shared: Arc<Shared<P, S>>,
-    sender: Mutex<Option<Sender<Job>>>,
+    /// `None` once shut down. A submission holds the read lock from its shutdown check to
+    /// its send instead of cloning the sender per message; `shutdown` takes the write lock
+    /// to drop it, after the submissions under way.
+    sender: RwLock<Option<Sender<Job>>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -238,7 +241,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                 }
             }
         }
-        Ok(Self { shared, sender: Mutex::new(Some(sender)), workers: Mutex::new(workers) })
+        Ok(Self { shared, sender: RwLock::new(Some(sender)), workers: Mutex::new(workers) })
     }
 
     /// Submits a notification; returns at once. The message id is claimed before it is
@@ -267,10 +270,11 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     }
 
     fn try_submit(&self, notification: Notification) -> Result<Submitted, SubmitError> {
-        let sender = self.sender.lock().clone().ok_or(SubmitError::ShutDown)?;
+        let sender = self.sender.read();
+        let sender = sender.as_ref().ok_or(SubmitError::ShutDown)?;
         let key = notification.key();
         let claim =
-            self.shared.store.claim(&key, &notification.fingerprint()).map_err(|e| match e {
+            self.shared.store.claim(key, &notification.fingerprint()).map_err(|e| match e {
                 StoreError::KeyReused { key } => SubmitError::ContentMismatch(key),
                 other => SubmitError::Store(other),
             })?;
@@ -372,7 +376,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
         // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
         let drain_until = Instant::now().checked_add(deadline);
         *self.shared.deadline.lock() = drain_until;
-        drop(self.sender.lock().take());
+        drop(self.sender.write().take());
         let workers = std::mem::take(&mut *self.workers.lock());
         for worker in workers {
             // A worker that panicked has already lost its job; the rest are reported.
