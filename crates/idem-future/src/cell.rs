@@ -2,11 +2,14 @@
 //! and the single-owner reader's waker beside it.
 //!
 //! The safe design (every state change under a mutex) measured 83 ns for create, complete
-//! and one poll, against 38 ns for tokio's oneshot (docs/benchmarks.md). This slot makes
-//! the uncontended path lock-free: a completion is one compare-and-swap plus one
-//! fetch-add, a ready read by the owner is one load and one store. The owner's waker sits
-//! in the slot too, guarded by the `OWNER` bit as tokio's oneshot guards its receiver's
-//! task: registering it is one fetch-or, and the completer wakes it without a lock.
+//! and one poll, against 38 ns for tokio's oneshot (docs/benchmarks.md). This slot takes
+//! no lock: a completion is one compare-and-swap (the claim) and one store (the publish),
+//! a ready read by the owner is one load and one store. The publish can be a plain store
+//! because nobody else writes the word while a write is in progress (`WRITING`): a flag
+//! setter that meets it waits the few instructions until the value is published
+//! (`set_flag`). The owner's waker sits in the slot too, guarded by the `OWNER` bit as
+//! tokio's oneshot guards its receiver's task: registering it is one compare-and-swap,
+//! and the completer wakes it without a lock.
 //! Everything else that waits (shared readers' wakers, blocked threads, callbacks) lives
 //! under a mutex in `promise.rs`; this slot only tells the completer whether anyone
 //! registered there (`WAITING`).
@@ -14,8 +17,8 @@
 //! States (bits 0-1) and flags of the word:
 //!
 //! ```text
-//! PENDING --set: CAS--> WRITING --set: fetch_add--> READY --take: store--> TAKEN
-//!                                                     \--share: fetch_or SHARED (read forever)
+//! PENDING --set: CAS--> WRITING --set: store--> READY --take: store--> TAKEN
+//!                                                 \--share: CAS sets SHARED (read forever)
 //! WAITING (bit 2): set by anyone who registered under the promise's mutex.
 //! SHARED  (bit 3): readers may borrow the value; `take` is refused from then on.
 //! kind    (bits 4-5): how it completed, written together with READY.
@@ -25,11 +28,13 @@
 // This module is the crate's only unsafe code; the workspace denies it everywhere else.
 #![allow(unsafe_code)]
 
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Deref;
+use std::ptr::NonNull;
 use std::task::Waker;
 
-use crate::sync::{Arc, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering, UnsafeCell, fence, wait_turn};
 
 const PHASE: usize = 0b11;
 const PENDING: usize = 0;
@@ -114,8 +119,9 @@ impl<V> Slot<V> {
             if current & PHASE != PENDING {
                 return Err(value);
             }
-            // ORDERING: Acquire on success so the write below cannot move above the claim;
-            // Relaxed on failure, which only retries or gives up.
+            // ORDERING: Acquire on success so the write below cannot move above the claim,
+            // and so that we read the owner's waker stored before its Release of `OWNER`
+            // and the flags set before it; Relaxed on failure, which retries or gives up.
             match self.state.compare_exchange_weak(
                 current,
                 current | WRITING,
@@ -126,20 +132,22 @@ impl<V> Slot<V> {
                 Err(actual) => current = actual,
             }
         }
+        // From here until the publish, nobody else writes the word (`set_flag` waits for
+        // us): `current` holds every flag there is.
         // SAFETY: the CAS above moved the phase from PENDING to WRITING; only one CAS can
         // do that, and no other method touches `value` while the phase is WRITING (`take`
         // and `read` require READY, `drop` needs `&mut self`). So this write is exclusive.
         self.value.with_mut(|slot| unsafe { (*slot).write(value) });
         // ORDERING: Release publishes the value written above to every Acquire that sees
-        // READY; Acquire lets us read the `WAITING` flag set by registrants, and the
-        // owner's waker stored before its Release fetch-or of `OWNER`, with fresh eyes.
-        // WRITING + 1 == READY, and the kind bits were zero.
-        let before = self.state.fetch_add(1 | (kind << KIND_SHIFT), Ordering::AcqRel);
-        debug_assert_eq!(before & PHASE, WRITING, "only the writer moves WRITING on");
+        // READY. A store, not a read-modify-write: no one else writes the word while it
+        // says WRITING, so no flag can be lost (see `set_flag`). The kind bits were zero.
+        let before = current;
+        self.state.store(before | READY | (kind << KIND_SHIFT), Ordering::Release);
         if before & OWNER != 0 {
-            // SAFETY: `OWNER` was set when we published, so the cell holds a waker, and the
-            // owner never writes the cell again: it rewrites only after clearing `OWNER`
-            // with a compare-and-swap that refuses a done word. The owner may read it at
+            // SAFETY: `OWNER` was set when we claimed (and the owner cannot clear it while
+            // the word says WRITING), so the cell holds a waker, and the owner never writes
+            // the cell again: it rewrites only after clearing `OWNER` with a
+            // compare-and-swap that refuses a claimed word. The owner may read it at
             // the same time (`will_wake`); shared reads are sound. The cell is dropped
             // only by `drop`, which needs `&mut self`.
             self.owner.with(|cell| unsafe { (*cell).assume_init_ref() }.wake_by_ref());
@@ -151,18 +159,17 @@ impl<V> Slot<V> {
     /// the value was published first: then no one will wake it, and the owner takes now.
     ///
     /// RACE (waker swap): a poll with a new waker races the completion. The old waker is
-    /// replaced only after `OWNER` is cleared by a compare-and-swap that refuses a done
-    /// word, and the new one is announced by a fetch-or; the publish is a
-    /// read-modify-write of the same word, so exactly one of them sees the other: the
-    /// writer wakes the waker stored last, or the owner sees the value. Loom model:
-    /// `poll_races_completion`.
+    /// replaced only after `OWNER` is cleared by a compare-and-swap that refuses a claimed
+    /// word, and the new one is announced by another; the claim is a compare-and-swap of
+    /// the same word, so exactly one of them sees the other: the writer wakes the waker
+    /// stored last, or the owner sees the value. Loom model: `poll_races_completion`.
     ///
     /// # Safety
     ///
     /// Only the owner calls this, never from two threads at once.
     unsafe fn register_owner(&self, waker: &Waker) -> bool {
         // ORDERING: Acquire, so that a done word's value is visible to the owner's `take`.
-        let mut current = self.state.load(Ordering::Acquire);
+        let mut current = self.settled(Ordering::Acquire);
         loop {
             if current & PHASE >= READY {
                 return true;
@@ -192,25 +199,74 @@ impl<V> Slot<V> {
                     self.owner.with_mut(|cell| unsafe { (*cell).assume_init_drop() });
                     break;
                 }
-                Err(actual) => current = actual,
+                // Never retry on a claimed word: the writer may be reading the cell.
+                Err(_) => current = self.settled(Ordering::Acquire),
             }
         }
         // SAFETY: `OWNER` is clear, and it was clear (or cleared by us) on a word that was
-        // not done: a writer reads the cell only if it saw `OWNER` when publishing, so no
+        // not claimed: a writer reads the cell only if it saw `OWNER` when claiming, so no
         // one reads or writes the cell now but us.
         self.owner.with_mut(|cell| unsafe { (*cell).write(waker.clone()) });
-        // ORDERING: Release publishes the waker to the writer's Acquire publish; Acquire
-        // lets a done word's value be read. One read-modify-write against the publish.
-        Snapshot(self.state.fetch_or(OWNER, Ordering::AcqRel)).is_done()
+        if self.set_flag(OWNER, false).is_done() {
+            // Claimed before our flag: no writer will read the cell, and without `OWNER`
+            // `drop` will not either. The waker is ours to drop.
+            // SAFETY: written just above; `OWNER` is clear, so no one else reads it.
+            self.owner.with_mut(|cell| unsafe { (*cell).assume_init_drop() });
+            return true;
+        }
+        false
+    }
+
+    /// The word once no write is in progress, loaded with `order`: the writer publishes
+    /// with a plain store, so nobody else may change the word between its claim and its
+    /// publish, and everyone who would waits here (a few instructions: the value's move).
+    fn settled(&self, order: Ordering) -> usize {
+        let mut turn = 0;
+        loop {
+            let current = self.state.load(order);
+            if current & PHASE != WRITING {
+                return current;
+            }
+            wait_turn(turn);
+            turn += 1;
+        }
+    }
+
+    /// Sets `flag`, on a done word only if `done_too`, and returns the word as it was
+    /// (done or not); a write in progress is waited out (see `settled`).
+    ///
+    /// RACE (flag vs claim): a registrant sets its flag while a completer claims. Both are
+    /// compare-and-swaps of one word, so exactly one sees the other: the writer sees the
+    /// flag when it claims (and serves the registrant after publishing), or the
+    /// registrant sees the claim, waits for the publish, and serves itself. Loom models:
+    /// `callback_races_completion`, `poll_races_completion`, `blocking_waiter_wakes`.
+    fn set_flag(&self, flag: usize, done_too: bool) -> Snapshot {
+        let mut current = self.settled(Ordering::Relaxed);
+        loop {
+            if current & PHASE >= READY && !done_too {
+                // ORDERING: Acquire pairs with the publish, so a done word's value is seen.
+                return Snapshot(self.state.load(Ordering::Acquire));
+            }
+            // ORDERING: AcqRel on success: Release publishes what the registrant stored
+            // before its flag (a waker, a callback) to the writer's Acquire claim, and
+            // Acquire lets a later read of a done word see the value. Relaxed on failure,
+            // which only retries.
+            match self.state.compare_exchange_weak(
+                current,
+                current | flag,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Snapshot(current),
+                Err(_) => current = self.settled(Ordering::Relaxed),
+            }
+        }
     }
 
     /// Sets `WAITING` and returns the word as it was. If that word `is_done`, the writer
     /// has already published and will not look for waiters: the caller must serve itself.
     pub(crate) fn mark_waiting(&self) -> Snapshot {
-        // ORDERING: AcqRel: both this and the writer's `fetch_add` are read-modify-writes
-        // of one word, so exactly one of them sees the other. Acquire lets a caller that
-        // sees `is_done` read the value.
-        Snapshot(self.state.fetch_or(WAITING, Ordering::AcqRel))
+        self.set_flag(WAITING, false)
     }
 
     /// Moves the value out, once, unless the slot was shared. `None` if it is not ready,
@@ -226,8 +282,8 @@ impl<V> Slot<V> {
             return None;
         }
         // A store, not a read-modify-write: after READY the word's other writers are the
-        // owner (`share`, `OWNER`: not now, we are the owner) and `mark_waiting`, whose
-        // `WAITING` bit no one reads once the word is done (it sees done either way).
+        // owner (`share`, `OWNER`: not now, we are the owner) and `set_flag`, which
+        // changes nothing on a done word.
         // ORDERING: Relaxed: nothing is published by TAKEN; `drop` has `&mut self`.
         self.state.store((current & !PHASE) | TAKEN, Ordering::Relaxed);
         // SAFETY: READY means `set` initialised the value and published it (see ORDERING);
@@ -239,8 +295,7 @@ impl<V> Slot<V> {
 
     /// Allows `read`, and refuses `take` from now on. Returns the word as it was.
     pub(crate) fn share(&self) -> Snapshot {
-        // ORDERING: Acquire, so that a later `read` of a ready value sees it.
-        Snapshot(self.state.fetch_or(SHARED, Ordering::AcqRel))
+        self.set_flag(SHARED, true)
     }
 
     /// Runs `f` on a borrow of the value if it is ready and shared; `None` otherwise.
@@ -275,10 +330,41 @@ impl<V> Drop for Slot<V> {
     }
 }
 
-/// A slot and the state `X` shared with it, in one allocation; reads through to `X`.
+/// The handles on a [`Shared`] allocation, counted in one word: bit 0 is `WATCHED` (a
+/// `closed()` future waits for the last reader), bits 1 to 31 count the readers among the
+/// handles, bits 32 to 63 count every handle. A reader's drop is one read-modify-write
+/// that leaves both counts at once; the last handle frees the allocation.
+const WATCHED: u64 = 1;
+const ONE_READER: u64 = 1 << 1;
+const ONE_HANDLE: u64 = 1 << 32;
+const READERS: u64 = ONE_HANDLE - ONE_READER;
+/// The most handles (or readers) of one promise; one more aborts, as `Arc` does.
+const COUNT_MAX: u64 = (1 << 31) - 1;
+
+fn readers(refs: u64) -> u64 {
+    (refs & READERS) / ONE_READER
+}
+
+fn handles(refs: u64) -> u64 {
+    refs / ONE_HANDLE
+}
+
+/// What the shared state does when the last reader leaves while a `closed()` future
+/// watches (see [`Shared::watch`]); called on the dropping thread, which still holds its
+/// handle.
+pub(crate) trait Readers {
+    fn last_reader_gone(&self);
+}
+
+/// A slot and the state `X` shared with it, in one allocation that the handles count and
+/// the last one frees; reads through to `X`.
 pub(crate) struct Shared<V, X> {
+    refs: AtomicU64,
     pub(crate) slot: Slot<V>,
     rest: X,
+    /// Under loom, a leak of the allocation fails the model.
+    #[cfg(loom)]
+    _track: crate::sync::Track,
 }
 
 impl<V, X> Deref for Shared<V, X> {
@@ -289,36 +375,192 @@ impl<V, X> Deref for Shared<V, X> {
     }
 }
 
-/// The one handle that may move the value out and register the owner's waker. Made only by
-/// [`owned`], once per allocation, and not `Clone`: `&mut self` on its methods is what
-/// makes the slot's `take` and `register_owner` exclusive.
-pub(crate) struct Owner<V, X> {
-    shared: Arc<Shared<V, X>>,
+impl<V, X> Shared<V, X> {
+    /// Whether every reader is gone. Final once true: readers are only ever cloned from
+    /// a reader.
+    pub(crate) fn is_closed(&self) -> bool {
+        // ORDERING: Acquire pairs with the last reader's AcqRel decrement.
+        readers(self.refs.load(Ordering::Acquire)) == 0
+    }
+
+    /// Sets `WATCHED`; returns whether every reader is gone already. Call it under the lock
+    /// that [`Readers::last_reader_gone`] takes, after storing what it must find there.
+    ///
+    /// RACE (closed vs last reader): a `closed()` poll sets `WATCHED` while the last reader
+    /// drops. Both are read-modify-writes of the `refs` word, so exactly one sees the
+    /// other: the poll sees no reader left, or the dropper sees `WATCHED` and calls
+    /// `last_reader_gone`, which takes the lock the poll held. Loom model:
+    /// `closed_wakes_when_the_last_reader_drops`.
+    pub(crate) fn watch(&self) -> bool {
+        // ORDERING: AcqRel, one read-modify-write against the dropper's.
+        readers(self.refs.fetch_or(WATCHED, Ordering::AcqRel)) == 0
+    }
 }
 
-/// A new pending slot beside `rest`: the owner, and a handle for everyone else.
-pub(crate) fn owned<V, X>(rest: X) -> (Owner<V, X>, Arc<Shared<V, X>>) {
-    let shared = Arc::new(Shared { slot: Slot::new(), rest });
-    (Owner { shared: shared.clone() }, shared)
+/// A counted handle on a [`Shared`] allocation; `READER` handles are also counted as
+/// readers (the promise's futures), the others are not (completers, `closed()` futures,
+/// callbacks). Cloning keeps the role; [`plain`](Self::plain) makes a non-reader handle.
+pub(crate) struct Handle<V, X: Readers, const READER: bool> {
+    ptr: NonNull<Shared<V, X>>,
+    /// The handle owns a share of the allocation (for the drop check).
+    _owns: PhantomData<Shared<V, X>>,
 }
 
-impl<V, X> Owner<V, X> {
+/// A handle that is not a reader.
+pub(crate) type Plain<V, X> = Handle<V, X, false>;
+/// A handle that is a reader.
+pub(crate) type Reader<V, X> = Handle<V, X, true>;
+
+// SAFETY: a handle gives `&Shared` to any thread that holds it and may drop the allocation
+// on any thread, as `Arc` does: both need `Shared: Send + Sync`, which holds when `V: Send`
+// (see `Slot`'s impls) and `X: Send + Sync`.
+unsafe impl<V: Send, X: Readers + Send + Sync, const R: bool> Send for Handle<V, X, R> {}
+// SAFETY: as above.
+unsafe impl<V: Send, X: Readers + Send + Sync, const R: bool> Sync for Handle<V, X, R> {}
+
+// A handle is a pointer: moving it never moves the shared state, as with `Arc`.
+impl<V, X: Readers, const R: bool> Unpin for Handle<V, X, R> {}
+
+impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
+    /// The counts one handle of this role adds.
+    const UNIT: u64 = if READER { ONE_HANDLE + ONE_READER } else { ONE_HANDLE };
+
+    /// One more handle of role `R` on the allocation `ptr`, which the caller keeps alive
+    /// with a handle of its own.
+    fn counted<const R: bool>(ptr: NonNull<Shared<V, X>>) -> Handle<V, X, R> {
+        // SAFETY: the caller holds a handle, so the allocation is alive.
+        let shared = unsafe { ptr.as_ref() };
+        // ORDERING: a count of handles, like `Arc`'s clone: an existing handle keeps the
+        // allocation alive while we add one, so no ordering with other data is needed.
+        let before = shared.refs.fetch_add(Handle::<V, X, R>::UNIT, Ordering::Relaxed);
+        if handles(before) >= COUNT_MAX || readers(before) >= COUNT_MAX {
+            // As `Arc`: a count this high means handles are being leaked; continuing could
+            // wrap the count and free the allocation under live handles.
+            std::process::abort();
+        }
+        Handle { ptr, _owns: PhantomData }
+    }
+
+    /// Another handle on the same allocation that is not a reader.
+    pub(crate) fn plain(&self) -> Plain<V, X> {
+        Self::counted(self.ptr)
+    }
+
+    /// Leaves the count: the last reader out while `WATCHED` calls `last_reader_gone`
+    /// (still holding this handle), and the last handle out frees the allocation.
+    fn release(&mut self) {
+        // SAFETY: this handle keeps the allocation alive until its count is given back.
+        let shared = unsafe { self.ptr.as_ref() };
+        let mut unit = Self::UNIT;
+        if READER {
+            // ORDERING: Relaxed: the compare-and-swap below re-reads with AcqRel.
+            let mut current = shared.refs.load(Ordering::Relaxed);
+            loop {
+                if readers(current) == 1 && current & WATCHED != 0 {
+                    // Leave as a reader first and serve the watchers while this handle
+                    // keeps the allocation alive; then leave as a handle below.
+                    // ORDERING: AcqRel, the read-modify-write `watch` races (see there).
+                    shared.refs.fetch_sub(ONE_READER, Ordering::AcqRel);
+                    shared.rest.last_reader_gone();
+                    unit = ONE_HANDLE;
+                    break;
+                }
+                // ORDERING: AcqRel: Release, so that the handle that frees sees this
+                // handle's writes (as `Arc`'s drop); Acquire, as `watch` needs (see there).
+                match shared.refs.compare_exchange_weak(
+                    current,
+                    current - unit,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) if handles(current) == 1 => return self.free(),
+                    Ok(_) => return,
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+        // ORDERING: Release, so that the handle that frees sees this handle's writes.
+        if handles(shared.refs.fetch_sub(unit, Ordering::Release)) == 1 {
+            self.free();
+        }
+    }
+
+    /// Frees the allocation; called by the last handle only.
+    fn free(&mut self) {
+        // ORDERING: Acquire pairs with every other handle's Release decrement (as `Arc`'s
+        // drop): their writes to the shared state happen before we drop it.
+        fence(Ordering::Acquire);
+        // SAFETY: the count of handles reached zero on our decrement: no other handle
+        // exists and none can be made (a handle is cloned only from a live one). The
+        // allocation came from `Box::into_raw` in `owned`.
+        drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
+    }
+}
+
+impl<V, X: Readers, const READER: bool> Deref for Handle<V, X, READER> {
+    type Target = Shared<V, X>;
+
+    fn deref(&self) -> &Shared<V, X> {
+        // SAFETY: this handle keeps the allocation alive.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<V, X: Readers, const READER: bool> Clone for Handle<V, X, READER> {
+    fn clone(&self) -> Self {
+        Self::counted(self.ptr)
+    }
+}
+
+impl<V, X: Readers, const READER: bool> Drop for Handle<V, X, READER> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// The one handle that may move the value out and register the owner's waker: a reader.
+/// Made only by [`owned`], once per allocation, and not `Clone`: `&mut self` on its
+/// methods is what makes the slot's `take` and `register_owner` exclusive.
+pub(crate) struct Owner<V, X: Readers> {
+    reader: Reader<V, X>,
+}
+
+/// A new pending slot beside `rest`: its owner (a reader) and one handle that is not.
+pub(crate) fn owned<V, X: Readers>(rest: X) -> (Owner<V, X>, Plain<V, X>) {
+    let shared = Box::new(Shared {
+        refs: AtomicU64::new(2 * ONE_HANDLE + ONE_READER),
+        slot: Slot::new(),
+        rest,
+        #[cfg(loom)]
+        _track: crate::sync::Track::new(()),
+    });
+    let ptr = NonNull::from(Box::leak(shared));
+    let owner = Owner { reader: Handle { ptr, _owns: PhantomData } };
+    (owner, Handle { ptr, _owns: PhantomData })
+}
+
+impl<V, X: Readers> Owner<V, X> {
     /// The shared state, as every other handle sees it.
-    pub(crate) fn shared(&self) -> &Arc<Shared<V, X>> {
-        &self.shared
+    pub(crate) fn shared(&self) -> &Reader<V, X> {
+        &self.reader
+    }
+
+    /// Gives up the right to take, keeping the reader (for a shared future).
+    pub(crate) fn into_reader(self) -> Reader<V, X> {
+        self.reader
     }
 
     /// Moves the value out, once; `None` if it is not ready, already taken, or shared.
     pub(crate) fn take(&mut self) -> Option<V> {
         // SAFETY: `&mut self` on the only `Owner` of this slot: no other `take` or
         // `register_owner` runs on it.
-        unsafe { self.shared.slot.take() }
+        unsafe { self.reader.slot.take() }
     }
 
     /// Stores `waker` for the winning writer to wake; `true` if the value was published
     /// first (then take it now: no one will wake the waker).
     pub(crate) fn register(&mut self, waker: &Waker) -> bool {
         // SAFETY: as in `take`.
-        unsafe { self.shared.slot.register_owner(waker) }
+        unsafe { self.reader.slot.register_owner(waker) }
     }
 }

@@ -76,6 +76,19 @@
 //! tokio's receiver does); [`PromiseFuture::is_terminated`] says so, like `futures`'
 //! `FusedFuture`. A [`SharedFuture`] may be polled again and answers the same outcome.
 //!
+//! # Threads
+//!
+//! The handles cross threads when the outcome can: a completer, a future or a shared
+//! future of `T` and `E` is `Send` and `Sync` when both are `Send` (a [`SharedFuture`]'s
+//! methods also need them `Sync`: its readers borrow the outcome). A promise of a value
+//! that must stay on its thread stays there too:
+//!
+//! ```compile_fail
+//! fn crosses_threads<X: Send>(_: X) {}
+//! let (completer, _future) = idem_future::promise::<std::rc::Rc<u8>, ()>();
+//! crosses_threads(completer); // `Rc` is not `Send`, so neither is this completer
+//! ```
+//!
 //! # Errors a reader can see
 //!
 //! [`Error::Failed`] carries the completer's error, [`Error::Cancelled`] says it was

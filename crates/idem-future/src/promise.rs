@@ -7,8 +7,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::cell::{self, Owner, Shared};
-use crate::sync::{Arc, AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering};
+use crate::cell::{self, Owner, Plain, Reader, Readers, Shared};
+use crate::sync::{AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering};
 
 /// Why a promise finished without a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,11 +60,6 @@ impl Completion {
 
 pub(crate) type Callback = Box<dyn FnOnce(Completion) + Send>;
 
-/// Set in `Inner::readers` once a `Closed` future registered a waker.
-const WATCHED: usize = 1;
-/// One reader in `Inner::readers` (the count sits above the flag bit).
-const READER: usize = 2;
-
 impl Completion {
     const ALL: [Self; 4] = [Self::Completed, Self::Failed, Self::Cancelled, Self::Abandoned];
 
@@ -96,12 +91,17 @@ struct Waiting {
 /// What completers and futures share besides the outcome's slot.
 pub(crate) struct Rest {
     completers: AtomicUsize,
-    /// Live readers (the `PromiseFuture`, or every `SharedFuture` clone) in units of
-    /// [`READER`], and the [`WATCHED`] flag. A count of zero is final.
-    readers: AtomicUsize,
     next_shared_id: AtomicUsize,
     waiting: Mutex<Option<Box<Waiting>>>,
     changed: Condvar,
+}
+
+impl Readers for Rest {
+    /// Wakes every `Closed` future that registered (see `Shared::watch`).
+    fn last_reader_gone(&self) {
+        let wakers = mem::take(&mut lists(&mut self.waiting.lock()).closed_wakers);
+        wakers.into_iter().for_each(|(_, waker)| waker.wake());
+    }
 }
 
 /// The state completers and futures share: the outcome, written once (see `cell.rs`), in
@@ -110,6 +110,10 @@ pub(crate) type Inner<T, E> = Shared<Result<T, Error<E>>, Rest>;
 
 /// The single-owner future's handle: the only one that moves the outcome out.
 type OwnerOf<T, E> = Owner<Result<T, Error<E>>, Rest>;
+/// A handle that is not a reader: a completer's, a `Closed` future's, a callback's.
+pub(crate) type PlainOf<T, E> = Plain<Result<T, Error<E>>, Rest>;
+/// A shared future's handle, counted as a reader.
+pub(crate) type ReaderOf<T, E> = Reader<Result<T, Error<E>>, Rest>;
 
 /// The lists behind the mutex, allocated on first use.
 fn lists(waiting: &mut Option<Box<Waiting>>) -> &mut Waiting {
@@ -219,43 +223,12 @@ impl<T, E> Inner<T, E> {
         }
     }
 
-    /// One more reader (a shared clone); an existing reader keeps the count above zero.
-    pub(crate) fn reader_added(&self) {
-        // ORDERING: a count of handles, as `Completer::clone`'s.
-        self.readers.fetch_add(READER, Ordering::Relaxed);
-    }
-
-    /// One reader fewer; the last one wakes every `Closed` future, if any was polled.
-    ///
-    /// RACE (closed vs last reader): a completer polls `closed()` while the last reader
-    /// drops. The poll sets `WATCHED` under the lock and stores its waker before
-    /// unlocking; the dropper's decrement and that flag are read-modify-writes of one
-    /// word, so exactly one sees the other: the poll sees no reader left (and is ready),
-    /// or the dropper sees `WATCHED` and takes the lock, after the waker is stored. A
-    /// drop that sees no `WATCHED` takes no lock: the common path stays one atomic.
-    /// Loom model: `closed_wakes_when_the_last_reader_drops`.
-    pub(crate) fn reader_gone(&self) {
-        // ORDERING: AcqRel, as `Completer::drop`'s: the last reader sees the others' drops
-        // (and a poll's `WATCHED`).
-        let before = self.readers.fetch_sub(READER, Ordering::AcqRel);
-        if before / READER == 1 && before & WATCHED != 0 {
-            let wakers = mem::take(&mut lists(&mut self.waiting.lock()).closed_wakers);
-            wakers.into_iter().for_each(|(_, waker)| waker.wake());
-        }
-    }
-
-    /// Whether every reader is gone.
-    fn is_closed(&self) -> bool {
-        // ORDERING: Acquire pairs with the last reader's AcqRel decrement.
-        self.readers.load(Ordering::Acquire) / READER == 0
-    }
-
     /// Stores `waker` for the `Closed` future `id`; returns whether every reader is gone
-    /// already (then nothing is stored). See `reader_gone` for the race.
+    /// already (then nothing is stored). The waker is stored before the lock is released,
+    /// and `last_reader_gone` takes the lock: see `Shared::watch` for the race.
     fn register_closed_waker(&self, id: u64, waker: &Waker) -> bool {
         let mut guard = self.waiting.lock();
-        // ORDERING: AcqRel, one read-modify-write against the dropper's (see above).
-        if self.readers.fetch_or(WATCHED, Ordering::AcqRel) / READER == 0 {
+        if self.watch() {
             return true;
         }
         let waiting = lists(&mut guard);
@@ -320,7 +293,6 @@ fn run_callbacks(callbacks: Vec<Callback>, completion: Completion) {
 pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
     let (owner, inner) = cell::owned(Rest {
         completers: AtomicUsize::new(1),
-        readers: AtomicUsize::new(READER),
         next_shared_id: AtomicUsize::new(0),
         waiting: Mutex::new(None),
         changed: Condvar::default(),
@@ -333,7 +305,7 @@ pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
 /// When the last clone is dropped without any of them completing, the promise finishes
 /// with [`Error::Abandoned`].
 pub struct Completer<T, E> {
-    inner: Arc<Inner<T, E>>,
+    inner: PlainOf<T, E>,
 }
 
 impl<T, E> Completer<T, E> {
@@ -408,7 +380,7 @@ impl<T, E> Completer<T, E> {
     /// handle to the promise (it may be spawned) but is not a completer: it neither
     /// completes the promise nor keeps it from being abandoned.
     pub fn closed(&self) -> Closed<T, E> {
-        Closed { id: self.inner.next_shared_id(), inner: self.inner.clone() }
+        Closed { id: self.inner.next_shared_id(), inner: self.inner.plain() }
     }
 
     /// Runs `callback` exactly once with how the promise finished: on the completing
@@ -465,7 +437,7 @@ impl<T, E> fmt::Debug for Completer<T, E> {
 
 /// Resolves once every reader of a promise is gone; made by [`Completer::closed`].
 pub struct Closed<T, E> {
-    inner: Arc<Inner<T, E>>,
+    inner: PlainOf<T, E>,
     /// This future's waker slot in the shared state.
     id: u64,
 }
@@ -622,16 +594,9 @@ impl<T, E> PromiseFuture<T, E> {
             !self.inner().slot.share().is_taken(),
             "PromiseFuture::shared after it returned Ready"
         );
-        // The shared future is a reader before this one leaves: the count never
-        // touches zero on the way, so no `Closed` future wakes for it.
-        self.inner().reader_added();
-        crate::shared::SharedFuture::new(self.owner.shared().clone())
-    }
-}
-
-impl<T, E> Drop for PromiseFuture<T, E> {
-    fn drop(&mut self) {
-        self.inner().reader_gone();
+        // The owner's reader handle becomes the shared future's: the count of readers
+        // does not move, so no `Closed` future wakes for it.
+        crate::shared::SharedFuture::new(self.owner.into_reader())
     }
 }
 

@@ -5,8 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::promise::{Error, Inner};
-use crate::sync::{Arc, Duration, Instant};
+use crate::promise::{Error, ReaderOf};
+use crate::sync::{Duration, Instant};
 
 /// A future many readers can clone and wait on; each gets a clone of the outcome.
 ///
@@ -28,14 +28,14 @@ use crate::sync::{Arc, Duration, Instant};
 /// }
 /// ```
 pub struct SharedFuture<T, E> {
-    inner: Arc<Inner<T, E>>,
+    inner: ReaderOf<T, E>,
     /// This clone's waker slot in the shared state.
     id: u64,
 }
 
 impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
     /// A handle on `inner` for a reader already counted (by `shared` or `clone`).
-    pub(crate) fn new(inner: Arc<Inner<T, E>>) -> Self {
+    pub(crate) fn new(inner: ReaderOf<T, E>) -> Self {
         let id = inner.next_shared_id();
         Self { inner, id }
     }
@@ -84,7 +84,7 @@ impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
     {
         // The callback holds the shared state until it runs; completion (at the latest,
         // abandonment when the last completer drops) runs it and so breaks the cycle.
-        let inner = self.inner.clone();
+        let inner = self.inner.plain();
         self.inner.on_complete(Box::new(move |_| {
             if let Some(outcome) = inner.read_clone() {
                 callback(outcome);
@@ -95,7 +95,6 @@ impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
 
 impl<T: Clone + Send + Sync, E: Clone + Send + Sync> Clone for SharedFuture<T, E> {
     fn clone(&self) -> Self {
-        self.inner.reader_added();
         Self::new(self.inner.clone())
     }
 }
@@ -104,7 +103,6 @@ impl<T, E> Drop for SharedFuture<T, E> {
     fn drop(&mut self) {
         // Forget this clone's waker, so dropped readers do not pile up in the state.
         self.inner.forget_shared_waker(self.id);
-        self.inner.reader_gone();
     }
 }
 

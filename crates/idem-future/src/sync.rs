@@ -1,20 +1,19 @@
 //! The one place that names synchronisation primitives: parking_lot and std normally,
 //! loom's under `--cfg loom` so the models in `tests/loom.rs` explore the real code.
-//! `Arc` is loom's too, so loom's leak check sees every promise's shared state.
+//! Under loom the promise's allocation carries a `loom::alloc::Track`, so loom's leak
+//! check sees every promise's shared state.
 
 pub(crate) use std::time::{Duration, Instant};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::{
-    Arc,
-    atomic::{AtomicUsize, Ordering},
-};
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::{
-    Arc,
-    atomic::{AtomicUsize, Ordering},
-};
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering, fence};
+
+/// Under loom, a marker in each promise's allocation: loom fails a model that leaks it.
+#[cfg(loom)]
+pub(crate) type Track = loom::alloc::Track<()>;
 
 /// A mutex whose `lock` cannot fail (parking_lot has no poisoning; loom's is unwrapped).
 #[derive(Debug, Default)]
@@ -129,3 +128,24 @@ impl<T> UnsafeCell<T> {
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
+
+/// One turn of waiting for another thread's short step (the slot's write in progress):
+/// a CPU spin hint, and after `SPINS_BEFORE_YIELD` turns the rest of the time slice, so a
+/// writer that was preempted mid-write gets the core back. Under loom, a yield, which lets
+/// the model schedule the writer.
+#[cfg(not(loom))]
+pub(crate) fn wait_turn(turn: u32) {
+    /// Spins before yielding: the write takes a few nanoseconds unless it was preempted.
+    const SPINS_BEFORE_YIELD: u32 = 64;
+    if turn < SPINS_BEFORE_YIELD {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// One turn of waiting for another thread's short step (see the non-loom version).
+#[cfg(loom)]
+pub(crate) fn wait_turn(_turn: u32) {
+    loom::thread::yield_now();
+}

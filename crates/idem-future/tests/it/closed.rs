@@ -33,6 +33,20 @@ fn a_shared_promise_closes_only_when_its_last_clone_goes() {
     assert!(completer.is_closed());
 }
 
+/// A shared future's pending callback holds the promise (it reads the outcome when it
+/// runs) but is not a reader: it does not keep the promise open.
+#[test]
+fn a_pending_shared_callback_is_not_a_reader() {
+    let (completer, future) = promise::<u32, ()>();
+    let shared = future.shared();
+    let (tx, rx) = std::sync::mpsc::channel();
+    shared.on_complete(move |outcome| tx.send(outcome).expect("receiver alive"));
+    drop(shared);
+    assert!(completer.is_closed(), "no reader left, only a callback");
+    completer.complete(4).expect("first");
+    assert_eq!(rx.try_recv(), Ok(Ok(4)), "the callback still ran, with the outcome");
+}
+
 #[test]
 fn a_reader_that_took_its_outcome_is_gone() {
     let (completer, future) = promise::<u32, ()>();
