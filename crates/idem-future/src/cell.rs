@@ -110,8 +110,9 @@ impl<V> Slot<V> {
     }
 
     /// Writes `value` if no one has; `kind` (0 to 3) is published with it, and the owner's
-    /// waker, if one is registered, is woken. Returns the word as it was just before
-    /// publishing (so the caller sees `WAITING`), or the value back if another writer won.
+    /// waker, if one is registered, is woken. Returns the word as it was when claimed (the
+    /// flags the publish kept, so the caller sees `WAITING`), or the value back if another
+    /// writer won.
     pub(crate) fn set(&self, value: V, kind: usize) -> Result<Snapshot, V> {
         assert!(kind <= KIND_MAX, "kind {kind} does not fit in two bits");
         let mut current = self.state.load(Ordering::Relaxed);
