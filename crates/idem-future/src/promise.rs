@@ -159,11 +159,11 @@ impl<T, E> Inner<T, E> {
     /// on the completing thread when it completes.
     ///
     /// RACE (register vs complete): the callback is pushed under the lock and then the
-    /// slot's `WAITING` flag is set; the flag and the completer's publish are both
-    /// read-modify-writes of one word, so exactly one sees the other: either the completer
-    /// sees `WAITING` and drains the list, or we see the outcome and pop our own callback
-    /// back (still under the lock, so the completer cannot have drained it). Loom model:
-    /// `callback_races_completion`.
+    /// slot's `WAITING` flag is set; the flag and the completer's claim are both
+    /// compare-and-swaps of one word, so exactly one sees the other: either the completer
+    /// sees `WAITING` and drains the list after publishing, or we see the claim, wait for
+    /// the publish (`Slot::set_flag`) and pop our own callback back (still under the lock,
+    /// so the completer cannot have drained it). Loom model: `callback_races_completion`.
     pub(crate) fn on_complete(&self, callback: Callback) {
         let now = self.slot.snapshot();
         if now.is_done() {
