@@ -240,3 +240,28 @@ fn closed_wakes_when_the_last_reader_drops() {
         assert!(completer.is_closed());
     });
 }
+
+/// Race: the last handle is dropped on a thread that never touched the promise's state
+/// word after the owner did: the owner stored its waker, took the outcome (a plain
+/// store) and dropped its future, while another thread drops a `closed()` future, the last
+/// handle.
+/// Invariant: freeing the promise (its waker cell, its value) happens after every other
+/// handle's writes, whichever thread frees it; loom reports an unordered access to either
+/// cell as a failed model.
+#[test]
+fn the_last_handle_frees_after_every_other_handles_writes() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let closed = completer.closed();
+        let dropping = thread::spawn(move || drop(closed));
+        let mut future = Box::pin(future);
+        let (_woken, waker) = counting();
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(future.as_mut().poll(&mut cx), Poll::Pending, "nothing completed yet");
+        completer.complete(3).expect("the only completer");
+        drop(completer);
+        assert_eq!(future.as_mut().poll(&mut cx), Poll::Ready(Ok(3)));
+        drop(future);
+        dropping.join().unwrap();
+    });
+}
