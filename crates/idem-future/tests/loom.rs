@@ -162,6 +162,21 @@ fn shared_poll_races_completion() {
     });
 }
 
+/// Race: the single-owner future is turned into a shared one (which sets `SHARED` in the
+/// state word) while a completer writes and publishes with a plain store.
+/// Invariant: the shared future reads the winner's value: the flag is never lost to the
+/// publish.
+#[test]
+fn sharing_races_completion() {
+    loom::model(|| {
+        let (completer, future) = promise::<u32, ()>();
+        let completing = thread::spawn(move || completer.complete(8).is_ok());
+        let shared = future.shared();
+        assert!(completing.join().unwrap());
+        assert_eq!(shared.try_get(), Some(Ok(8)));
+    });
+}
+
 /// Race: the reader takes the outcome (a plain store of TAKEN) while the completer, having
 /// completed, registers a callback (a fetch_or of WAITING on the same word).
 /// Invariant: the reader gets the value, the callback runs exactly once, and the state
