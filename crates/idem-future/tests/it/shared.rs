@@ -76,3 +76,16 @@ fn shared_wait_timeout_and_try_get() {
     assert_eq!(shared.wait_timeout(Duration::from_secs(5)), Some(Err(Error::Abandoned)));
     assert_eq!(shared.clone().wait(), Err(Error::Abandoned));
 }
+
+/// Sharing a future whose promise already finished: every clone reads the outcome at once,
+/// as often as it likes.
+#[test]
+fn sharing_after_completion_reads_the_outcome() {
+    let (completer, future) = promise::<u32, &str>();
+    completer.fail("late").expect("first");
+    let shared = future.shared();
+    let clone = shared.clone();
+    assert_eq!(shared.try_get(), Some(Err(Error::Failed("late"))));
+    assert_eq!(clone.wait_timeout(Duration::ZERO), Some(Err(Error::Failed("late"))));
+    assert_eq!(clone.try_get(), Some(Err(Error::Failed("late"))), "read again");
+}
