@@ -104,8 +104,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "payments-recover-charges-blindly",
         file: "crates/idem-payments/src/processor.rs",
-        from: "Claim::Recover(lease) => match self.settle_from_lookup(scoped, request, &lease)? {",
-        to: "Claim::Recover(lease) => match None::<PaymentOutcome> {",
+        from: "        match self.settle_from_lookup(scoped, request, lease)? {",
+        to: "        match None::<PaymentOutcome> {",
         check: test("idem-crash", "", "payments", "crashed"),
     },
     Mutant {
@@ -148,8 +148,50 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "future-cell-snapshot-relaxed",
         file: "crates/idem-future/src/cell.rs",
-        from: "Snapshot(self.state.load(Ordering::Acquire))",
-        to: "Snapshot(self.state.load(Ordering::Relaxed))",
+        from: "did before it.\n        Snapshot(self.state.load(Ordering::Acquire))",
+        to: "did before it.\n        Snapshot(self.state.load(Ordering::Relaxed))",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "future-publish-relaxed",
+        file: "crates/idem-future/src/cell.rs",
+        from: "self.state.store(before | READY | (kind << KIND_SHIFT), Ordering::Release);",
+        to: "self.state.store(before | READY | (kind << KIND_SHIFT), Ordering::Relaxed);",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "future-owner-not-woken",
+        file: "crates/idem-future/src/cell.rs",
+        from: "        if before & OWNER != 0 {",
+        to: "        if false {",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "future-flag-set-during-a-write",
+        file: "crates/idem-future/src/cell.rs",
+        from: "            if current & PHASE != WRITING {\n                return current;",
+        to: "            if current & PHASE != 7 {\n                return current;",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "future-owner-swap-on-a-claimed-word",
+        file: "crates/idem-future/src/cell.rs",
+        from: "Err(_) => current = self.settled(Ordering::Acquire),",
+        to: "Err(actual) => current = actual,",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "future-share-flag-lost-to-the-publish",
+        file: "crates/idem-future/src/cell.rs",
+        from: "        self.set_flag(SHARED, true)",
+        to: "        Snapshot(self.state.fetch_or(SHARED, Ordering::AcqRel))",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
+        name: "future-free-without-the-fence",
+        file: "crates/idem-future/src/cell.rs",
+        from: "        fence(Ordering::Acquire);\n",
+        to: "",
         check: Check::Loom { package: "idem-future" },
     },
     Mutant {
@@ -262,4 +304,24 @@ fn copy_tree(scratch: &Path) -> Result<PathBuf> {
         }
     }
     Ok(tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A catalogue entry whose text to break has moved or been duplicated cannot be
+    /// applied; say so at `cargo test`, not only when someone runs the catalogue.
+    #[test]
+    fn every_mutation_names_text_found_once_in_its_file() {
+        let stale: Vec<String> = CATALOGUE
+            .iter()
+            .filter_map(|m| {
+                let text = std::fs::read_to_string(root().join(m.file)).unwrap_or_default();
+                let found = text.matches(m.from).count();
+                (found != 1).then(|| format!("{}: found {found} times in {}", m.name, m.file))
+            })
+            .collect();
+        assert!(stale.is_empty(), "stale mutations: {stale:#?}");
+    }
 }
