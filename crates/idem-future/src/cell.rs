@@ -81,7 +81,8 @@ impl Snapshot {
 pub(crate) struct Slot<V> {
     state: AtomicUsize,
     value: UnsafeCell<MaybeUninit<V>>,
-    /// Holds a waker exactly when `OWNER` is set.
+    /// Holds a waker whenever `OWNER` is set (and, for a moment, while the owner registers
+    /// one and sets the flag).
     owner: UnsafeCell<MaybeUninit<Waker>>,
 }
 
@@ -270,17 +271,17 @@ impl<V> Slot<V> {
         self.set_flag(WAITING, false)
     }
 
-    /// Moves the value out, once, unless the slot was shared. `None` if it is not ready,
-    /// already taken, or shared.
+    /// Moves the value out, once, unless the slot was shared. The word it found instead
+    /// if it is not ready, already taken, or shared (so the caller need not read it again).
     ///
     /// # Safety
     ///
     /// Only the owner calls this, never from two threads at once.
-    unsafe fn take(&self) -> Option<V> {
+    unsafe fn take(&self) -> Result<V, Snapshot> {
         // ORDERING: Acquire pairs with the Release in `set`: the value is visible.
         let current = self.state.load(Ordering::Acquire);
         if current & PHASE != READY || current & SHARED != 0 {
-            return None;
+            return Err(Snapshot(current));
         }
         // A store, not a read-modify-write: after READY the word's other writers are the
         // owner (`share`, `OWNER`: not now, we are the owner) and `set_flag`, which
@@ -291,7 +292,7 @@ impl<V> Slot<V> {
         // no borrow exists because `read` requires SHARED, which was clear; only the owner
         // takes (the caller's contract) and it saw READY, not TAKEN. After TAKEN nothing
         // reads the value again, including `drop`, so moving it out is sound.
-        Some(self.value.with(|slot| unsafe { (*slot).assume_init_read() }))
+        Ok(self.value.with(|slot| unsafe { (*slot).assume_init_read() }))
     }
 
     /// Allows `read`, and refuses `take` from now on. Returns the word as it was.
@@ -493,7 +494,7 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
         fence(Ordering::Acquire);
         // SAFETY: the count of handles reached zero on our decrement: no other handle
         // exists and none can be made (a handle is cloned only from a live one). The
-        // allocation came from `Box::into_raw` in `owned`.
+        // allocation came from `Box::leak` in `owned`.
         drop(unsafe { Box::from_raw(self.ptr.as_ptr()) });
     }
 }
@@ -551,8 +552,9 @@ impl<V, X: Readers> Owner<V, X> {
         self.reader
     }
 
-    /// Moves the value out, once; `None` if it is not ready, already taken, or shared.
-    pub(crate) fn take(&mut self) -> Option<V> {
+    /// Moves the value out, once; the word found instead if it is not ready, already
+    /// taken, or shared.
+    pub(crate) fn take(&mut self) -> Result<V, Snapshot> {
         // SAFETY: `&mut self` on the only `Owner` of this slot: no other `take` or
         // `register_owner` runs on it.
         unsafe { self.reader.slot.take() }

@@ -120,6 +120,27 @@ fn lists(waiting: &mut Option<Box<Waiting>>) -> &mut Waiting {
     waiting.get_or_insert_with(Box::default)
 }
 
+/// Stores `waker` as the latest of the future `id` in `wakers` (unless the one there
+/// would wake the same task).
+fn keep_latest(wakers: &mut Vec<(u64, Waker)>, id: u64, waker: &Waker) {
+    match wakers.iter_mut().find(|(i, _)| *i == id) {
+        Some((_, current)) if current.will_wake(waker) => {}
+        Some((_, current)) => *current = waker.clone(),
+        None => wakers.push((id, waker.clone())),
+    }
+}
+
+/// Forgets the future `id`'s waker in the list `pick` chooses, if the lists exist.
+fn forget(
+    waiting: &Mutex<Option<Box<Waiting>>>,
+    id: u64,
+    pick: fn(&mut Waiting) -> &mut Vec<(u64, Waker)>,
+) {
+    if let Some(waiting) = waiting.lock().as_mut() {
+        pick(waiting).retain(|(i, _)| *i != id);
+    }
+}
+
 impl<T, E> Inner<T, E> {
     pub(crate) fn is_completed(&self) -> bool {
         self.slot.snapshot().is_done()
@@ -184,20 +205,13 @@ impl<T, E> Inner<T, E> {
     /// published first. Same protocol as `register_waker`.
     pub(crate) fn register_shared_waker(&self, id: u64, waker: &Waker) -> bool {
         let mut guard = self.waiting.lock();
-        let waiting = lists(&mut guard);
-        match waiting.shared_wakers.iter_mut().find(|(i, _)| *i == id) {
-            Some((_, current)) if current.will_wake(waker) => {}
-            Some((_, current)) => *current = waker.clone(),
-            None => waiting.shared_wakers.push((id, waker.clone())),
-        }
+        keep_latest(&mut lists(&mut guard).shared_wakers, id, waker);
         self.slot.mark_waiting().is_done()
     }
 
     /// Forgets the shared clone `id`'s waker.
     pub(crate) fn forget_shared_waker(&self, id: u64) {
-        if let Some(waiting) = self.waiting.lock().as_mut() {
-            waiting.shared_wakers.retain(|(i, _)| *i != id);
-        }
+        forget(&self.waiting, id, |waiting| &mut waiting.shared_wakers);
     }
 
     /// Blocks until the outcome is published or `deadline` passes; `None` on timeout.
@@ -231,19 +245,12 @@ impl<T, E> Inner<T, E> {
         if self.watch() {
             return true;
         }
-        let waiting = lists(&mut guard);
-        match waiting.closed_wakers.iter_mut().find(|(i, _)| *i == id) {
-            Some((_, current)) if current.will_wake(waker) => {}
-            Some((_, current)) => *current = waker.clone(),
-            None => waiting.closed_wakers.push((id, waker.clone())),
-        }
+        keep_latest(&mut lists(&mut guard).closed_wakers, id, waker);
         false
     }
 
     fn forget_closed_waker(&self, id: u64) {
-        if let Some(waiting) = self.waiting.lock().as_mut() {
-            waiting.closed_wakers.retain(|(i, _)| *i != id);
-        }
+        forget(&self.waiting, id, |waiting| &mut waiting.closed_wakers);
     }
 
     pub(crate) fn next_shared_id(&self) -> u64 {
@@ -489,11 +496,11 @@ impl<T, E> PromiseFuture<T, E> {
     ///
     /// If the outcome was taken already (a poll after `Ready`, then another read).
     fn take(&mut self) -> Option<Result<T, Error<E>>> {
-        let taken = self.owner.take();
-        if taken.is_none() && self.inner().slot.snapshot().is_taken() {
-            panic!("PromiseFuture polled after it returned Ready");
+        match self.owner.take() {
+            Ok(outcome) => Some(outcome),
+            Err(now) if now.is_taken() => panic!("PromiseFuture polled after it returned Ready"),
+            Err(_) => None,
         }
-        taken
     }
 
     /// Whether the promise has finished, in any way. Cheap: one atomic load.
