@@ -81,6 +81,12 @@ impl Durable for u64 {
     }
 }
 
+/// The largest result a durable backend keeps by default, in bytes of its
+/// [`Durable::encode`]: 2 MiB, room for an HTTP layer's default 1 MiB response with its
+/// headers. Backends let the caller lower or raise it, and say it through
+/// [`KeyStore::result_bytes_max`](crate::KeyStore::result_bytes_max).
+pub const RESULT_BYTES_MAX_DEFAULT: usize = 2 << 20;
+
 /// The version byte in front of every stored result: 2, a checksummed result. (1 was a
 /// result without a checksum; backends refuse a store of that schema at open.)
 const RESULT_ENCODING_V2: u8 = 2;

@@ -696,9 +696,12 @@ impl CheckTime<'_> {
         self.near(deadline) >= deadline
     }
 
-    /// How long until `deadline`.
+    /// How long until `deadline`, by the clock that set it: the cheap reading lags, and
+    /// a wait told against it would run past the deadline (a 30 s lease answered
+    /// `retry_after` 30.001 s). The later of the two readings, so a clock stepped back
+    /// never makes the wait longer either.
     fn until(&self, deadline: Timestamp) -> Duration {
-        deadline.saturating_duration_since(self.near(deadline))
+        deadline.saturating_duration_since(self.precise.now().max(self.cheap))
     }
 }
 
@@ -772,6 +775,22 @@ mod lagging_check {
         t.advance(MS);
         assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Pending { .. })));
         assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Recover(_))));
+    }
+
+    /// The wait a second claim is told is the lease left by the clock that set the
+    /// deadline, never more than the lease, however far the cheap reading lags.
+    #[test]
+    fn retry_after_never_exceeds_the_lease_left_whatever_the_lag() {
+        let t = lagging(Duration::from_millis(100));
+        let (key, fp) = key();
+        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
+        let Ok(Claim::InFlight { retry_after }) = t.store.claim(&key, &fp) else { panic!() };
+        assert_eq!(retry_after, TTL, "at once: the whole lease, not the lease plus the lag");
+        let Ok(KeyState::InFlight { retry_after }) = t.store.lookup(&key, &fp) else { panic!() };
+        assert_eq!(retry_after, TTL);
+        t.advance(Duration::from_secs(10));
+        let Ok(Claim::InFlight { retry_after }) = t.store.claim(&key, &fp) else { panic!() };
+        assert_eq!(retry_after, TTL - Duration::from_secs(10));
     }
 
     #[test]

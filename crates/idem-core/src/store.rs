@@ -422,6 +422,16 @@ pub trait KeyStore<R>: Send + Sync {
     /// is never shown to another request); [`StoreError::Storage`] if the backend failed.
     fn lookup(&self, key: &ScopedKey, fingerprint: &Fingerprint)
     -> Result<KeyState<R>, StoreError>;
+
+    /// The largest result this store can keep, in bytes of its encoding
+    /// ([`Durable::encode`](crate::codec::Durable::encode)), or `None` if it keeps any
+    /// result whole (the memory store keeps the value itself). A caller that could hand
+    /// the store a larger result (an HTTP layer storing responses, say) reads this when
+    /// it is built and refuses a configuration that disagrees, so a result is never
+    /// dropped at `complete` time. The default is `None`.
+    fn result_bytes_max(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The state of a key, as read by [`KeyStore::lookup`]. Exhaustive on purpose, as
@@ -506,5 +516,9 @@ impl<R, S: KeyStore<R> + ?Sized> KeyStore<R> for crate::sync::Arc<S> {
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
         (**self).lookup(key, fingerprint)
+    }
+
+    fn result_bytes_max(&self) -> Option<usize> {
+        (**self).result_bytes_max()
     }
 }

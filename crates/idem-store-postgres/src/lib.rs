@@ -363,9 +363,17 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             time,
             clock,
             config,
-            result_bytes_max: 64 * 1024,
+            result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,
             _result: std::marker::PhantomData,
         })
+    }
+
+    /// Sets the largest stored result, in bytes of its encoding (default
+    /// [`RESULT_BYTES_MAX_DEFAULT`](idem_core::codec::RESULT_BYTES_MAX_DEFAULT), 2 MiB).
+    #[must_use]
+    pub fn with_result_bytes_max(mut self, max: usize) -> Self {
+        self.result_bytes_max = max;
+        self
     }
 
     /// Runs `f` with a connection from the store's set, waiting for one if all are busy.
@@ -703,5 +711,9 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             result: row.get(4),
         };
         row_state(key, row, now)
+    }
+
+    fn result_bytes_max(&self) -> Option<usize> {
+        Some(self.result_bytes_max)
     }
 }

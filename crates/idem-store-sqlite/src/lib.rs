@@ -486,7 +486,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
             reader: Mutex::new(reader),
             clock,
             writer,
-            result_bytes_max: 64 * 1024,
+            result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,
             _result: std::marker::PhantomData,
         })
     }
@@ -507,7 +507,8 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         Ok((journal_mode, synchronous))
     }
 
-    /// Sets the largest stored result, in bytes (default 64 KiB).
+    /// Sets the largest stored result, in bytes of its encoding (default
+    /// [`RESULT_BYTES_MAX_DEFAULT`](idem_core::codec::RESULT_BYTES_MAX_DEFAULT), 2 MiB).
     #[must_use]
     pub fn with_result_bytes_max(mut self, max: usize) -> Self {
         self.result_bytes_max = max;
@@ -638,6 +639,10 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
             result,
         };
         row_state(key, row, now)
+    }
+
+    fn result_bytes_max(&self) -> Option<usize> {
+        Some(self.result_bytes_max)
     }
 }
 
