@@ -43,7 +43,9 @@ fn routes() -> Router {
 
 fn with_layer<S: KeyStore<StoredResponse> + 'static>(store: S, calls: StoreCalls) -> Router {
     let config = Config::builder().store_calls(calls).build().expect("valid");
-    routes().layer(IdempotencyLayer::with_config(store, |_: &_| Some("bench".into()), config))
+    routes().layer(
+        IdempotencyLayer::with_config(store, |_: &_| Some("bench".into()), config).expect("fits"),
+    )
 }
 
 fn serve(rt: &Runtime, router: Router) -> SocketAddr {

@@ -22,7 +22,8 @@ pub struct Config {
     pub(crate) methods: Vec<Method>,
     pub(crate) require_key: bool,
     pub(crate) body_bytes_max: usize,
-    pub(crate) response_bytes_max: usize,
+    /// `None`: [`ConfigBuilder::RESPONSE_BYTES_DEFAULT`], or less if the store keeps less.
+    pub(crate) response_bytes_max: Option<usize>,
     pub(crate) waiters_max: usize,
     pub(crate) wait: Option<Duration>,
     pub(crate) fingerprint_headers: Vec<HeaderName>,
@@ -34,6 +35,36 @@ impl Config {
     /// A builder with the defaults.
     pub fn builder() -> ConfigBuilder {
         ConfigBuilder::default()
+    }
+}
+
+impl Config {
+    /// The stored-response limit on a store that keeps results of at most `store_max`
+    /// bytes: the one set, checked against the store, or the default, lowered to fit.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::StoreLimit`] if the one set does not fit.
+    pub(crate) fn response_limit(&self, store_max: Option<usize>) -> Result<usize, ConfigError> {
+        use crate::stored::{STORED_OVERHEAD_MAX, TOO_LARGE_BODY_MAX};
+        let Some(store_max) = store_max else {
+            return Ok(self.response_bytes_max.unwrap_or(ConfigBuilder::RESPONSE_BYTES_DEFAULT));
+        };
+        let fits = store_max.saturating_sub(STORED_OVERHEAD_MAX);
+        let Some(set) = self.response_bytes_max else {
+            return Ok(ConfigBuilder::RESPONSE_BYTES_DEFAULT.min(fits));
+        };
+        let needed = STORED_OVERHEAD_MAX + set.max(TOO_LARGE_BODY_MAX);
+        if needed <= store_max {
+            return Ok(set);
+        }
+        Err(ConfigError::StoreLimit {
+            response_bytes_max: set,
+            store_bytes_max: store_max,
+            overhead: STORED_OVERHEAD_MAX,
+            fits,
+            needed,
+        })
     }
 }
 
@@ -76,6 +107,27 @@ pub enum ConfigError {
     /// No method was given: the layer would apply to nothing.
     #[error("methods must name at least one method")]
     NoMethods,
+    /// The store cannot keep a response as large as `response_bytes_max` allows: such a
+    /// response would be refused at completion time, and its handler run again after
+    /// the lease. Lower `response_bytes_max`, or raise the store's limit.
+    #[error(
+        "response_bytes_max is {response_bytes_max} bytes, but the store keeps results of at \
+         most {store_bytes_max} bytes, and a stored response needs up to {overhead} bytes \
+         beside its body: set response_bytes_max to at most {fits}, or raise the store's \
+         limit (with_result_bytes_max) to at least {needed}"
+    )]
+    StoreLimit {
+        /// The layer's stored-response limit.
+        response_bytes_max: usize,
+        /// The store's limit ([`KeyStore::result_bytes_max`](idem_core::KeyStore)).
+        store_bytes_max: usize,
+        /// The most bytes a stored response takes beside its body (status, headers).
+        overhead: usize,
+        /// The largest `response_bytes_max` this store can take.
+        fits: usize,
+        /// The smallest store limit this `response_bytes_max` needs.
+        needed: usize,
+    },
 }
 
 /// Builds a [`Config`]; every setter names its default.
@@ -103,7 +155,7 @@ impl Default for ConfigBuilder {
                 methods: vec![Method::POST, Method::PATCH],
                 require_key: false,
                 body_bytes_max: 1 << 20,
-                response_bytes_max: 1 << 20,
+                response_bytes_max: None,
                 waiters_max: 1024,
                 wait: None,
                 fingerprint_headers: vec![http::header::CONTENT_TYPE],
@@ -117,6 +169,8 @@ impl Default for ConfigBuilder {
 impl ConfigBuilder {
     /// The largest body or stored response limit: 64 MiB.
     pub const BYTES_LIMIT: usize = 64 << 20;
+    /// The default body and stored response limit: 1 MiB.
+    pub const RESPONSE_BYTES_DEFAULT: usize = 1 << 20;
     /// The most requests that may wait for a first request at once.
     pub const WAITERS_LIMIT: usize = 1 << 20;
     /// The longest `wait_for_first`: one hour.
@@ -147,11 +201,15 @@ impl ConfigBuilder {
     }
 
     /// The largest response body stored for replays. A larger response still reaches
-    /// its caller whole; what is stored (and replayed) is its status, its headers and a
-    /// problem body saying it was too large to keep. Default 1 MiB.
+    /// its caller whole (the layer reads up to the limit, then streams the rest on
+    /// without holding it); what is stored (and replayed) is its status, its headers and
+    /// a problem body saying it was too large to keep. Default 1 MiB, or less if the
+    /// store keeps less ([`KeyStore::result_bytes_max`](idem_core::KeyStore)). A value
+    /// the store cannot keep is refused when the layer is built
+    /// ([`ConfigError::StoreLimit`]).
     #[must_use]
     pub fn response_bytes_max(mut self, bytes: usize) -> Self {
-        self.config.response_bytes_max = bytes;
+        self.config.response_bytes_max = Some(bytes);
         self
     }
 
@@ -202,8 +260,9 @@ impl ConfigBuilder {
     /// [`ConfigError`] naming the first setting out of range.
     pub fn build(self) -> Result<Config, ConfigError> {
         let c = self.config;
+        let response = c.response_bytes_max.unwrap_or(Self::RESPONSE_BYTES_DEFAULT);
         for (name, value) in
-            [("body_bytes_max", c.body_bytes_max), ("response_bytes_max", c.response_bytes_max)]
+            [("body_bytes_max", c.body_bytes_max), ("response_bytes_max", response)]
         {
             if value == 0 || value > Self::BYTES_LIMIT {
                 return Err(ConfigError::Bytes { name, value, max: Self::BYTES_LIMIT });

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,10 +21,11 @@ use sha2::{Digest, Sha256};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::config::{Config, StoreCalls};
+use crate::body::{BoxError, ResponseBody};
+use crate::config::{Config, ConfigError, StoreCalls};
 use crate::header::{HeaderError, IDEMPOTENT_REPLAYED, parse_key};
 use crate::problem::Problem;
-use crate::stored::StoredResponse;
+use crate::stored::{STORED_HEADER_BYTES_MAX, StoredResponse, headers_len};
 
 /// Put in a response's extensions by a handler that did nothing (it refused before any
 /// side effect, say a dependency was down): the claim is released instead of stored, so
@@ -43,9 +44,6 @@ pub struct Recovering;
 /// The most response headers stored with a key (the allow-list's values, in order).
 pub const STORED_HEADERS_MAX: usize = 64;
 
-/// A boxed error, as tower's.
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 /// The `Idempotency-Key` layer over a [`KeyStore`]; see the crate docs.
 ///
 /// `scope` maps a request to the principal whose keys it uses (the authenticated
@@ -60,8 +58,37 @@ struct Shared<St, F> {
     store: St,
     scope: F,
     config: Config,
+    /// The largest response body kept: the config's, checked against the store's limit.
+    response_bytes_max: usize,
     /// Requests waiting for a first request to finish (`wait_for_first`).
     waiters: AtomicUsize,
+    counters: Counters,
+}
+
+/// What the layer saw go wrong in its store, counted for [`IdempotencyLayer::stats`].
+#[derive(Debug, Default)]
+struct Counters {
+    store_errors: AtomicU64,
+    leases_lost: AtomicU64,
+    not_kept: AtomicU64,
+}
+
+/// What the layer counted, from [`IdempotencyLayer::stats`]: the outcomes an operator
+/// must see, because the client never does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LayerStats {
+    /// Store calls that failed (a claim answered 503, a completion or release the store
+    /// refused). A failed completion leaves the key in flight: the next request after
+    /// the lease runs with [`Recovering`].
+    pub store_errors: u64,
+    /// Completions and releases refused because the lease was lost: a handler slower
+    /// than its lease was recovered by another request meanwhile.
+    pub leases_lost: u64,
+    /// Responses too large to keep (body over `response_bytes_max`, or headers over
+    /// [`STORED_HEADER_BYTES_MAX`](crate::STORED_HEADER_BYTES_MAX)): the first caller got
+    /// the whole response, repeats get a problem saying it was not kept.
+    pub not_kept: u64,
 }
 
 impl<St, F> IdempotencyLayer<St, F>
@@ -70,20 +97,55 @@ where
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
 {
     /// A layer with the default [`Config`] (POST and PATCH, optional key, 1 MiB limits,
-    /// 409 at once for a duplicate in flight, store calls on the blocking pool).
+    /// 409 at once for a duplicate in flight, store calls on the blocking pool). The
+    /// stored-response limit is 1 MiB, lowered to what the store keeps if it keeps less
+    /// ([`KeyStore::result_bytes_max`]).
     pub fn new(store: St, scope: F) -> Self {
-        Self::with_config(store, scope, Config::default())
+        let limit = Config::default().response_limit(store.result_bytes_max());
+        let limit = limit.unwrap_or(crate::ConfigBuilder::RESPONSE_BYTES_DEFAULT);
+        Self::build(store, scope, Config::default(), limit)
     }
 
     /// A layer with `config`.
-    pub fn with_config(store: St, scope: F, config: Config) -> Self {
-        let waiters = AtomicUsize::new(0);
-        Self { shared: Arc::new(Shared { store, scope, config, waiters }) }
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::StoreLimit`] if the store cannot keep a response as large as
+    /// `config` allows ([`ConfigBuilder::response_bytes_max`](crate::ConfigBuilder)): it
+    /// names both limits. A response the store refused at completion would leave its key
+    /// in flight and its handler would run again; this refuses that configuration first.
+    pub fn with_config(store: St, scope: F, config: Config) -> Result<Self, ConfigError> {
+        let limit = config.response_limit(store.result_bytes_max())?;
+        Ok(Self::build(store, scope, config, limit))
+    }
+
+    fn build(store: St, scope: F, config: Config, response_bytes_max: usize) -> Self {
+        let (waiters, counters) = (AtomicUsize::new(0), Counters::default());
+        let shared = Shared { store, scope, config, response_bytes_max, waiters, counters };
+        Self { shared: Arc::new(shared) }
     }
 
     /// The store the layer claims keys in.
     pub fn store(&self) -> &St {
         &self.shared.store
+    }
+
+    /// The largest response body the layer keeps for replays, as checked against the
+    /// store when the layer was built.
+    pub fn response_bytes_max(&self) -> usize {
+        self.shared.response_bytes_max
+    }
+
+    /// What the layer counted (store failures, lost leases, responses not kept).
+    pub fn stats(&self) -> LayerStats {
+        let c = &self.shared.counters;
+        // ORDERING: counters read for reporting; no data is published through them.
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LayerStats {
+            store_errors: get(&c.store_errors),
+            leases_lost: get(&c.leases_lost),
+            not_kept: get(&c.not_kept),
+        }
     }
 }
 
@@ -133,12 +195,12 @@ where
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     B: Body<Data = Bytes> + From<Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    RB: Body<Data = Bytes> + From<Bytes> + Send + 'static,
+    RB: Body<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    type Response = Response<RB>;
+    type Response = Response<ResponseBody<RB>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<RB>, S::Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -164,23 +226,24 @@ async fn handle<S, St, F, B, RB>(
     shared: Arc<Shared<St, F>>,
     mut inner: S,
     request: Request<B>,
-) -> Result<Response<RB>, S::Error>
+) -> Result<Response<ResponseBody<RB>>, S::Error>
 where
     S: Service<Request<B>, Response = Response<RB>>,
     St: KeyStore<StoredResponse> + 'static,
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     B: Body<Data = Bytes> + From<Bytes>,
     B::Error: Into<BoxError>,
-    RB: Body<Data = Bytes> + From<Bytes>,
+    RB: Body<Data = Bytes>,
     RB::Error: Into<BoxError>,
 {
     let config = &shared.config;
+    let pass = |response: Response<RB>| response.map(ResponseBody::inner);
     if !config.methods.contains(request.method()) {
-        return inner.call(request).await;
+        return inner.call(request).await.map(pass);
     }
     let key = match parse_key(request.headers()) {
         Ok(Some(key)) => key,
-        Ok(None) if !config.require_key => return inner.call(request).await,
+        Ok(None) if !config.require_key => return inner.call(request).await.map(pass),
         Ok(None) => return Ok(missing_key().response()),
         Err(error) => return Ok(malformed_key(&error).response()),
     };
@@ -329,7 +392,10 @@ impl Drop for Waiter<'_> {
     }
 }
 
-fn decision(answer: Result<Claim<StoredResponse>, StoreError>) -> Decision {
+/// The answer to a claim, with the store's own error, if any, left out of it: a client
+/// learns a stable problem type and an error id to quote; the error itself goes to the
+/// operator (`tracing`, and [`LayerStats::store_errors`]).
+fn decision(answer: Result<Claim<StoredResponse>, StoreError>, counters: &Counters) -> Decision {
     let problem = match answer {
         Ok(Claim::Acquired(lease)) => return Decision::Run(lease, false),
         Ok(Claim::Recover(lease)) => return Decision::Run(lease, true),
@@ -355,45 +421,74 @@ fn decision(answer: Result<Claim<StoredResponse>, StoreError>) -> Decision {
             "Too many requests in flight",
             format!("this principal has {in_flight_max} requests in flight already"),
         )
-        .retry_after(Duration::from_secs(1)),
-        Err(error) => Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store-unavailable",
-            "Idempotency store unavailable",
-            format!("nothing was run: {error}"),
-        )
-        .retry_after(Duration::from_secs(1)),
+        .retry_after(RETRY_AFTER_UNAVAILABLE),
+        Err(error) => {
+            let id = count_store_error(counters, "claim", &error);
+            Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "Idempotency store unavailable",
+                format!("nothing was run; the error's id for the operator is {id}"),
+            )
+            .retry_after(RETRY_AFTER_UNAVAILABLE)
+        }
     };
     Decision::Answer(problem)
 }
 
-/// What is kept of a response: its status, its allow-listed headers, its body (or, past
-/// the limit, a problem body that says it was too large to keep).
-fn stored_response(parts: &http::response::Parts, body: &Bytes, config: &Config) -> StoredResponse {
+/// The `Retry-After` of a 429 or 503: one second.
+const RETRY_AFTER_UNAVAILABLE: Duration = Duration::from_secs(1);
+
+/// Counts a store failure and traces it with a fresh id, which it returns for the client
+/// to quote: the operator finds the error by it, the client never sees the error.
+fn count_store_error(counters: &Counters, op: &'static str, error: &StoreError) -> String {
+    use std::hash::BuildHasher;
+    // ORDERING: a counter; no data is published through it.
+    let n = counters.store_errors.fetch_add(1, Ordering::Relaxed);
+    let id = format!("{:016x}", std::hash::RandomState::new().hash_one(n));
+    idem_core::trace_event!(ERROR, op, error_id = %id, %error, "idempotency store failed");
+    #[cfg(not(feature = "tracing"))]
+    let _ = (op, error);
+    id
+}
+
+/// What is kept of a response: its status, its allow-listed headers and its body, or,
+/// for a body over the limit (`None`) or headers over theirs, a problem body that says it
+/// was too large to keep.
+fn stored_response(
+    parts: &http::response::Parts,
+    body: Option<&Bytes>,
+    config: &Config,
+    limit: usize,
+) -> (StoredResponse, bool) {
     let mut headers: Vec<_> = config
         .replay_headers
         .iter()
         .flat_map(|name| parts.headers.get_all(name).iter().map(|v| (name.clone(), v.clone())))
         .take(STORED_HEADERS_MAX)
         .collect();
-    if body.len() <= config.response_bytes_max {
-        return StoredResponse { status: parts.status, headers, body: body.clone() };
+    let headers_fit = headers_len(&headers) <= STORED_HEADER_BYTES_MAX;
+    if let Some(body) = body.filter(|_| headers_fit) {
+        return (StoredResponse { status: parts.status, headers, body: body.clone() }, true);
     }
-    let detail = format!(
-        "the original response ({} bytes) was over the {}-byte limit for stored responses: \
-         it reached the first request only",
-        body.len(),
-        config.response_bytes_max
-    );
+    let detail = if headers_fit {
+        format!("the original response was over the {limit}-byte limit for stored responses")
+    } else {
+        format!("the original response's headers were over {STORED_HEADER_BYTES_MAX} bytes")
+    };
+    let detail = format!("{detail}: it reached the first request only");
     let problem = Problem::new(parts.status, "response-too-large", "Response not kept", detail);
     headers.retain(|(name, _)| name != header::CONTENT_TYPE);
+    if !headers_fit {
+        headers.clear();
+    }
     headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json")));
-    StoredResponse { status: parts.status, headers, body: problem.body() }
+    (StoredResponse { status: parts.status, headers, body: problem.body() }, false)
 }
 
 /// The stored response, marked as a replay.
-fn replay<RB: From<Bytes>>(stored: StoredResponse) -> Response<RB> {
-    let mut response = Response::new(RB::from(stored.body));
+fn replay<RB>(stored: StoredResponse) -> Response<ResponseBody<RB>> {
+    let mut response = Response::new(ResponseBody::full(stored.body));
     *response.status_mut() = stored.status;
     let headers = response.headers_mut();
     for (name, value) in stored.headers {
@@ -401,6 +496,40 @@ fn replay<RB: From<Bytes>>(stored: StoredResponse) -> Response<RB> {
     }
     headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
+}
+
+/// A response body read up to a limit.
+enum Read<B> {
+    /// The whole body, within the limit.
+    Whole(Bytes),
+    /// Over the limit: what was read, and the rest, unread.
+    Over(Bytes, Pin<Box<B>>),
+    /// The body failed: what the handler did is unknown.
+    Failed(BoxError),
+}
+
+/// Reads `body` until it ends or passes `limit` bytes.
+async fn read_response<B>(body: B, limit: usize) -> Read<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = Box::pin(body);
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Err(error) => return Read::Failed(error.into()),
+            Ok(frame) => {
+                // Trailers are not kept (nor replayed): only data counts.
+                let Ok(data) = frame.into_data() else { continue };
+                read.extend_from_slice(&data);
+                if read.len() > limit {
+                    return Read::Over(read.freeze(), body);
+                }
+            }
+        }
+    }
+    Read::Whole(read.freeze())
 }
 
 /// The layer's steps that use its store.
@@ -416,7 +545,7 @@ where
             (Ok(Claim::InFlight { .. }), Some(wait)) => {
                 self.wait_for_first(key, fingerprint, wait, first).await
             }
-            _ => decision(first),
+            _ => decision(first, &self.counters),
         }
     }
 
@@ -440,17 +569,19 @@ where
         in_flight: Result<Claim<StoredResponse>, StoreError>,
     ) -> Decision {
         let Some(_waiter) = Waiter::enter(&self.waiters, self.config.waiters_max) else {
-            return decision(in_flight);
+            return decision(in_flight, &self.counters);
         };
         let deadline = tokio::time::Instant::now() + wait;
         let mut pause = Duration::from_millis(1);
         let mut answer = in_flight;
         loop {
             // The lease the holder has left: never nap past it (it may be recovered then).
-            let Ok(Claim::InFlight { retry_after }) = &answer else { return decision(answer) };
+            let Ok(Claim::InFlight { retry_after }) = &answer else {
+                return decision(answer, &self.counters);
+            };
             let now = tokio::time::Instant::now();
             if now >= deadline {
-                return decision(answer);
+                return decision(answer, &self.counters);
             }
             let nap = pause.min(*retry_after).min(deadline - now).max(Duration::from_millis(1));
             tokio::time::sleep(nap).await;
@@ -477,38 +608,75 @@ where
         }
     }
 
-    /// Settles the claim with the handler's response, and returns the response.
-    async fn finish<RB>(self: &Arc<Self>, lease: Lease, response: Response<RB>) -> Response<RB>
+    /// Settles the claim with the handler's response, and returns the response. A body
+    /// over the stored limit is not held: the layer keeps a problem in its place and
+    /// streams the rest of the body on to the client as it comes.
+    async fn finish<RB>(
+        self: &Arc<Self>,
+        lease: Lease,
+        response: Response<RB>,
+    ) -> Response<ResponseBody<RB>>
     where
-        RB: Body<Data = Bytes> + From<Bytes>,
+        RB: Body<Data = Bytes>,
         RB::Error: Into<BoxError>,
     {
         let (mut parts, body) = response.into_parts();
         if parts.extensions.remove::<NothingHappened>().is_some() {
             // The handler says nothing happened: give the key back, so a retry runs again.
             // If the release fails, the claim stays in flight and recovers after its lease.
-            let _ = self.store_call(move |store| store.release(&lease)).await;
-            return Response::from_parts(parts, body);
+            let released = self.store_call(move |store| store.release(&lease)).await;
+            self.settled("release", released);
+            return Response::from_parts(parts, ResponseBody::inner(body));
         }
-        let bytes = match body.collect().await {
-            Ok(collected) => collected.to_bytes(),
+        let limit = self.response_bytes_max;
+        let ((stored, kept), body) = match read_response(body, limit).await {
+            Read::Whole(bytes) => {
+                let stored = stored_response(&parts, Some(&bytes), &self.config, limit);
+                (stored, ResponseBody::full(bytes))
+            }
+            Read::Over(head, rest) => {
+                let stored = stored_response(&parts, None, &self.config, limit);
+                (stored, ResponseBody::rest(head, rest))
+            }
             // The response failed half-way: what the handler did is unknown, so the claim
-            // stays in flight and the next request recovers.
-            Err(error) => {
-                let detail = format!("the handler's response failed: {}", error.into());
+            // stays in flight and the next request after the lease recovers.
+            Read::Failed(error) => {
+                idem_core::trace_event!(WARN, %error, "the handler's response body failed");
+                drop(error);
                 let problem = Problem::new(
                     StatusCode::BAD_GATEWAY,
                     "response-failed",
                     "Response failed",
-                    detail,
+                    "the handler's response failed half-way; whether it acted is unknown. \
+                     Retry with the same key: the retry checks before acting",
                 );
                 return problem.response();
             }
         };
-        let stored = stored_response(&parts, &bytes, &self.config);
+        if !kept {
+            // ORDERING: a counter; no data is published through it.
+            self.counters.not_kept.fetch_add(1, Ordering::Relaxed);
+        }
         // LeaseLost (a slow handler was recovered by another request) or a store failure:
         // the caller still gets what its handler answered; the claim settles by recovery.
-        let _ = self.store_call(move |store| store.complete(&lease, stored)).await;
-        Response::from_parts(parts, RB::from(bytes))
+        let completed = self.store_call(move |store| store.complete(&lease, stored)).await;
+        self.settled("complete", completed);
+        Response::from_parts(parts, body)
+    }
+
+    /// Counts and traces a settle the store refused: the client got its response, so
+    /// only the operator can learn that its key stays in flight.
+    fn settled(&self, op: &'static str, result: Result<(), StoreError>) {
+        match result {
+            Ok(()) => {}
+            Err(StoreError::LeaseLost { .. }) => {
+                // ORDERING: a counter; no data is published through it.
+                self.counters.leases_lost.fetch_add(1, Ordering::Relaxed);
+                idem_core::trace_event!(WARN, op, "the lease was lost before the settle");
+            }
+            Err(error) => {
+                count_store_error(&self.counters, op, &error);
+            }
+        }
     }
 }

@@ -36,7 +36,7 @@
 //! };
 //! let app = Router::new()
 //!     .route("/checkout", post(|| async { "charged once" }))
-//!     .layer(IdempotencyLayer::with_config(store, tenant, config));
+//!     .layer(IdempotencyLayer::with_config(store, tenant, config)?);
 //!
 //! let request = || {
 //!     http::Request::post("/checkout")
@@ -74,13 +74,17 @@
 //! `tracing` (off by default): the store's `claim` and `settle` events, and an event for
 //! each answer the layer gives on its own.
 
+mod body;
 mod config;
 pub mod header;
 mod layer;
 mod problem;
 mod stored;
 
+pub use body::ResponseBody;
 pub use config::{Config, ConfigBuilder, ConfigError, StoreCalls};
 pub use header::HeaderError;
-pub use layer::{Idempotency, IdempotencyLayer, NothingHappened, Recovering, STORED_HEADERS_MAX};
-pub use stored::StoredResponse;
+pub use layer::{
+    Idempotency, IdempotencyLayer, LayerStats, NothingHappened, Recovering, STORED_HEADERS_MAX,
+};
+pub use stored::{STORED_HEADER_BYTES_MAX, STORED_OVERHEAD_MAX, StoredResponse};

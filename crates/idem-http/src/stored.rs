@@ -20,11 +20,28 @@ pub struct StoredResponse {
 /// The encoding's version: the first byte of every stored response.
 const VERSION: u8 = 1;
 
+/// The most bytes a stored response's headers take in its encoding (each name and value
+/// with their lengths): 4 KiB. A response whose replayed headers take more is kept as a
+/// problem saying it was too large to keep, as one whose body is over the limit.
+pub const STORED_HEADER_BYTES_MAX: usize = 4 << 10;
+
+/// The largest body of the problem kept in place of a response too large to keep.
+pub(crate) const TOO_LARGE_BODY_MAX: usize = 512;
+
+/// The most bytes a stored response takes in its encoding beside its body: version,
+/// status, header count, the headers at their limit, body length.
+pub const STORED_OVERHEAD_MAX: usize = 1 + 2 + 2 + STORED_HEADER_BYTES_MAX + 4;
+
+/// The bytes `headers` take in a stored response's encoding.
+pub(crate) fn headers_len(headers: &[(HeaderName, HeaderValue)]) -> usize {
+    headers.iter().map(|(n, v)| 6 + n.as_str().len() + v.len()).sum()
+}
+
 /// Stable across releases, as [`Durable`] requires: version, status, headers (count, then
 /// each name and value with its length), body (length, bytes). Little-endian.
 impl Durable for StoredResponse {
     fn encode(&self) -> Vec<u8> {
-        let headers: usize = self.headers.iter().map(|(n, v)| 6 + n.as_str().len() + v.len()).sum();
+        let headers = headers_len(&self.headers);
         let mut out = Vec::with_capacity(1 + 2 + 2 + headers + 4 + self.body.len());
         out.push(VERSION);
         out.extend_from_slice(&self.status.as_u16().to_le_bytes());

@@ -63,7 +63,8 @@ where
                 .build()
                 .expect("valid settings");
             let layer =
-                IdempotencyLayer::with_config(store, |_: &_| Some(MERCHANT.to_string()), config);
+                IdempotencyLayer::with_config(store, |_: &_| Some(MERCHANT.to_string()), config)
+                    .expect("the store keeps the layer's responses");
             routes.route("/checkout", post(checkout).layer(layer))
         }
     };

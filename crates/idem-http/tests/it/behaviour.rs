@@ -125,7 +125,7 @@ async fn a_handler_that_says_nothing_happened_releases_the_key() {
                 }
             }),
         )
-        .layer(IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)));
+        .layer(IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits"));
     let refused = send(&router, charge(Some("k1"), "10 EUR")).await;
     assert_eq!((refused.status, refused.replayed), (503, false));
     let retried = send(&router, charge(Some("k1"), "10 EUR")).await;
@@ -160,7 +160,7 @@ async fn a_request_whose_handler_never_finished_is_recovered_after_its_lease() {
             }
         }
     };
-    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c));
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits");
     let router = Router::new().route("/charge", post(handler)).layer(layer);
     let first = tokio::spawn({
         let router = router.clone();
@@ -201,7 +201,7 @@ async fn a_handler_that_panicked_leaves_the_key_in_flight_until_recovered() {
             }
         }
     };
-    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c));
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits");
     let router = Router::new().route("/charge", post(handler)).layer(layer);
     let first = tokio::spawn({
         let router = router.clone();

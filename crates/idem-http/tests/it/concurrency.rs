@@ -28,7 +28,7 @@ fn gated(store: Store, config: Config) -> (Router, Arc<AtomicUsize>, Arc<Notify>
             }
         }
     };
-    let layer = IdempotencyLayer::with_config(store, crate::tenant, config);
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config).expect("fits");
     (Router::new().route("/charge", post(handler)).layer(layer), runs, started, release)
 }
 
@@ -110,7 +110,7 @@ async fn the_sqlite_store_runs_on_the_blocking_pool() {
     let sqlite = idem_store_sqlite::SqliteStore::open(&path, idem_core::StoreConfig::default())
         .expect("open");
     let config = Config::builder().store_calls(StoreCalls::SpawnBlocking).build().expect("valid");
-    let layer = IdempotencyLayer::with_config(sqlite, crate::tenant, config);
+    let layer = IdempotencyLayer::with_config(sqlite, crate::tenant, config).expect("fits");
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
     let handler = move || {

@@ -61,7 +61,8 @@ async fn past_waiters_max_a_duplicate_is_answered_409_at_once() {
             }
         }
     };
-    let layer = IdempotencyLayer::with_config(store.clone(), crate::tenant, config);
+    let layer = IdempotencyLayer::with_config(store.clone(), crate::tenant, config)
+        .expect("the store fits");
     let router = Router::new().route("/charge", post(handler)).layer(layer);
     let spawn =
         |router: Router| tokio::spawn(async move { send(&router, charge(Some("k1"), "x")).await });

@@ -4,6 +4,7 @@
 
 mod behaviour;
 mod concurrency;
+mod edges;
 mod header;
 mod limits;
 mod sockets;
@@ -61,7 +62,7 @@ pub(crate) fn app(store: Store, config: Config) -> (Router, Arc<AtomicUsize>) {
                 .expect("valid response")
         }
     };
-    let layer = IdempotencyLayer::with_config(store, tenant, config);
+    let layer = IdempotencyLayer::with_config(store, tenant, config).expect("the store fits");
     let router =
         Router::new().route("/charge", post(handler).get(|| async { "read" })).layer(layer);
     (router, runs)

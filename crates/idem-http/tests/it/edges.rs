@@ -1,0 +1,324 @@
+//! The edges a careless edit would move: each limit compared at exactly its value, the
+//! body limit over the whole body, the method in the fingerprint, a waiter's place given
+//! back, a response body that fails half-way, and a durable store's own result limit.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::post;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::StreamBody;
+use idem_core::{StoreConfig, testkit::scratch_dir};
+use idem_http::{Config, ConfigError, IdempotencyLayer, Recovering, StoreCalls, StoredResponse};
+use idem_store_sqlite::SqliteStore;
+use tokio::sync::Notify;
+
+use crate::{LEASE, app, charge, config, runs, send, store};
+
+/// A handler counting its runs, answering `201` with `body(n)` for its n-th run, and
+/// seeing whether it ran as [`Recovering`].
+fn counting<F>(body: F) -> (axum::routing::MethodRouter, Arc<AtomicUsize>, Arc<AtomicUsize>)
+where
+    F: Fn(usize) -> Body + Clone + Send + Sync + 'static,
+{
+    let (runs, recovering) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, rec) = (runs.clone(), recovering.clone());
+    let handler = move |request: Request<Body>| {
+        let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+        if request.extensions().get::<Recovering>().is_some() {
+            rec.fetch_add(1, Ordering::SeqCst);
+        }
+        let body = body(n);
+        async move { Response::builder().status(201).body(body).expect("valid") }
+    };
+    (post(handler.clone()).patch(handler), runs, recovering)
+}
+
+#[tokio::test]
+async fn the_same_key_with_patch_after_post_is_422_and_runs_nothing() {
+    let (store, _) = store();
+    let (route, runs, _) = counting(|n| Body::from(format!("charged {n}")));
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "10 EUR")).await;
+    assert_eq!(first.status, 201);
+    let mut patch = charge(Some("k1"), "10 EUR");
+    *patch.method_mut() = http::Method::PATCH;
+    let patched = send(&router, patch).await;
+    assert_eq!(patched.status, 422, "the method is part of the request: {patched:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_body_of_exactly_the_limit_with_its_content_length_runs() {
+    let (store, _) = store();
+    let (router, counter) = app(store, config(|c| c.body_bytes_max(16)));
+    let mut at = charge(Some("k1"), &"x".repeat(16));
+    at.headers_mut().insert(http::header::CONTENT_LENGTH, 16.into());
+    let said = send(&router, at).await;
+    assert_eq!((said.status, said.replayed), (201, false), "{said:?}");
+    let mut over = charge(Some("k2"), &"x".repeat(17));
+    over.headers_mut().insert(http::header::CONTENT_LENGTH, 17.into());
+    assert_eq!(send(&router, over).await.status, 413);
+    assert_eq!(runs(&counter), 1);
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_in_small_chunks_is_413_with_nothing_claimed() {
+    let (store, _) = store();
+    let (router, counter) = app(store.clone(), config(|c| c.body_bytes_max(16)));
+    let chunks = (0..17).map(|_| Ok::<_, Infallible>(http_body::Frame::data(Bytes::from("x"))));
+    let body = Body::new(StreamBody::new(futures_lite_iter(chunks)));
+    let request = Request::post("/charge").header("x-tenant", "t1");
+    let request = request.header("idempotency-key", "k1").body(body).expect("request");
+    let said = send(&router, request).await;
+    assert_eq!(said.status, 413, "17 bytes in 17 frames are over 16: {said:?}");
+    assert_eq!(runs(&counter), 0);
+    assert_eq!(store.stats().acquired, 0, "nothing was claimed");
+}
+
+/// A stream of `items`, ready at once.
+fn futures_lite_iter<I: Iterator + Unpin>(items: I) -> impl futures_core::Stream<Item = I::Item> {
+    struct Iter<I>(I);
+    impl<I: Iterator + Unpin> futures_core::Stream for Iter<I> {
+        type Item = I::Item;
+        fn poll_next(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<I::Item>> {
+            std::task::Poll::Ready(self.get_mut().0.next())
+        }
+    }
+    Iter(items)
+}
+
+#[tokio::test]
+async fn a_response_of_exactly_the_stored_limit_is_kept_and_replays_byte_for_byte() {
+    let (store, _) = store();
+    let (route, runs, _) = counting(|n| Body::from(format!("{n}").repeat(32)));
+    let config = config(|c| c.response_bytes_max(32));
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.body.len(), 32);
+    let replay = send(&router, charge(Some("k1"), "x")).await;
+    assert!(replay.replayed, "{replay:?}");
+    assert_eq!(replay.body, first.body, "32 bytes at a 32-byte limit are kept whole");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// A waiter gives its place back when it is answered: after more waits than
+/// `waiters_max`, one after another, a duplicate still waits and replays.
+#[tokio::test]
+async fn after_more_waits_than_waiters_max_a_duplicate_still_waits_and_replays() {
+    let (store, _) = store();
+    let config = config(|c| c.wait_for_first(Some(Duration::from_secs(10))).waiters_max(1));
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let handler = {
+        let (started, release) = (started.clone(), release.clone());
+        move || {
+            let (started, release) = (started.clone(), release.clone());
+            async move {
+                started.notify_one();
+                release.notified().await;
+                "charged"
+            }
+        }
+    };
+    let layer = IdempotencyLayer::with_config(store.clone(), crate::tenant, config).expect("fits");
+    let router = Router::new().route("/charge", post(handler)).layer(layer);
+    for round in 0..3 {
+        let key = format!("k{round}");
+        let spawn = |router: Router, key: String| {
+            tokio::spawn(async move { send(&router, charge(Some(&key), "x")).await })
+        };
+        let first = spawn(router.clone(), key.clone());
+        crate::bounded("the handler to start", started.notified()).await;
+        let in_flight_before = store.stats().in_flight;
+        let waiting = spawn(router.clone(), key.clone());
+        crate::yield_until("the duplicate to wait", || store.stats().in_flight > in_flight_before)
+            .await;
+        release.notify_one();
+        assert_eq!(crate::bounded("the first", first).await.expect("first").status, 200);
+        let waited = crate::bounded("the waiter", waiting).await.expect("waiter");
+        assert!(waited.replayed, "round {round}: the duplicate waited and replayed: {waited:?}");
+    }
+}
+
+/// A body that sends `head`, then fails.
+fn failing_body(head: &'static str) -> Body {
+    let frames = [
+        Ok(http_body::Frame::data(Bytes::from(head))),
+        Err(std::io::Error::other("the handler's stream broke")),
+    ];
+    Body::new(StreamBody::new(futures_lite_iter(frames.into_iter())))
+}
+
+/// The handler's response failed half-way: whether it acted is unknown, so its claim is
+/// neither stored nor released. The caller gets 502, a duplicate in the lease 409, and
+/// the first request after the lease runs as `Recovering`.
+#[tokio::test]
+async fn a_response_body_that_fails_half_way_is_502_then_409_then_recovering() {
+    let (store, clock) = store();
+    let (route, runs, recovering) =
+        counting(|n| if n == 1 { failing_body("char") } else { Body::from("charged") });
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    let failed = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(failed.status, 502, "{failed:?}");
+    assert!(!failed.body.contains("broke"), "the handler's error stays inside: {failed:?}");
+    let duplicate = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(duplicate.status, 409, "the claim is still held: {duplicate:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    clock.advance(LEASE);
+    let after = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((after.status, after.body.as_str()), (201, "charged"));
+    assert_eq!(recovering.load(Ordering::SeqCst), 1, "the run after the lease recovers");
+}
+
+fn sqlite(max: Option<usize>) -> SqliteStore<StoredResponse> {
+    let path = scratch_dir("http-edges").join("keys.db");
+    let store = SqliteStore::open(&path, StoreConfig::default()).expect("open");
+    match max {
+        Some(max) => store.with_result_bytes_max(max),
+        None => store,
+    }
+}
+
+/// A 100 KiB response through the SQLite store replays whole: the store keeps what the
+/// layer's default limit lets through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_kib_response_through_sqlite_replays() {
+    let (route, runs, _) = counting(|n| Body::from(vec![b'0' + n as u8; 100 * 1024]));
+    let config = Config::builder().store_calls(StoreCalls::SpawnBlocking).build().expect("ok");
+    let layer = IdempotencyLayer::with_config(sqlite(None), crate::tenant, config).expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    let again = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.body.len(), again.replayed), (100 * 1024, true), "{:?}", again.status);
+    assert!(again.body == first.body, "the replay is the original, byte for byte");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(stats.stats().store_errors, 0);
+}
+
+/// A layer whose stored-response limit the store cannot keep is refused when it is
+/// built, naming both numbers; the default limit shrinks to what the store keeps.
+#[test]
+fn a_layer_limit_the_store_cannot_keep_is_refused_naming_both_numbers() {
+    let config = Config::builder().response_bytes_max(1 << 20).build().expect("valid");
+    let refused = IdempotencyLayer::with_config(sqlite(Some(64 * 1024)), crate::tenant, config);
+    let error = refused.expect_err("1 MiB does not fit a 64 KiB store");
+    assert!(matches!(error, ConfigError::StoreLimit { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(text.contains("1048576") && text.contains("65536"), "{text}");
+    let fitted = IdempotencyLayer::new(sqlite(Some(64 * 1024)), crate::tenant);
+    assert_eq!(fitted.response_bytes_max(), 64 * 1024 - idem_http::STORED_OVERHEAD_MAX);
+}
+
+/// The first response past a limit it can fit is kept; an oversized one on SQLite is
+/// kept as a problem (never dropped at completion), and the handler never runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_over_what_sqlite_keeps_replays_as_a_problem_and_never_runs_again() {
+    let (route, runs, _) = counting(|_| Body::from(vec![b'x'; 100 * 1024]));
+    let store = sqlite(Some(64 * 1024));
+    let layer = IdempotencyLayer::new(store, crate::tenant);
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.body.len(), 100 * 1024, "the first caller gets it whole");
+    let again = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((again.status, again.replayed), (201, true), "{again:?}");
+    assert!(again.body.contains("response-too-large"), "{again:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!((stats.stats().store_errors, stats.stats().not_kept), (0, 1));
+}
+
+/// A memory store whose claims or completions fail with an error that carries internal
+/// detail (as PostgreSQL's messages and SQLite's paths do).
+struct Failing {
+    inner: crate::Store,
+    claims: bool,
+    completes: bool,
+}
+
+fn internal() -> idem_core::StoreError {
+    let detail = "ERROR: relation \"idem.claims\" does not exist at /var/lib/secret.db";
+    idem_core::StoreError::Storage(detail.into())
+}
+
+impl idem_core::KeyStore<StoredResponse> for Failing {
+    fn claim(
+        &self,
+        key: &idem_core::ScopedKey,
+        fp: &idem_core::Fingerprint,
+    ) -> Result<idem_core::Claim<StoredResponse>, idem_core::StoreError> {
+        if self.claims { Err(internal()) } else { self.inner.claim(key, fp) }
+    }
+    fn complete(
+        &self,
+        lease: &idem_core::Lease,
+        result: StoredResponse,
+    ) -> Result<(), idem_core::StoreError> {
+        if self.completes { Err(internal()) } else { self.inner.complete(lease, result) }
+    }
+    fn release(&self, lease: &idem_core::Lease) -> Result<(), idem_core::StoreError> {
+        self.inner.release(lease)
+    }
+    fn sweep(&self) -> Result<usize, idem_core::StoreError> {
+        self.inner.sweep()
+    }
+    fn pending(&self, max: usize) -> Result<Vec<idem_core::PendingClaim>, idem_core::StoreError> {
+        self.inner.pending(max)
+    }
+    fn lookup(
+        &self,
+        key: &idem_core::ScopedKey,
+        fp: &idem_core::Fingerprint,
+    ) -> Result<idem_core::KeyState<StoredResponse>, idem_core::StoreError> {
+        self.inner.lookup(key, fp)
+    }
+}
+
+/// A store that fails answers 503 with a stable type and an error id, never the store's
+/// own message; the failure is counted for the operator.
+#[tokio::test]
+async fn a_failing_store_is_503_with_an_error_id_and_no_internal_detail() {
+    let (inner, _) = store();
+    let failing = Failing { inner, claims: true, completes: false };
+    let layer = IdempotencyLayer::with_config(failing, crate::tenant, config(|c| c)).expect("ok");
+    let stats = layer.clone();
+    let (route, runs, _) = counting(|_| Body::from("charged"));
+    let router = Router::new().route("/charge", route).layer(layer);
+    let refused = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.body.contains("store-unavailable") && refused.body.contains("id"));
+    for secret in ["relation", "idem.claims", "/var/lib", "secret.db", "ERROR"] {
+        assert!(!refused.body.contains(secret), "{secret} reached the client: {}", refused.body);
+    }
+    assert_eq!((runs.load(Ordering::SeqCst), stats.stats().store_errors), (0, 1));
+}
+
+/// A completion the store refused is never silent: it is counted, and the key stays in
+/// flight (a duplicate in the lease is 409, not a second run).
+#[tokio::test]
+async fn a_completion_the_store_refuses_is_counted_and_the_key_stays_in_flight() {
+    let (inner, clock) = store();
+    let failing = Failing { inner, claims: false, completes: true };
+    let layer = IdempotencyLayer::with_config(failing, crate::tenant, config(|c| c)).expect("ok");
+    let stats = layer.clone();
+    let (route, runs, recovering) = counting(|_| Body::from("charged"));
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.status, 201, "the caller still gets its handler's answer");
+    assert_eq!(stats.stats().store_errors, 1, "the refused completion is counted");
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 409);
+    clock.advance(LEASE);
+    send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((runs.load(Ordering::SeqCst), recovering.load(Ordering::SeqCst)), (2, 1));
+}
