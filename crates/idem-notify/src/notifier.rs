@@ -104,6 +104,10 @@ pub struct Stats {
     pub reports_dropped: u64,
     /// Submissions refused (queue full, shut down, content mismatch).
     pub refused: u64,
+    /// Completions and releases of a message id that the id store refused (a lost lease)
+    /// or failed: the id stays in flight and a replay after its lease asks the provider
+    /// before sending. Each is also a `tracing` event.
+    pub settle_failed: u64,
 }
 
 /// A notification given up on, with the reason.
@@ -163,6 +167,7 @@ struct Counters {
     unresolved: AtomicU64,
     reports_dropped: AtomicU64,
     refused: AtomicU64,
+    settle_failed: AtomicU64,
 }
 
 struct Shared<P, S> {
@@ -297,7 +302,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                     TrySendError::Disconnected(job) => (job, SubmitError::ShutDown),
                 };
                 // Nothing was sent: give the id back so a later submission is accepted.
-                let _ = self.shared.store.release(&job.lease);
+                settled(&self.shared, "release", self.shared.store.release(&job.lease));
                 Err(error)
             }
         }
@@ -344,6 +349,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             unresolved: get(&c.unresolved),
             reports_dropped: get(&c.reports_dropped),
             refused: get(&c.refused),
+            settle_failed: get(&c.settle_failed),
         }
     }
 
@@ -405,7 +411,7 @@ fn work<P: Provider, S: KeyStore<Outcome>>(
     for job in jobs.iter() {
         let past_deadline = shared.deadline.lock().is_some_and(|d| Instant::now() >= d);
         if past_deadline {
-            let _ = shared.store.release(&job.lease);
+            settled(shared, "release", shared.store.release(&job.lease));
             shared.left.lock().push(job.notification.message_id().to_string());
             continue;
         }
@@ -481,8 +487,8 @@ fn ambiguous<P: Provider, S: KeyStore<Outcome>>(
 fn finish<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, outcome: Outcome) {
     let delivered = outcome == Outcome::Delivered;
     // LeaseLost: another submission recovered the id meanwhile; it asks the provider
-    // before sending, so nothing is sent twice. Nothing more to do here.
-    let _ = shared.store.complete(&job.lease, outcome);
+    // before sending, so nothing is sent twice. Counted and traced, nothing more.
+    settled(shared, "complete", shared.store.complete(&job.lease, outcome));
     // Counted after the store write: a caller who sees the count sees the stored outcome.
     if delivered {
         add(&shared.counters.sent);
@@ -501,12 +507,24 @@ fn dead<P: Provider, S: KeyStore<Outcome>>(
     let notification = job.notification.clone();
     let letter = DeadLetter { notification, reason: reason.clone(), may_have_delivered };
     report(shared, &shared.dead, letter);
-    let _ = if may_have_delivered {
+    let settle = if may_have_delivered {
         shared.store.complete(&job.lease, Outcome::DeadLettered(reason))
     } else {
         shared.store.release(&job.lease)
     };
+    settled(shared, "dead letter", settle);
     add(&shared.counters.dead_lettered);
+}
+
+/// Counts and traces a settle the id store refused or failed: the id stays in flight
+/// until its lease runs out, and a replay then asks the provider before sending.
+fn settled<P, S>(shared: &Shared<P, S>, op: &'static str, result: Result<(), StoreError>) {
+    if let Err(error) = result {
+        add(&shared.counters.settle_failed);
+        idem_core::trace_event!(WARN, op, %error, "the id store refused a settle");
+        #[cfg(not(feature = "tracing"))]
+        let _ = (op, error);
+    }
 }
 
 /// Leaves the id pending (its lease runs out; a replay then asks the provider again) and
