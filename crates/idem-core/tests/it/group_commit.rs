@@ -64,6 +64,29 @@ fn a_failed_commit_answers_the_group_with_it_and_the_writer_goes_on() {
     assert_eq!(w.submit(|_: &mut Log| 2), Err(CommitError::Failed("disk full".into())));
 }
 
+/// A failed commit is a failed group: `recover` runs before the next group starts (a
+/// durable part rolls back or rebuilds there, and gives back what the group held), and
+/// its answer decides whether the writer goes on.
+#[test]
+fn a_failed_commit_runs_recover_before_the_next_group() {
+    for stop in [true, false] {
+        let log = Log { fail_commit: true, stop_after_failure: stop, ..Log::default() };
+        let events = log.events.clone();
+        let w = writer(log);
+        let failed = w.submit(|log: &mut Log| log.note("work"));
+        assert_eq!(failed, Err(CommitError::Failed("disk full".into())));
+        let next = w.submit(|log: &mut Log| log.note("next"));
+        let expected =
+            if stop { CommitError::Stopped } else { CommitError::Failed("disk full".into()) };
+        assert_eq!(next, Err(expected), "stop after failure: {stop}");
+        drop(w); // joins the writer: the second group's recover (if it ran) is logged
+        let seen = events.lock().expect("lock").clone();
+        let first_group = ["begin", "work", "commit", "recover"];
+        assert_eq!(seen[..4], first_group, "stop after failure: {stop}: {seen:?}");
+        assert_eq!(seen.len(), if stop { 4 } else { 8 }, "{seen:?}");
+    }
+}
+
 #[test]
 fn a_group_that_cannot_begin_runs_nothing() {
     let log = Log { fail_begin: true, ..Log::default() };

@@ -7,6 +7,7 @@ mod fingerprint;
 mod group_commit;
 mod key;
 mod model;
+mod quota;
 mod stress;
 #[cfg(feature = "tracing")]
 mod tracing;
