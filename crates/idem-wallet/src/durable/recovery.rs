@@ -6,12 +6,16 @@
 //!
 //! * only zeros: a zero-filled tail (a file extended but never written, as a power loss
 //!   can leave): cut;
-//! * a valid record somewhere after it: corruption in the middle, since that record was
-//!   appended later and acknowledged records may sit on both sides: the log is refused,
-//!   naming the offset;
+//! * a record whose checksums hold somewhere after it (valid, or not a batch): corruption
+//!   in the middle, since that record was appended later and acknowledged records may sit
+//!   on both sides: the log is refused, naming the offset;
 //! * anything else: a torn tail, the last append cut short by a crash before its sync
 //!   returned, so never acknowledged: cut, and the bytes cut are kept beside the log and
 //!   reported, never dropped silently.
+//!
+//! A record whose checksums hold but which is not a batch (an unknown kind, events that do
+//! not fill it) was written whole, so it is never a torn append: the log is refused at its
+//! offset wherever it sits, and nothing is cut.
 
 use crate::durable::format::{self, Bad, FILE_HEADER};
 use crate::durable::{LogError, apply, result_codes};
@@ -77,7 +81,11 @@ fn judge_tail(bytes: &[u8], at: usize, bad: Bad) -> Result<CutTail, LogError> {
     if rest.iter().all(|b| *b == 0) {
         return Ok(CutTail { offset, bytes: rest.to_vec(), reason: "zero-filled tail" });
     }
-    if let Some(next) = (at + 1..bytes.len()).find(|&y| format::read(bytes, y).is_ok()) {
+    // A record whose checksums hold follows: written after the bad one, so the bad one
+    // is not the last append. An undecodable record counts too; its checksums say it was
+    // written whole, and cutting it would drop it unseen.
+    let whole = |y: usize| matches!(format::read(bytes, y), Ok(_) | Err(Bad::Undecodable));
+    if let Some(next) = (at + 1..bytes.len()).find(|&y| whole(y)) {
         let reason = format!("{}; a valid record follows at byte {next}", bad.reason());
         return Err(LogError::Corrupt { offset, reason });
     }

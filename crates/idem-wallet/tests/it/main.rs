@@ -1,6 +1,7 @@
 //! idem-wallet's integration tests: one binary, one module per concern.
 
 mod codes;
+mod durable;
 mod lookups;
 mod model;
 mod stress;

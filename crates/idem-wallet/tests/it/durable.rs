@@ -1,0 +1,288 @@
+//! The durable wallet when its log device fails or its log holds a record it cannot read.
+//!
+//! * An append or a sync that returns an error fails its batch: the caller is answered
+//!   `WriterFailed`, nothing of the batch is visible to a later read, every read after the
+//!   failure returns (none waits on a ledger the writer never gave back), and the writer
+//!   stops: later batches are answered `Stopped`, as `LogError::WriterFailed` documents.
+//!   Reopening the log recovers every acknowledged batch, and a retry of the failed one
+//!   applies it at most once.
+//! * A record whose checksums hold but whose kind is unknown is corruption: the log is
+//!   refused at the record's offset and nothing is cut, wherever the record sits.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use idem_core::SystemClock;
+use idem_wallet::{
+    AccountFlags, AccountResult, DurableWallet, Limits, LogDevice, LogError, NewAccount, Transfer,
+    TransferResult as R,
+};
+
+use crate::t;
+
+/// How long a read may take before the test calls it hung.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Runs `read` on its own thread and waits at most [`WAIT`] for its answer, so that a read
+/// blocked for ever (on a ledger lock nobody gives back) fails the test instead of hanging
+/// it. The thread of a read that never returns is left behind; the test has failed.
+#[track_caller]
+fn promptly<T: Send + 'static>(what: &str, read: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(read());
+    });
+    match rx.recv_timeout(WAIT) {
+        Ok(answer) => answer,
+        Err(_) => panic!("{what} did not return within {WAIT:?}: it waits on the failed group"),
+    }
+}
+
+/// Which device call fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The append writes the first half of the bytes, then errs (a torn write, ENOSPC).
+    Append,
+    /// The append succeeds; the sync errs (EIO from fsync).
+    Sync,
+}
+
+/// The log file, with the `fail_at`th call of `fault` answered with an error. Every call
+/// before and after it goes to the file.
+struct FailingFile {
+    file: File,
+    fault: Fault,
+    calls: u64,
+    fail_at: u64,
+}
+
+impl FailingFile {
+    fn fails_now(&mut self, fault: Fault) -> bool {
+        if fault != self.fault {
+            return false;
+        }
+        self.calls += 1;
+        self.calls == self.fail_at
+    }
+}
+
+fn injected() -> std::io::Error {
+    std::io::Error::other("injected device failure")
+}
+
+impl LogDevice for FailingFile {
+    fn read_all(&mut self) -> std::io::Result<Vec<u8>> {
+        self.file.read_all()
+    }
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.fails_now(Fault::Append) {
+            self.file.append(&bytes[..bytes.len() / 2])?;
+            return Err(injected());
+        }
+        self.file.append(bytes)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        if self.fails_now(Fault::Sync) { Err(injected()) } else { self.file.sync() }
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.file.truncate(len)
+    }
+}
+
+fn log_in(tag: &str) -> PathBuf {
+    idem_core::testkit::scratch_dir(tag).join("wallet.wal")
+}
+
+fn open_failing(log: &Path, fault: Fault, fail_at: u64) -> Arc<DurableWallet> {
+    let file = std::fs::OpenOptions::new().read(true).append(true).create(true).open(log);
+    let device = FailingFile { file: file.expect("the log"), fault, calls: 0, fail_at };
+    let wallet = DurableWallet::open_on(log, device, Limits::default(), Arc::new(SystemClock));
+    Arc::new(wallet.expect("open"))
+}
+
+fn accounts() -> Vec<NewAccount> {
+    (1..=3)
+        .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
+        .collect()
+}
+
+/// The batch that fails: two transfers the ledger would accept.
+fn doomed() -> [Transfer; 2] {
+    [t(11, 1, 2, 7), t(12, 2, 3, 5)]
+}
+
+/// Reads after the failure see the acknowledged batches only, and return.
+fn check_reads_after_failure(wallet: &Arc<DurableWallet>, fault: Fault) {
+    let w = wallet.clone();
+    let seen = promptly("a transfer lookup", move || (w.transfer(10), w.transfer(11)));
+    assert!(seen.0.is_some(), "{fault:?}: the acknowledged transfer stays visible");
+    assert!(seen.1.is_none(), "{fault:?}: the failed batch is not visible");
+    let w = wallet.clone();
+    let found = promptly("a batch lookup", move || w.lookup_transfers(&[10, 11, 12]));
+    assert_eq!(found.expect("small").len(), 1, "{fault:?}: only transfer 10");
+    let w = wallet.clone();
+    let credited = promptly("an account lookup", move || w.account(2).map(|a| a.credits_posted));
+    assert_eq!(credited, Some(50), "{fault:?}: no amount of the failed batch is visible");
+    let w = wallet.clone();
+    promptly("the invariant check", move || w.assert_invariants());
+}
+
+/// Later batches are refused `Stopped`, promptly: the writer is not wedged.
+fn check_writer_stopped(wallet: &Arc<DurableWallet>, fault: Fault) {
+    let w = wallet.clone();
+    let later =
+        promptly("a batch after the failure", move || w.create_transfers(&[t(13, 1, 3, 1)]));
+    assert!(matches!(later, Err(LogError::Stopped)), "{fault:?}: {later:?}");
+    let w = wallet.clone();
+    let retried = promptly("a retry of the failed batch", move || w.create_transfers(&doomed()));
+    assert!(matches!(retried, Err(LogError::Stopped)), "{fault:?}: {retried:?}");
+}
+
+/// Reopened, the log holds every acknowledged batch; the failed batch is either cut (its
+/// bytes never fully reached the file) or replayed (they did, though the sync said no),
+/// and a retry of it is answered accordingly, applied once either way.
+fn check_reopened(log: &Path, fault: Fault, acknowledged_len: u64) {
+    let reopened = DurableWallet::open(log).expect("the log reopens");
+    let torn = reopened.recovery().torn_tail.as_ref().map(|tail| tail.offset);
+    let expected = match fault {
+        Fault::Append => (Some(acknowledged_len), vec![R::Created, R::Created]),
+        Fault::Sync => (None, vec![R::Exists, R::Exists]),
+    };
+    assert_eq!(torn, expected.0, "{fault:?}: {:?}", reopened.recovery());
+    assert!(reopened.transfer(10).is_some(), "{fault:?}: acknowledged transfer kept");
+    assert_eq!(reopened.create_transfers(&[t(10, 1, 2, 50)]).expect("replay"), vec![R::Exists]);
+    assert_eq!(reopened.create_transfers(&doomed()).expect("retry"), expected.1, "{fault:?}");
+    assert_eq!(reopened.account(2).map(|a| a.credits_posted), Some(57), "{fault:?}: once");
+    reopened.assert_invariants();
+}
+
+#[test]
+fn a_failed_append_or_sync_fails_its_batch_hides_it_and_stops_the_writer() {
+    for fault in [Fault::Append, Fault::Sync] {
+        let log = log_in("wallet-device-fault");
+        // Call 1 writes the file header, 2 the accounts, 3 transfer 10; call 4 fails.
+        let wallet = open_failing(&log, fault, 4);
+        let created = wallet.create_accounts(&accounts()).expect("accounts");
+        assert!(created.iter().all(|r| *r == AccountResult::Created), "{created:?}");
+        assert_eq!(wallet.create_transfers(&[t(10, 1, 2, 50)]).expect("ack"), vec![R::Created]);
+        let acknowledged_len = std::fs::metadata(&log).expect("log").len();
+        let w = wallet.clone();
+        let failed = promptly("the failing batch", move || w.create_transfers(&doomed()));
+        match &failed {
+            Err(LogError::WriterFailed(why)) => assert!(why.contains("injected"), "{why}"),
+            other => panic!("{fault:?}: expected WriterFailed, got {other:?}"),
+        }
+        check_reads_after_failure(&wallet, fault);
+        check_writer_stopped(&wallet, fault);
+        drop(wallet);
+        check_reopened(&log, fault, acknowledged_len);
+        let _ = std::fs::remove_dir_all(log.parent().expect("a directory"));
+    }
+}
+
+/// A record as the log frames it (see `durable/format.rs`): length, payload checksum,
+/// header checksum, payload.
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut record = Vec::new();
+    record.extend_from_slice(&u32::try_from(payload.len()).expect("small").to_le_bytes());
+    record.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    let header_checksum = crc32fast::hash(&record[..8]);
+    record.extend_from_slice(&header_checksum.to_le_bytes());
+    record.extend_from_slice(payload);
+    record
+}
+
+/// A payload of `kind` with no events: kind, clock, count 0.
+fn payload_of_kind(kind: u8) -> Vec<u8> {
+    let mut payload = vec![kind];
+    payload.extend_from_slice(&1_700_000_000_000u64.to_le_bytes());
+    payload.extend_from_slice(&0u32.to_le_bytes());
+    payload
+}
+
+/// A log of three acknowledged batches; returns its bytes.
+fn acknowledged_log(log: &Path) -> Vec<u8> {
+    let wallet = DurableWallet::open(log).expect("open");
+    wallet.create_accounts(&accounts()).expect("accounts");
+    wallet.create_transfers(&[t(10, 1, 2, 50)]).expect("batch");
+    wallet.create_transfers(&[t(11, 2, 3, 5)]).expect("batch");
+    drop(wallet);
+    std::fs::read(log).expect("log")
+}
+
+/// Where the unknown record goes, and what is around it.
+#[derive(Debug, Clone, Copy)]
+enum Placed {
+    /// The last record of the log (where a torn append would be).
+    Last,
+    /// Between acknowledged records.
+    Middle,
+    /// After a record with a flipped payload bit, at the end: the bad record is not the
+    /// last append, since one whose checksums hold was written after it.
+    AfterBitRot,
+}
+
+/// The log bytes for `placed`, and the offset the refusal must name.
+fn with_unknown_record(valid: &[u8], kind: u8, placed: Placed) -> (Vec<u8>, usize) {
+    let unknown = framed(&payload_of_kind(kind));
+    let starts = record_starts(valid);
+    let mut bytes = valid.to_vec();
+    match placed {
+        Placed::Last => {
+            bytes.extend_from_slice(&unknown);
+            (bytes, valid.len())
+        }
+        Placed::Middle => {
+            bytes.splice(starts[2]..starts[2], unknown.iter().copied());
+            (bytes, starts[2])
+        }
+        Placed::AfterBitRot => {
+            let rotted = starts[starts.len() - 1];
+            bytes[rotted + 12 + 20] ^= 0x01;
+            bytes.extend_from_slice(&unknown);
+            (bytes, rotted)
+        }
+    }
+}
+
+/// The offset of each record of a valid log (after the 8-byte file header).
+fn record_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 8;
+    while at + 12 <= bytes.len() {
+        starts.push(at);
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        at += 12 + len as usize;
+    }
+    starts
+}
+
+#[test]
+fn a_record_of_unknown_kind_with_valid_checksums_is_corruption_never_a_torn_tail() {
+    for (kind, placed) in [
+        (0, Placed::Last),
+        (4, Placed::Last),
+        (255, Placed::Last),
+        (9, Placed::Middle),
+        (9, Placed::AfterBitRot),
+    ] {
+        let log = log_in("wallet-unknown-kind");
+        let valid = acknowledged_log(&log);
+        let (bytes, offset) = with_unknown_record(&valid, kind, placed);
+        std::fs::write(&log, &bytes).expect("write");
+        match DurableWallet::open(&log) {
+            Err(LogError::Corrupt { offset: at, reason }) => {
+                assert_eq!(at, offset as u64, "kind {kind} {placed:?}: {reason}");
+            }
+            Err(other) => panic!("kind {kind} {placed:?}: expected Corrupt, got {other:?}"),
+            Ok(w) => panic!("kind {kind} {placed:?}: opened, {:?}", w.recovery()),
+        }
+        assert_eq!(std::fs::read(&log).expect("log"), bytes, "kind {kind} {placed:?}: nothing cut");
+        let dir = log.parent().expect("a directory");
+        let side_files = std::fs::read_dir(dir).expect("dir").count();
+        assert_eq!(side_files, 1, "kind {kind} {placed:?}: no torn tail kept aside");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
