@@ -126,3 +126,43 @@ fn a_post_naming_other_accounts_is_refused() {
         "state failures use up the id"
     );
 }
+
+/// A post or void may leave the pending transfer's accounts, ledger and code at 0 or name
+/// them as they are; naming another of any of them is refused (TigerBeetle's
+/// `pending_transfer_has_different_*` codes, one result here:
+/// `PendingTransferHasDifferentFields`) and moves nothing; naming all four as they are is
+/// applied.
+#[test]
+fn a_post_or_void_naming_another_account_ledger_or_code_is_refused() {
+    type Change = fn(&mut Transfer);
+    let fields: [(&str, Change); 4] = [
+        ("debit_account_id", |s| s.debit_account_id = crate::BANK),
+        ("credit_account_id", |s| s.credit_account_id = crate::BANK),
+        ("ledger", |s| s.ledger = 2),
+        ("code", |s| s.code = 2),
+    ];
+    for flag in [TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING] {
+        for (field, change) in fields {
+            let (w, _) = wallet();
+            w.create_transfers(&[pending(1, 10, 0)]).expect("batch");
+            let mut other = settle(2, 1, 0, flag);
+            change(&mut other);
+            assert_eq!(
+                w.create_transfers(&[other]).expect("batch"),
+                vec![R::PendingTransferHasDifferentFields],
+                "{flag:?} naming another {field}"
+            );
+            assert_eq!(w.transfer(1).and_then(|s| s.pending), Some(PendingState::Pending));
+            assert_eq!(w.account(ALICE).map(|a| a.debits_pending), Some(10), "nothing moved");
+            let same = Transfer {
+                debit_account_id: ALICE,
+                credit_account_id: BOB,
+                ledger: 1,
+                code: 1,
+                ..settle(3, 1, 0, flag)
+            };
+            assert_eq!(w.create_transfers(&[same]).expect("batch"), vec![R::Created], "{flag:?}");
+            w.assert_invariants();
+        }
+    }
+}
