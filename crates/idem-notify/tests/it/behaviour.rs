@@ -264,6 +264,32 @@ fn a_crash_after_sending_with_status_completes_without_resending() {
     assert_eq!((s.notifier.provider().deliveries(&n), s.notifier.stats().sent), (1, 1));
 }
 
+/// A crashed attempt may have delivered. Under `Resend` its recovery asks the provider,
+/// which cannot say (`Unknown`), so it sends again, and that send fails for good: the dead
+/// letter says the message may have been delivered, and it is final (a resubmission is
+/// answered with it, never sent).
+#[test]
+fn a_recovery_resent_under_resend_that_fails_for_good_may_have_delivered() {
+    let s = setup(SimulatedProvider::new().without_status(), |c| c.unknown(UnknownPolicy::Resend));
+    let n = note("m1");
+    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
+    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
+        panic!("fresh id")
+    };
+    use idem_notify::Provider;
+    s.notifier.provider().send(&n).expect("delivered by the crashed attempt");
+    s.clock.advance(LEASE);
+    s.notifier.provider().inject(ProviderFault::Permanent);
+    assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Recovering);
+    wait_until("the dead letter", WAIT, || s.notifier.stats().dead_lettered == 1);
+    let dead = s.notifier.dead_letters();
+    assert!(dead[0].may_have_delivered, "the crashed attempt may have delivered: {dead:?}");
+    let again = s.notifier.submit(n.clone()).expect("resubmit");
+    assert!(matches!(again, Submitted::Duplicate(Outcome::DeadLettered(_))), "{again:?}");
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1, "never sent again");
+}
+
 #[test]
 fn concurrent_duplicates_from_many_threads_deliver_once() {
     let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.workers(2));
