@@ -276,12 +276,14 @@ fn ci() -> Result {
         )?;
     }
     let url = postgres_url()?;
+    let skewed = server_url("IDEM_PG_SKEWED_URL", ".ci/postgres-skewed.sh", "postgres://")?;
     run(
         "postgres",
         cargo()
             .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
             .args(["--test", "postgres"])
-            .env("IDEM_PG_URL", &url),
+            .env("IDEM_PG_URL", &url)
+            .env("IDEM_PG_SKEWED_URL", &skewed),
     )?;
     run(
         "postgres crash",
@@ -387,26 +389,32 @@ fn crash(args: &[String]) -> Result {
 /// The PostgreSQL server for the PostgreSQL store's tests: `IDEM_PG_URL` if set, else the
 /// one `.ci/postgres.sh` starts (installing it from Debian's packages if needed).
 fn postgres_url() -> Result<String> {
-    if let Ok(url) = env::var("IDEM_PG_URL") {
+    server_url("IDEM_PG_URL", ".ci/postgres.sh", "postgres://")
+}
+
+/// The URL in `var`, or else the last line of what `script` prints once it has started
+/// the server (it must start with `scheme`).
+fn server_url(var: &str, script: &str, scheme: &str) -> Result<String> {
+    if let Ok(url) = env::var(var) {
         return Ok(url);
     }
-    let script = root().join(".ci/postgres.sh");
-    println!("xtask: postgres: {}", script.display());
+    let script = root().join(script);
+    println!("xtask: {var}: {}", script.display());
     let out = Command::new(&script)
         .output()
-        .map_err(|e| format!("postgres: cannot start {}: {e}", script.display()))?;
+        .map_err(|e| format!("{var}: cannot start {}: {e}", script.display()))?;
     if !out.status.success() {
         return Err(format!(
-            "postgres: {} failed:\n{}",
+            "{var}: {} failed:\n{}",
             script.display(),
             String::from_utf8_lossy(&out.stderr)
         ));
     }
     let url =
         String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-    if url.starts_with("postgres://") {
+    if url.starts_with(scheme) {
         Ok(url)
     } else {
-        Err(format!("postgres: no URL from {}", script.display()))
+        Err(format!("{var}: no URL from {}", script.display()))
     }
 }

@@ -141,52 +141,14 @@ fn check_schema_name(name: &str) -> Result<(), PgError> {
     Ok(())
 }
 
-/// Database time without a round trip per operation: the server's clock read once (and
-/// again at every reconnect), advanced by this process's monotonic clock. No process's
-/// wall clock enters a lease, so clients whose clocks are skewed still agree on when a
-/// lease runs out (to within the round trip of the reading).
-#[derive(Debug)]
-struct DatabaseClock {
-    reading: Mutex<(u64, Instant)>,
-}
-
-impl DatabaseClock {
-    fn read(client: &mut Client) -> Result<Self, StoreError> {
-        let clock = Self { reading: Mutex::new((0, Instant::now())) };
-        clock.resync(client)?;
-        Ok(clock)
-    }
-
-    /// Reads the server's clock; the reading is taken as of the middle of the round trip.
-    fn resync(&self, client: &mut Client) -> Result<(), StoreError> {
-        let sent = Instant::now();
-        let server_ms: i64 = client
-            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
-            .map_err(pg)?
-            .get(0);
-        let received = Instant::now();
-        let half_trip = received.duration_since(sent) / 2;
-        let server_ms = u64::try_from(server_ms).unwrap_or(0);
-        let at_receipt = server_ms.saturating_add(half_trip.as_millis() as u64);
-        *self.reading.lock() = (at_receipt, received);
-        Ok(())
-    }
-}
-
-impl Clock for DatabaseClock {
-    fn now(&self) -> Timestamp {
-        let (server_ms, at) = *self.reading.lock();
-        let elapsed = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
-        Timestamp::from_millis(server_ms.saturating_add(elapsed))
-    }
-}
-
-/// Where the store's time comes from.
-enum Time {
-    /// The database's clock (the default): one clock for every client.
-    Database(Arc<DatabaseClock>),
-    /// A clock the caller gave: every process sharing the namespace must share it.
-    Client(Arc<dyn Clock>),
+/// The time every statement judges deadlines by, in milliseconds since the epoch:
+/// parameter `$n` if the store was given a clock (every client must share it), else the
+/// database's own clock, read by the statement that writes, on the connection that
+/// writes. `now()` is the time its transaction started, after the connection was taken:
+/// a wait for a free connection never spends a lease, and the statements of one
+/// transaction (a claim and the read that says why it changed nothing) agree on it.
+fn now_sql(n: usize) -> String {
+    format!("COALESCE(${n}::BIGINT, (extract(epoch FROM now()) * 1000)::BIGINT)")
 }
 
 /// The claimed-key store on PostgreSQL.
@@ -197,8 +159,8 @@ pub struct PgStore<R> {
     connector: Connector,
     /// The namespace, quoted for statements (`"name"`).
     schema: String,
-    time: Time,
-    clock: Arc<dyn Clock>,
+    /// A clock the caller gave ([`PgStore::connect_with_clock`]); `None`: the database's.
+    clock: Option<Arc<dyn Clock>>,
     config: StoreConfig,
     result_bytes_max: usize,
     _result: std::marker::PhantomData<fn() -> R>,
@@ -347,20 +309,11 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             (0..CLIENTS).map(|_| open_client(&connector)).collect::<Result<Vec<_>, _>>()?;
         let schema = format!("\"{schema}\"");
         migrate(&mut clients[0], &schema)?;
-        let time = match clock {
-            Some(clock) => Time::Client(clock),
-            None => Time::Database(Arc::new(DatabaseClock::read(&mut clients[0])?)),
-        };
-        let clock: Arc<dyn Clock> = match &time {
-            Time::Client(clock) => clock.clone(),
-            Time::Database(clock) => clock.clone(),
-        };
         Ok(Self {
             clients: Mutex::new(clients),
             returned: Condvar::new(),
             connector,
             schema,
-            time,
             clock,
             config,
             result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,
@@ -420,16 +373,18 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     }
 
     /// Replaces a connection the server closed with a new one (one attempt, bounded by
-    /// the connect timeout), and reads the server's clock again.
+    /// the connect timeout).
     fn reconnect_if_closed(&self, client: &mut Client) -> Result<(), StoreError> {
         if !client.is_closed() {
             return Ok(());
         }
         *client = open_client(&self.connector)?;
-        if let Time::Database(clock) = &self.time {
-            clock.resync(client)?;
-        }
         Ok(())
+    }
+
+    /// The parameter [`now_sql`] reads: the caller's clock, or `None` for the database's.
+    fn now_param(&self) -> Option<i64> {
+        self.clock.as_ref().map(|clock| ms(clock.now()))
     }
 
     fn claim_once(
@@ -437,10 +392,10 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<Claim<R>, StoreError> {
-        let now = self.clock.now();
-        let lease_expires_at = now.saturating_add(self.config.lease());
+        let lease_ms = i64::try_from(self.config.lease().as_millis()).unwrap_or(i64::MAX);
         let s = &self.schema;
         let capacity = i64::try_from(self.config.capacity()).unwrap_or(i64::MAX);
+        let now = self.now_param();
         self.with_client(|client| {
             let mut tx = client.transaction().map_err(pg)?;
             let taken = tx
@@ -450,8 +405,8 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                         &key.scope().as_str(),
                         &key.key().as_str(),
                         &&fingerprint.as_bytes()[..],
-                        &ms(lease_expires_at),
-                        &ms(now),
+                        &lease_ms,
+                        &now,
                     ],
                 )
                 .map_err(pg)?;
@@ -461,6 +416,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 return decode_claim(key, answer);
             };
             let (token, recovered, fresh): (i64, bool, bool) = (row.get(0), row.get(1), row.get(2));
+            let lease_expires_at = timestamp(row.get(3));
             if fresh {
                 let records: i64 = tx
                     .query_one(
@@ -488,23 +444,31 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     }
 }
 
+/// A stored time in milliseconds, as a timestamp (a negative one, never written, as 0).
+fn timestamp(ms: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
 /// The claim in one statement: insert the absent key, or take over an expired result
-/// (any fingerprint) or an expired lease (same fingerprint), with the next token.
+/// (any fingerprint) or an expired lease (same fingerprint), with the next token. `$4`
+/// is the lease in milliseconds, `$5` the time ([`now_sql`]).
 fn claim_sql(s: &str) -> String {
+    let now = now_sql(5);
     format!(
         "INSERT INTO {s}.claims (scope, key, fingerprint, token, finished,
                             lease_expires_at, expires_at, result, recovered, fresh)
-                         VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, $4, 0, NULL, FALSE, TRUE)
+                         VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, {now} + $4, 0, NULL,
+                             FALSE, TRUE)
                          ON CONFLICT (scope, key) DO UPDATE SET
                              fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token,
                                  finished = FALSE,
                              lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0,
                                  result = NULL,
                              recovered = NOT {s}.claims.finished, fresh = FALSE
-                         WHERE ({s}.claims.finished AND {s}.claims.expires_at <= $5)
-                            OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= $5
+                         WHERE ({s}.claims.finished AND {s}.claims.expires_at <= {now})
+                            OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= {now}
                                 AND {s}.claims.fingerprint = EXCLUDED.fingerprint)
-                         RETURNING token, recovered, fresh"
+                         RETURNING token, recovered, fresh, lease_expires_at"
     )
 }
 
@@ -535,17 +499,19 @@ fn inspect(
     s: &str,
     key: &ScopedKey,
     fingerprint: &Fingerprint,
-    now: Timestamp,
+    now: Option<i64>,
 ) -> Result<Claim<Vec<u8>>, StoreError> {
     let row = tx
         .query_one(
             &format!(
-                "SELECT fingerprint, finished, lease_expires_at, result FROM {s}.claims
-                WHERE scope = $1 AND key = $2"
+                "SELECT fingerprint, finished, lease_expires_at, result, {} FROM {s}.claims
+                WHERE scope = $1 AND key = $2",
+                now_sql(3)
             ),
-            &[&key.scope().as_str(), &key.key().as_str()],
+            &[&key.scope().as_str(), &key.key().as_str(), &now],
         )
         .map_err(pg)?;
+    let now = timestamp(row.get(4));
     let stored: Vec<u8> = row.get(0);
     let row = Row {
         same_fingerprint: stored == fingerprint.as_bytes()[..],
@@ -561,21 +527,25 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     /// `complete`'s work, inside the trace span.
     fn complete_now(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
-        let expires_at = ms(self.clock.now().saturating_add(self.config.result_ttl()));
+        let ttl_ms = i64::try_from(self.config.result_ttl().as_millis()).unwrap_or(i64::MAX);
         let s = &self.schema;
+        let now = self.now_param();
         let changed = self.with_client(|client| {
             client
                 .execute(
                     &format!(
-                        "UPDATE {s}.claims SET finished = TRUE, expires_at = $4, result = $5
-                         WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished"
+                        "UPDATE {s}.claims SET finished = TRUE, expires_at = {} + $4,
+                             result = $5
+                         WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished",
+                        now_sql(6)
                     ),
                     &[
                         &lease.key().scope().as_str(),
                         &lease.key().key().as_str(),
                         &(lease.token().get() as i64),
-                        &expires_at,
+                        &ttl_ms,
                         &bytes,
+                        &now,
                     ],
                 )
                 .map_err(pg)
@@ -635,7 +605,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
 
     fn sweep(&self) -> Result<usize, StoreError> {
         let s = &self.schema;
-        let now = ms(self.clock.now());
+        let now = self.now_param();
         let batch = i64::try_from(self.config.sweep_batch_max()).unwrap_or(i64::MAX);
         self.with_client(|client| {
             let mut tx = client.transaction().map_err(pg)?;
@@ -644,7 +614,8 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
                     &format!(
                         "DELETE FROM {s}.claims WHERE (scope, key) IN (
                              SELECT scope, key FROM {s}.claims WHERE finished AND expires_at <=
-                                 $1 LIMIT $2)"
+                                 {} LIMIT $2)",
+                        now_sql(1)
                     ),
                     &[&now, &batch],
                 )
@@ -661,14 +632,15 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
 
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
         let s = &self.schema;
-        let now = ms(self.clock.now());
+        let now = self.now_param();
         let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let rows = self.with_client(|client| {
             client
                 .query(
                     &format!(
                         "SELECT scope, key, fingerprint, lease_expires_at FROM {s}.claims
-                         WHERE NOT finished AND lease_expires_at <= $1 LIMIT $2"
+                         WHERE NOT finished AND lease_expires_at <= {} LIMIT $2",
+                        now_sql(1)
                     ),
                     &[&now, &limit],
                 )
@@ -689,20 +661,23 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
         let s = &self.schema;
-        let now = self.clock.now();
+        let now = self.now_param();
+        // The time comes back even for an absent key (the outer join's one row).
         let row = self.with_client(|client| {
             client
-                .query_opt(
+                .query_one(
                     &format!(
-                        "SELECT fingerprint, finished, lease_expires_at, expires_at, result
-                         FROM {s}.claims WHERE scope = $1 AND key = $2"
+                        "SELECT c.fingerprint, c.finished, c.lease_expires_at, c.expires_at,
+                             c.result, {} FROM (SELECT 1) AS one LEFT JOIN {s}.claims AS c
+                             ON c.scope = $1 AND c.key = $2",
+                        now_sql(3)
                     ),
-                    &[&key.scope().as_str(), &key.key().as_str()],
+                    &[&key.scope().as_str(), &key.key().as_str(), &now],
                 )
                 .map_err(pg)
         })?;
-        let Some(row) = row else { return Ok(KeyState::Absent) };
-        let fp: Vec<u8> = row.get(0);
+        let now = timestamp(row.get(5));
+        let Some(fp) = row.get::<_, Option<Vec<u8>>>(0) else { return Ok(KeyState::Absent) };
         let row = Row {
             same_fingerprint: fp == fingerprint.as_bytes()[..],
             finished: row.get(1),

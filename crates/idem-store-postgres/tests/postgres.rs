@@ -350,3 +350,64 @@ mod tls {
         assert!(error.to_string().to_lowercase().contains("certificate"), "{error}");
     }
 }
+
+/// Leases and results run out on the server's clock while the client only waits: nothing
+/// in the client moves time on. A short lease and TTL, and claims repeated (bounded by
+/// [`WAIT`]) until the server's clock has passed each.
+#[test]
+fn a_lease_and_a_result_run_out_on_the_servers_clock_while_the_client_waits() {
+    let namespace = Namespace::new();
+    let short = Duration::from_millis(300);
+    let config = StoreConfig::builder().lease(short).result_ttl(short).build().expect("valid");
+    let store: PgStore<String> = PgStore::connect(&url(), &namespace.0, config).expect("store");
+    let Claim::Acquired(_) = store.claim(&key("k"), &fp()).expect("claim") else { panic!() };
+    let mut recovered = None;
+    idem_core::testkit::wait_until("the lease to run out", WAIT, || {
+        if let Ok(Claim::Recover(lease)) = store.claim(&key("k"), &fp()) {
+            recovered = Some(lease);
+        }
+        recovered.is_some()
+    });
+    let lease = recovered.expect("recovered");
+    store.complete(&lease, "done".into()).expect("complete");
+    assert_eq!(store.claim(&key("k"), &fp()).expect("claim"), Claim::Replay("done".into()));
+    idem_core::testkit::wait_until("the result to run out", WAIT, || {
+        matches!(store.claim(&key("k"), &fp()), Ok(Claim::Acquired(_)))
+    });
+}
+
+/// How long a test waits for the server's clock to pass a deadline before failing.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A server whose clock is two days ahead of this machine's (`.ci/postgres-skewed.sh`,
+/// `IDEM_PG_SKEWED_URL`): a lease ends on the server's clock, not this process's, and a
+/// result's lifetime too.
+#[test]
+fn a_servers_clock_offset_from_the_clients_sets_every_deadline() {
+    let skewed = std::env::var("IDEM_PG_SKEWED_URL").expect(
+        "IDEM_PG_SKEWED_URL must name a server with a skewed clock (.ci/postgres-skewed.sh)",
+    );
+    let name = schema();
+    let config = StoreConfig::builder().lease(Duration::from_secs(30)).build().expect("valid");
+    let store: PgStore<String> = PgStore::connect(&skewed, &name, config).expect("store");
+    let mut admin = postgres::Client::connect(&skewed, postgres::NoTls).expect("admin");
+    let mut server_now = || -> i64 {
+        let row = admin
+            .query_one("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", &[])
+            .expect("now");
+        row.get(0)
+    };
+    let before = server_now();
+    let local = idem_core::Clock::now(&idem_core::SystemClock).as_millis() as i64;
+    assert!(before - local > 24 * 3600 * 1000, "the server runs a day or more ahead");
+    let Claim::Acquired(lease) = store.claim(&key("k"), &fp()).expect("claim") else { panic!() };
+    let expires = lease.expires_at().as_millis() as i64;
+    assert!(
+        (before + 29_000..=before + 32_000).contains(&expires),
+        "the lease ends 30 s after the server's now ({before}), not the client's ({local}): \
+         {expires}"
+    );
+    store.complete(&lease, "done".into()).expect("complete");
+    assert_eq!(store.claim(&key("k"), &fp()).expect("replay"), Claim::Replay("done".into()));
+    store.drop_schema().expect("drop");
+}
