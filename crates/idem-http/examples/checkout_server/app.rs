@@ -57,7 +57,10 @@ where
     let router = match mode {
         Mode::Naive => routes.route("/checkout", post(checkout_naive)),
         Mode::Idempotent => {
+            // A payment without a key is refused (400), not charged: the page always
+            // sends one, so a request without it is a client bug to surface.
             let config = Config::builder()
+                .require_key(true)
                 .store_calls(StoreCalls::Inline)
                 .wait_for_first(Some(Duration::from_secs(10)))
                 .build()
@@ -65,15 +68,19 @@ where
             let layer =
                 IdempotencyLayer::with_config(store, |_: &_| Some(MERCHANT.to_string()), config)
                     .expect("the store keeps the layer's responses");
-            routes.route("/checkout", post(checkout).layer(layer))
+            // On the route, not the router: the router's own answers (404, and 405 for a
+            // PATCH to this POST-only route) never reach the layer, so they are never
+            // stored under a key that a later POST would then find reused.
+            routes.route("/checkout", post(checkout).route_layer(layer))
         }
     };
     (router.with_state(shop.clone()), shop)
 }
 
-/// The checkout page. Its key is made when the page renders: it belongs to the intent
-/// (this order), not to the click, so a double click or a retry after a network error
-/// sends the same key.
+/// The checkout page. It offers a fresh key when it renders, but the page keeps the first
+/// key it was given for this order (in the browser's `localStorage`): the key belongs to
+/// the intent (this order), not to the click nor to the render, so a double click, a
+/// retry after a network error and a reload all send the same key.
 async fn page() -> Html<String> {
     Html(PAGE.replace("{KEY}", &intent_key()))
 }
@@ -132,9 +139,16 @@ async fn checkout(
         }
         Ok(order) => order,
     };
-    let key = idem_http::header::parse_key(&headers).ok().flatten().expect("the layer checked it");
-    let key =
-        GatewayKey::derive(&ScopedKey::new(idem_core::Scope::new(MERCHANT).expect("valid"), key));
+    // The layer refused a request without a valid key (`require_key`); answer 400 rather
+    // than trust that if this handler is ever mounted without it.
+    let Some(key) = idem_http::header::parse_key(&headers).ok().flatten() else {
+        let why = "an Idempotency-Key header is required";
+        return (StatusCode::BAD_REQUEST, Extension(NothingHappened), why).into_response();
+    };
+    let Ok(scope) = idem_core::Scope::new(MERCHANT) else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "invalid merchant scope").into_response();
+    };
+    let key = GatewayKey::derive(&ScopedKey::new(scope, key));
     if recovering.is_some() {
         match shop.gateway.lookup(&key) {
             Lookup::Charged(charge) => return charged(StatusCode::OK, &charge, "recovered"),
@@ -173,12 +187,16 @@ button { font-size: 1.2rem; padding: .6rem 1.4rem; }
 </style></head>
 <body data-key="{KEY}">
 <h1>Order #1: 10.50 EUR</h1>
-<p>Click as often as you like: this order's key was made when the page rendered, so
-every click and every retry sends the same <code>Idempotency-Key</code>.</p>
+<p>Click as often as you like, reload the page: this order keeps one key, so every click,
+every retry and every reload sends the same <code>Idempotency-Key</code>.</p>
 <button id="pay">Pay 10.50 EUR</button>
 <div id="log"></div>
 <script>
-const key = document.body.dataset.key;
+// The order's key: the one kept for this order, else the one this render offers (kept
+// from now on). A reload must not make a new intent of the same order.
+const stored = window.localStorage.getItem('idem-order-1');
+const key = stored || document.body.dataset.key;
+if (!stored) { window.localStorage.setItem('idem-order-1', key); }
 const log = (line) => { document.getElementById('log').textContent += line + '\n'; };
 async function pay() {
   for (let attempt = 1; attempt <= 3; attempt++) {

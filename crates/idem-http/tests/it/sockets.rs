@@ -103,3 +103,47 @@ async fn a_client_that_retries_on_timeouts_charges_once_per_intent() {
     }
     assert_eq!(shop.gateway.totals().0, 4, "one charge per intent, for {requests} requests");
 }
+
+/// A request on a new connection with any method, key and body: status and body.
+async fn send_raw(
+    addr: SocketAddr,
+    method: http::Method,
+    key: Option<&str>,
+) -> Result<(u16, String), hyper::Error> {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("the server listens");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let mut request = http::Request::builder().method(method).uri("/checkout");
+    request = request.header("host", addr.to_string());
+    if let Some(key) = key {
+        request = request.header("idempotency-key", format!("\"{key}\""));
+    }
+    let body = Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR"));
+    let response = sender.send_request(request.body(body).expect("valid")).await?;
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// A payment without a key is refused with a 400 that says why, not an empty reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_without_a_key_is_400_and_charges_nothing() {
+    let (addr, shop) = serve(app::Mode::Idempotent, Duration::ZERO).await;
+    let (status, body) = send_raw(addr, http::Method::POST, None).await.expect("an answer");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("key-missing"), "{body}");
+    assert_eq!(shop.gateway.totals().0, 0);
+}
+
+/// The router's own 405 (a PATCH to the POST-only route) is never stored under the key:
+/// a POST with that key afterwards charges, instead of being refused as a reused key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_to_the_post_route_is_405_and_never_kept_under_its_key() {
+    let (addr, shop) = serve(app::Mode::Idempotent, Duration::ZERO).await;
+    let (status, _) = send_raw(addr, http::Method::PATCH, Some("k1")).await.expect("answer");
+    assert_eq!(status, 405);
+    let (status, body) = send_raw(addr, http::Method::POST, Some("k1")).await.expect("answer");
+    assert_eq!(status, 201, "the key is fresh for the POST: {body}");
+    assert_eq!(shop.gateway.totals().0, 1);
+}
