@@ -21,8 +21,7 @@ struct Measure {
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result {
-    let write = args.iter().any(|a| a == "--write");
-    let only = args.iter().find(|a| !a.starts_with("--"));
+    let (write, only) = bench_args(args)?;
     let criterion_dir = root.join("target/criterion");
     let mut command = cargo();
     command.arg("bench");
@@ -44,6 +43,27 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
         write_into_docs(&root.join("docs/benchmarks.md"), &table)?;
     }
     Ok(())
+}
+
+/// `[crate] [--write]`: whether to write the table, and the one crate to bench. Anything
+/// else is refused before a bench starts (or `target/criterion` is cleared).
+fn bench_args(args: &[String]) -> Result<(bool, Option<&String>)> {
+    const USAGE: &str = "usage: cargo xtask bench [crate] [--write]";
+    if let Some(bad) = args.iter().find(|a| a.starts_with('-') && *a != "--write") {
+        return Err(format!("bench: unknown argument {bad:?}; valid: --write; {USAGE}"));
+    }
+    let named: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let benched = crate::crates_with("benches")?;
+    let only = match named.as_slice() {
+        [] => None,
+        [name] if benched.contains(name) => Some(*name),
+        [name] => {
+            let valid = benched.join(", ");
+            return Err(format!("bench: no crate {name:?} has benches; valid: {valid}; {USAGE}"));
+        }
+        more => return Err(format!("bench: expected at most one crate, got {more:?}; {USAGE}")),
+    };
+    Ok((args.iter().any(|a| a == "--write"), only))
 }
 
 fn collect(dir: &Path) -> Result<Vec<Measure>> {

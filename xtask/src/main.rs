@@ -206,13 +206,13 @@ fn run(step: &str, command: &mut Command) -> Result {
     if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
 }
 
-/// The workspace's crates (folders under `crates/`) that have the file `relative`.
+/// The workspace's crates (folders under `crates/`) that have the file or folder `relative`.
 fn crates_with(relative: &str) -> Result<Vec<String>> {
     let dir = root().join("crates");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
     let mut names: Vec<String> = entries
         .filter_map(|entry| entry.ok())
-        .filter(|entry| entry.path().join(relative).is_file())
+        .filter(|entry| entry.path().join(relative).exists())
         .filter_map(|entry| entry.file_name().into_string().ok())
         .collect();
     names.sort();
@@ -336,14 +336,19 @@ fn miri() -> Result {
 fn study(args: &[String]) -> Result {
     let crates = crates_with("Cargo.toml")?;
     let valid = crates.iter().filter(|c| *c != "idem-crash").cloned().collect::<Vec<_>>();
+    let valid_list = valid.join(", ");
     let name = match args {
         [name] if valid.contains(name) => name,
-        _ => {
-            let got = args.first().map_or("nothing".to_string(), |a| format!("{a:?}"));
+        [name] if name == "idem-crash" => {
             return Err(format!(
-                "study: expected one crate, got {got}; valid: {}",
-                valid.join(", ")
+                "study: idem-crash is test support, not a problem crate: run its crash tests \
+                 with `cargo xtask crash`; valid: {valid_list}"
             ));
+        }
+        [name] => return Err(format!("study: no crate {name:?}; valid: {valid_list}")),
+        [] => return Err(format!("study: expected one crate, got nothing; valid: {valid_list}")),
+        more => {
+            return Err(format!("study: expected one crate, got {more:?}; valid: {valid_list}"));
         }
     };
     let steps = 2 + usize::from(root().join("crates").join(name).join("tests/loom.rs").is_file());
@@ -416,5 +421,26 @@ fn server_url(var: &str, script: &str, scheme: &str) -> Result<String> {
         Ok(url)
     } else {
         Err(format!("{var}: no URL from {}", script.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dispatch;
+
+    fn refused(args: &[&str]) -> String {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        dispatch(&args).expect_err("refused before anything runs")
+    }
+
+    /// A bad argument is refused by name before a bench starts or `target/criterion` is
+    /// cleared, and `study` says what it got.
+    #[test]
+    fn bad_arguments_are_refused_naming_what_was_given() {
+        assert!(refused(&["bench", "--bogus"]).contains("\"--bogus\""));
+        assert!(refused(&["bench", "no-such-crate"]).contains("no crate \"no-such-crate\""));
+        assert!(refused(&["study", "idem-pool", "extra"]).contains("[\"idem-pool\", \"extra\"]"));
+        assert!(refused(&["study", "idem-crash"]).contains("cargo xtask crash"));
+        assert!(refused(&["ci", "--now"]).contains("\"--now\""));
     }
 }

@@ -42,7 +42,9 @@ async fn a_response_over_the_stored_limit_reaches_its_caller_and_replays_as_a_pr
     assert_eq!(runs(&counter), 2);
 }
 
-#[tokio::test]
+/// On tokio's paused clock: a nap passes no real time, so a duplicate that waited (the
+/// break this catches) is seen at once by the time it took, instead of after a real wait.
+#[tokio::test(start_paused = true)]
 async fn past_waiters_max_a_duplicate_is_answered_409_at_once() {
     let (store, _) = store();
     let wait = Some(Duration::from_secs(60));
@@ -72,8 +74,11 @@ async fn past_waiters_max_a_duplicate_is_answered_409_at_once() {
     // On this one-thread runtime the waiter runs until its first sleep, by which time it
     // holds the one waiter's place: its claim was answered "in flight" once.
     crate::yield_until("the first duplicate waits", || store.stats().in_flight >= 1).await;
+    let asked = tokio::time::Instant::now();
     let refused = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!(refused.status, 409, "{refused:?}");
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(1), "answered at once, not after waiting: {took:?}");
     release.notify_one();
     assert_eq!(crate::bounded("the first", first).await.expect("first").status, 200);
     assert!(crate::bounded("the waiter", waiting).await.expect("waiter").replayed);
