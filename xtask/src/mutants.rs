@@ -40,6 +40,11 @@ const fn test(
     Check::Test { package, feature, test, filter }
 }
 
+/// `cargo test -p <package> --lib <filter>`: a unit test inside the crate.
+const fn lib(package: &'static str, filter: &'static str) -> Check {
+    Check::Test { package, feature: "", test: "", filter }
+}
+
 /// Crash-test rounds per check: enough for the fault plans to cover every point.
 const CRASH_ROUNDS: &str = "150";
 
@@ -197,9 +202,115 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "notify-dead-letters-always-final",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "    let _ = if may_have_delivered {",
-        to: "    let _ = if true {",
+        from: "    let settle = if may_have_delivered {",
+        to: "    let settle = if true {",
         check: test("idem-notify", "", "it", "dead_letter"),
+    },
+    Mutant {
+        name: "core-retry-after-by-the-lagging-clock",
+        file: "crates/idem-core/src/memory.rs",
+        from: "deadline.saturating_duration_since(self.precise.now().max(self.cheap))",
+        to: "deadline.saturating_duration_since(self.near(deadline))",
+        check: lib("idem-core", "retry_after_never_exceeds"),
+    },
+    Mutant {
+        name: "http-waiters-max-never-refuses",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if before >= max {\n",
+        to: "        if before >= max + 1000 {\n",
+        check: test("idem-http", "", "it", "limits::past_waiters"),
+    },
+    Mutant {
+        name: "http-method-left-out-of-the-fingerprint",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        .str(\"method\", parts.method.as_str())\n",
+        to: "",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-content-length-at-the-limit-refused",
+        file: "crates/idem-http/src/layer.rs",
+        from: "is_some_and(|len| len > max as u64)",
+        to: "is_some_and(|len| len >= max as u64)",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-response-at-the-stored-limit-not-kept",
+        file: "crates/idem-http/src/layer.rs",
+        from: "if read.len() > limit {",
+        to: "if read.len() >= limit {",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-waiter-place-never-given-back",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        self.0.fetch_sub(1, Ordering::Relaxed);",
+        to: "",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-failed-response-body-releases-the-claim",
+        file: "crates/idem-http/src/layer.rs",
+        from: "                drop(error);\n",
+        to: "                drop(error);\n                \
+             let _ = self.store_call(move |store| store.release(&lease)).await;\n",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-body-limit-per-frame",
+        file: "crates/idem-http/src/layer.rs",
+        from: "if read.len() + data.len() > max {",
+        to: "if data.len() > max {",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-layer-ignores-the-store-limit",
+        file: "crates/idem-http/src/layer.rs",
+        from: "let limit = config.response_limit(store.result_bytes_max())?;",
+        to: "let limit = config.response_limit(None)?;",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "sqlite-keeps-64-kib-results",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,",
+        to: "result_bytes_max: 64 * 1024,",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-failed-completion-uncounted",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        self.settled(\"complete\", completed);",
+        to: "",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-store-error-text-reaches-the-client",
+        file: "crates/idem-http/src/layer.rs",
+        from: "format!(\"nothing was run; the error's id for the operator is {id}\"),",
+        to: "format!(\"nothing was run: {error}\"),",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "notify-refused-settle-uncounted",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "        add(&shared.counters.settle_failed);",
+        to: "",
+        check: test("idem-notify", "", "it", "completion_the_id_store"),
+    },
+    Mutant {
+        name: "pg-database-clock-frozen",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "(extract(epoch FROM now()) * 1000)::BIGINT)",
+        to: "(extract(epoch FROM pg_postmaster_start_time()) * 1000)::BIGINT)",
+        check: test("idem-store-postgres", "server-tests", "postgres", "run_out"),
+    },
+    Mutant {
+        name: "pg-process-clock-instead-of-the-database",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "        self.clock.as_ref().map(|clock| ms(clock.now()))",
+        to: "        Some(ms(idem_core::Clock::now(&idem_core::SystemClock)))",
+        check: test("idem-store-postgres", "server-tests", "postgres", "offset"),
     },
 ];
 
@@ -265,7 +376,16 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<bool> {
     command.current_dir(tree).env("IDEM_CRASH_ROUNDS", CRASH_ROUNDS);
     match check {
         Check::Test { package, feature, test, filter } => {
-            command.args(["test", "-q", "-p", package, "--test", test]);
+            command.args(["test", "-q", "-p", package]);
+            if test.is_empty() {
+                command.arg("--lib");
+            } else {
+                command.args(["--test", test]);
+            }
+            if feature == "server-tests" {
+                command.env("IDEM_PG_URL", crate::postgres_url()?);
+                command.env("IDEM_PG_SKEWED_URL", crate::skewed_postgres_url()?);
+            }
             if !feature.is_empty() {
                 command.args(["--features", feature]);
             }

@@ -2,6 +2,13 @@
 //! event emitted on the calling thread while a closure runs, with the spans it ran in, so
 //! a test can check what an operator would see.
 //!
+//! One global dispatcher, installed on first use, routes each event to the collector of
+//! the thread that emitted it. A collector set per thread with `with_default` alone
+//! misses events: `tracing` caches each callsite's interest when the callsite is first
+//! registered, and a callsite another thread registered first (under no collector) could
+//! be cached as never interesting, so a test running beside others saw nothing. The
+//! global router asks, at every call, whether this thread is capturing.
+//!
 //! ```
 //! use idem_core::testkit::capture::capture;
 //! use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
@@ -57,12 +64,88 @@ impl Seen {
     }
 }
 
-/// Runs `f` with a collector as this thread's default and returns what it saw.
+/// Runs `f` with a collector for this thread and returns what it saw.
 pub fn capture<T>(f: impl FnOnce() -> T) -> (T, Vec<Seen>) {
     let collector = Arc::new(Collector::default());
-    let result = tracing::subscriber::with_default(collector.clone(), f);
+    let previous = CAPTURING.with(|current| current.replace(Some(collector.clone())));
+    // Restores the thread's previous collector even if `f` panics.
+    struct Restore(Option<Arc<Collector>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CAPTURING.with(|current| *current.borrow_mut() = self.0.take());
+        }
+    }
+    let restore = Restore(previous);
+    let result = if install_router() {
+        // A callsite registered by another thread while the router was being installed
+        // may still hold the interest (and level) it got from no subscriber at all: ask
+        // again, now that the router answers for every callsite.
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    } else {
+        // Another global subscriber was installed first: fall back to this thread's own.
+        tracing::subscriber::with_default(Route, f)
+    };
+    drop(restore);
     let seen = std::mem::take(&mut collector.state.lock().seen);
     (result, seen)
+}
+
+thread_local! {
+    /// The collector of the `capture` running on this thread, if any.
+    static CAPTURING: std::cell::RefCell<Option<Arc<Collector>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Installs [`Route`] as the global dispatcher, once; whether it is the global one.
+fn install_router() -> bool {
+    static INSTALLED: crate::sync::OnceLock<bool> = crate::sync::OnceLock::new();
+    *INSTALLED.get_or_init(|| tracing::subscriber::set_global_default(Route).is_ok())
+}
+
+/// The span id given to spans made while this thread captures nothing: ignored after.
+const UNSEEN: u64 = u64::MAX;
+
+/// The global subscriber: hands every call to the calling thread's collector, if any.
+struct Route;
+
+impl Route {
+    fn with<T>(&self, f: impl FnOnce(&Collector) -> T) -> Option<T> {
+        CAPTURING.with(|current| current.borrow().as_deref().map(f))
+    }
+}
+
+impl Subscriber for Route {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        // Asked again at every call (`enabled`): whether a thread captures changes.
+        Interest::sometimes()
+    }
+
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        self.with(|_| ()).is_some()
+    }
+
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        self.with(|c| c.new_span(span)).unwrap_or_else(|| Id::from_u64(UNSEEN))
+    }
+
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        self.with(|c| c.record(span, values));
+    }
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        self.with(|c| c.event(event));
+    }
+
+    fn enter(&self, span: &Id) {
+        self.with(|c| c.enter(span));
+    }
+
+    fn exit(&self, span: &Id) {
+        self.with(|c| c.exit(span));
+    }
 }
 
 #[derive(Default)]
@@ -90,15 +173,8 @@ impl Visit for Text {
     }
 }
 
-impl Subscriber for Collector {
-    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
-        Interest::always()
-    }
-
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
-    }
-
+/// What one `capture` saw; [`Route`] calls it on the capturing thread.
+impl Collector {
     fn new_span(&self, span: &Attributes<'_>) -> Id {
         let mut fields = Text::default();
         span.record(&mut fields);
@@ -110,25 +186,27 @@ impl Subscriber for Collector {
     fn record(&self, span: &Id, values: &Record<'_>) {
         let mut fields = Text::default();
         values.record(&mut fields);
-        if let Some((_, known)) = self.state.lock().spans.get_mut(span.into_u64() as usize - 1) {
+        let at = (span.into_u64() as usize).wrapping_sub(1);
+        if let Some((_, known)) = self.state.lock().spans.get_mut(at) {
             known.extend(fields.0);
         }
     }
-
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, event: &Event<'_>) {
         let mut fields = Text::default();
         event.record(&mut fields);
         let message = fields.0.remove("message").unwrap_or_default();
         let mut state = self.state.lock();
-        let spans = state.entered.iter().map(|id| state.spans[*id as usize - 1].clone()).collect();
+        let spans = state.entered.iter().filter_map(|id| state.spans.get(*id as usize - 1));
+        let spans = spans.cloned().collect();
         let level = *event.metadata().level();
         state.seen.push(Seen { level, message, fields: fields.0, spans });
     }
 
     fn enter(&self, span: &Id) {
-        self.state.lock().entered.push(span.into_u64());
+        if span.into_u64() != UNSEEN {
+            self.state.lock().entered.push(span.into_u64());
+        }
     }
 
     fn exit(&self, span: &Id) {
