@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Opens the checkout example's page in headless Chromium, clicks "Pay" three times in a
 row (a triple click), and checks that the page shows one charge: the first answer, then
-replays of it. Installs Chromium and ChromeDriver from Debian if they are missing.
+replays of it. Then reloads the page (a new render, which offers a new key) and pays
+again: the page keeps its order's key, so the answer is the same charge, replayed. Installs Chromium and ChromeDriver from Debian if they are missing.
 
     python3 crates/idem-http/scripts/browser_check.py   # from the repository root
 
@@ -75,6 +76,21 @@ def main():
             return log["text"].count("ch_") == 3
 
         wait_for("three answers on the page", three_answers)
+        first = log["text"]
+        call("POST", f"/session/{session}/refresh", {})
+        button = call("POST", f"/session/{session}/element",
+                      {"using": "css selector", "value": "#pay"})
+        call("POST", f"/session/{session}/element/{list(button.values())[0]}/click", {})
+
+        def one_answer():
+            found = call("POST", f"/session/{session}/element",
+                         {"using": "css selector", "value": "#log"})
+            log["text"] = call("GET", f"/session/{session}/element/"
+                                      f"{list(found.values())[0]}/text")
+            return log["text"].count("ch_") == 1
+
+        wait_for("an answer after the reload", one_answer)
+        log["text"] = first + "\n" + log["text"]
         shot = call("GET", f"/session/{session}/screenshot")
         with open("target/checkout_page.png", "wb") as out:
             import base64
@@ -84,8 +100,8 @@ def main():
         print("\n".join(lines))
         charges = {line.split('"charge":"')[1].split('"')[0] for line in lines}
         assert charges == {"ch_1"}, f"one charge expected, the page shows {charges}"
-        assert sum("(replayed)" in line for line in lines) == 2, "two replays expected"
-        print("browser check: 3 clicks, 1 charge (ch_1), 2 replays; "
+        assert sum("(replayed)" in line for line in lines) == 3, "three replays expected"
+        print("browser check: 3 clicks, a reload, a click: 1 charge (ch_1), 3 replays; "
               "screenshot in target/checkout_page.png")
     finally:
         driver.terminate()
