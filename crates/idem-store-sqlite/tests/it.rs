@@ -259,3 +259,118 @@ fn a_file_that_cannot_be_opened_is_named_in_the_error() {
     assert!(error.contains(&path.display().to_string()), "the path is named: {error}");
     assert!(error.starts_with("storage failed: cannot open the store file"), "{error}");
 }
+
+/// A second connection to the store's file, to change its schema beside the store.
+fn side_connection(path: &std::path::Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).expect("a second connection");
+    conn.busy_timeout(std::time::Duration::from_secs(30)).expect("busy timeout");
+    conn
+}
+
+/// Makes the COMMIT of any transaction that claims a key starting with `poisoned` fail:
+/// a trigger adds a row that breaks a deferred foreign key, which SQLite checks only at
+/// COMMIT (foreign keys are enforced: the bundled SQLite is built with
+/// `SQLITE_DEFAULT_FOREIGN_KEYS=1`). Such a COMMIT fails and leaves the transaction
+/// open, as a COMMIT that cannot write its WAL frames (a full disk, an I/O error) may: the
+/// writer must roll it back before it can begin the next group.
+fn poison_commits(side: &rusqlite::Connection) {
+    side.execute_batch(
+        "CREATE TABLE poison_parent (id INTEGER PRIMARY KEY);
+         CREATE TABLE poison_child (
+             parent INTEGER REFERENCES poison_parent (id) DEFERRABLE INITIALLY DEFERRED);
+         CREATE TRIGGER poison AFTER INSERT ON claims WHEN NEW.key LIKE 'poisoned%'
+         BEGIN INSERT INTO poison_child VALUES (NEW.token); END;",
+    )
+    .expect("the poison");
+}
+
+fn rows_named(side: &rusqlite::Connection, pattern: &str) -> i64 {
+    side.query_row("SELECT COUNT(*) FROM claims WHERE key LIKE ?1", [pattern], |r| r.get(0))
+        .expect("count")
+}
+
+#[track_caller]
+fn assert_write_failed(answer: Result<Claim<String>, StoreError>, what: &str) {
+    match answer {
+        Err(StoreError::Storage(e)) => match e.downcast_ref::<SqliteError>() {
+            Some(SqliteError::Write(why)) => assert!(why.contains("FOREIGN KEY"), "{what}: {why}"),
+            other => panic!("{what}: expected SqliteError::Write, got {other:?}"),
+        },
+        other => panic!("{what}: expected the failed COMMIT's error, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn assert_acquired(store: &SqliteStore<String>, key: &ScopedKey, what: &str) -> idem_core::Lease {
+    match store.claim(key, &fp()) {
+        Ok(Claim::Acquired(lease)) => lease,
+        other => panic!("{what}: expected Acquired for {key}, got {other:?}"),
+    }
+}
+
+/// A group whose COMMIT fails: its caller gets the error, nothing of it is visible (to the
+/// store or to another connection), what was committed before stays, and the writer's
+/// recovery rolls the open transaction back, so the next claim succeeds.
+#[test]
+fn a_failed_commit_fails_its_caller_stores_nothing_and_the_next_claim_succeeds() {
+    let path = temp_file("failed-commit");
+    let store: SqliteStore<String> =
+        SqliteStore::open(&path, StoreConfig::default()).expect("open");
+    let before = ScopedKey::parse("tenant", "before").expect("key");
+    let lease = assert_acquired(&store, &before, "before the poison");
+    store.complete(&lease, "kept".into()).expect("complete");
+    let side = side_connection(&path);
+    poison_commits(&side);
+    let poisoned = ScopedKey::parse("tenant", "poisoned").expect("key");
+    assert_write_failed(store.claim(&poisoned, &fp()), "the poisoned claim");
+    assert_eq!(store.lookup(&poisoned, &fp()).expect("lookup"), idem_core::KeyState::Absent);
+    assert_eq!(rows_named(&side, "poisoned%"), 0, "nothing of the failed group is on disk");
+    let after = ScopedKey::parse("tenant", "after").expect("key");
+    let lease = assert_acquired(&store, &after, "the claim after the failed COMMIT");
+    store.complete(&lease, "after".into()).expect("complete after the failure");
+    assert_eq!(store.claim(&before, &fp()).expect("claim"), Claim::Replay("kept".into()));
+    side.execute_batch("DROP TRIGGER poison").expect("the poison removed");
+    assert_acquired(&store, &poisoned, "the poisoned key, once its claim can commit");
+}
+
+/// Claims from many threads, some poisoned, grouped as they arrive (which claims share a
+/// group is the writer's choice, not the test's): every claim answered with an error left
+/// nothing behind and can be claimed again once the poison is gone, every claim answered
+/// `Acquired` is stored, and every poisoned claim failed.
+#[test]
+fn concurrent_claims_beside_failing_commits_are_answered_as_stored() {
+    let path = temp_file("failed-commits-concurrent");
+    let store: SqliteStore<String> =
+        SqliteStore::open(&path, StoreConfig::default()).expect("open");
+    let side = side_connection(&path);
+    poison_commits(&side);
+    let names: Vec<String> = (0..16)
+        .map(|i| if i % 4 == 0 { format!("poisoned-{i}") } else { format!("k{i}") })
+        .collect();
+    let answers: Vec<(ScopedKey, bool)> = std::thread::scope(|s| {
+        let claims: Vec<_> = names
+            .iter()
+            .map(|name| {
+                let (store, key) = (&store, ScopedKey::parse("tenant", name).expect("key"));
+                s.spawn(move || {
+                    let answer = store.claim(&key, &fp());
+                    let acquired = matches!(answer, Ok(Claim::Acquired(_)));
+                    if !acquired {
+                        assert_write_failed(answer, key.key().as_str());
+                    }
+                    (key, acquired)
+                })
+            })
+            .collect();
+        claims.into_iter().map(|c| c.join().expect("claimer")).collect()
+    });
+    side.execute_batch("DROP TRIGGER poison").expect("the poison removed");
+    for (key, acquired) in answers {
+        let stored = rows_named(&side, key.key().as_str());
+        assert_eq!(stored, i64::from(acquired), "{key}: answered acquired {acquired}");
+        assert!(!(acquired && key.key().as_str().starts_with("poisoned")), "{key} committed");
+        if !acquired {
+            assert_acquired(&store, &key, "a key whose claim failed, claimed again");
+        }
+    }
+}
