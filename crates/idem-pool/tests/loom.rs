@@ -8,6 +8,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use idem_pool::{Error, Fairness, HealthCheck, Manager, Pool};
+use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
 #[derive(Debug)]
@@ -108,6 +109,67 @@ fn release_wakes_waiting_get_after(fairness: Fairness, fair_after: Duration) {
         assert_eq!(waiter.join().unwrap().expect("the waiter gets the connection"), 7);
         pool.assert_invariants();
     });
+}
+
+/// Race: two connections come back, one after the other, while two threads wait for one,
+/// barging (each return goes to the idle list and wakes one waiter to take it); both
+/// returns may land before either woken waiter runs.
+/// Invariant: both waiters get a connection while the other holds one (each keeps its
+/// connection until both have one, so neither can rescue the other by returning it). A
+/// return that woke the already woken waiter again would leave the other asleep beside an
+/// idle connection; loom's condition variables never time out, so that is reported as a
+/// deadlock.
+#[test]
+fn two_returns_wake_two_waiters_barging() {
+    loom::model(|| {
+        let pool = Pool::builder()
+            .max_size(2)
+            .fairness(Fairness::Barging)
+            .health_check(HealthCheck::Never)
+            .maintenance_interval(None)
+            .connection_timeout(Duration::from_secs(3600))
+            .build(Noop)
+            .expect("valid config");
+        let held = [pool.get().expect("get"), pool.get().expect("get")];
+        let both = Arc::new(Rendezvous::default());
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (pool, both) = (pool.clone(), both.clone());
+                thread::spawn(move || {
+                    let conn = pool.get().expect("each waiter gets a connection");
+                    both.arrive_and_wait(2);
+                    *conn
+                })
+            })
+            .collect();
+        // Both wait before anything comes back (the state says so, under the pool's lock).
+        while pool.state().waiters < 2 {
+            thread::yield_now();
+        }
+        drop(held);
+        for waiter in waiters {
+            assert_eq!(waiter.join().unwrap(), 7);
+        }
+        pool.assert_invariants();
+    });
+}
+
+/// Threads that wait for each other: a barrier on loom's mutex and condition variable.
+#[derive(Default)]
+struct Rendezvous {
+    arrived: Mutex<usize>,
+    all_in: Condvar,
+}
+
+impl Rendezvous {
+    fn arrive_and_wait(&self, n: usize) {
+        let mut arrived = self.arrived.lock().unwrap();
+        *arrived += 1;
+        self.all_in.notify_all();
+        while *arrived < n {
+            arrived = self.all_in.wait(arrived).unwrap();
+        }
+    }
 }
 
 /// Race: `close` runs while one thread waits in `get` and another returns a connection.

@@ -459,3 +459,42 @@ fn eventual_fairness_barges_until_the_waiter_has_waited_long_enough() {
         pool.assert_invariants();
     }
 }
+
+/// Two waiters, two returns in a row, barging (each return goes to the idle list and wakes
+/// one waiter to take it): both waiters get a connection while the other holds one (each
+/// keeps its connection until both have one, so neither can rescue the other by returning
+/// it). Each return must wake a waiter not woken yet: waking the first one twice leaves
+/// the second asleep beside an idle connection until its timeout. Rounds, since real
+/// threads decide whether the first waiter runs between the two returns; the loom model
+/// `two_returns_wake_two_waiters_barging` explores every order.
+#[test]
+fn two_returns_in_a_row_wake_two_waiters() {
+    type Tune = fn(idem_pool::Builder<TestManager>) -> idem_pool::Builder<TestManager>;
+    let barging: Tune = |b| b.fairness(idem_pool::Fairness::Barging);
+    let never_fair: Tune = |b| b.fair_after(Duration::MAX);
+    for (name, tune) in [("barging", barging), ("eventual, never due", never_fair)] {
+        let (pool, _) = pool(2, |b| tune(b).connection_timeout(WAIT_LIMIT));
+        for round in 0..100 {
+            let held = [pool.get().expect("get"), pool.get().expect("get")];
+            let both = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let waiters: Vec<_> = (0..2)
+                .map(|_| {
+                    let (pool, both) = (pool.clone(), both.clone());
+                    thread::spawn(move || {
+                        let conn = pool.get();
+                        both.wait();
+                        conn.map(|conn| conn.id)
+                    })
+                })
+                .collect();
+            wait_for_waiters(&pool, 2);
+            drop(held);
+            for waiter in waiters {
+                let got = waiter.join().expect("waiter");
+                assert!(got.is_ok(), "{name}, round {round}: a waiter was left: {got:?}");
+            }
+            assert_eq!(pool.state().handoffs, 0, "{name}: barging never hands off");
+            pool.assert_invariants();
+        }
+    }
+}
