@@ -416,8 +416,46 @@ fn public_errors_and_result_codes_are_non_exhaustive() {
 
 // ---- every rule can fail --------------------------------------------------------------
 
+// ---- rule: no store result is thrown away ---------------------------------------------
+
+/// The store calls whose result says whether a key is still held.
+const STORE_CALLS: &[&str] = &[".complete(", ".release(", ".claim(", ".claim_wait("];
+
+/// A `let _ =` on a store call in a library crate: a refused completion or release would
+/// leave its key in flight and nobody would know. Each must be counted and traced.
+fn discarded_store_results(path: &str, text: &str) -> Violations {
+    if !path.contains("/src/") || path.contains("/testkit") {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let code = line.trim_start();
+        if !code.starts_with("let _ =") {
+            continue;
+        }
+        // The call may sit on the next line, as rustfmt breaks a long statement.
+        let next = lines.peek().map_or("", |(_, l)| l);
+        let statement =
+            if code.ends_with(';') { code.to_string() } else { format!("{code}{next}") };
+        if STORE_CALLS.iter().any(|call| statement.contains(call)) {
+            found.push(format!("{path}:{}: a store call's result is thrown away", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_library_throws_a_store_result_away() {
+    check(&files("crates", &[".rs"]), discarded_store_results);
+}
+
 #[test]
 fn each_rule_catches_a_planted_violation() {
+    let dropped = "    let _ = self.store.complete(&lease, stored);\n";
+    assert_eq!(discarded_store_results("crates/a/src/x.rs", dropped).len(), 1, "store result");
+    let broken = "    let _ =\n        store.release(&lease);\n";
+    assert_eq!(discarded_store_results("crates/a/src/x.rs", broken).len(), 1, "two lines");
     let wide = format!("// {}\n", "x".repeat(LINE_COLUMNS_MAX));
     assert_eq!(long_lines("crates/a/src/x.rs", &wide).len(), 1, "line length");
     let body = "    let x = 1;\n".repeat(FUNCTION_LINES_MAX);
