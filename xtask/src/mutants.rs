@@ -312,6 +312,71 @@ const CATALOGUE: &[Mutant] = &[
         to: "        Some(ms(idem_core::Clock::now(&idem_core::SystemClock)))",
         check: test("idem-store-postgres", "server-tests", "postgres", "offset"),
     },
+    Mutant {
+        name: "sqlite-recovery-skips-rollback",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: r#"let _ = self.conn.execute_batch("ROLLBACK");"#,
+        to: "let _ = ();",
+        check: test("idem-store-sqlite", "", "it", "failed_commit"),
+    },
+    Mutant {
+        name: "core-failed-commit-answered-ok",
+        file: "crates/idem-core/src/group_commit.rs",
+        from: "if failed { Err(()) } else { Ok(()) }",
+        to: "Ok(())",
+        check: test("idem-core", "", "it", "group_commit::"),
+    },
+    Mutant {
+        name: "wallet-failed-commit-answered-ok-wedges-readers",
+        file: "crates/idem-core/src/group_commit.rs",
+        from: "if failed { Err(()) } else { Ok(()) }",
+        to: "Ok(())",
+        check: test("idem-wallet", "", "it", "durable::a_failed_append"),
+    },
+    Mutant {
+        name: "core-release-keeps-its-quota-place",
+        file: "crates/idem-core/src/memory.rs",
+        from: "        self.scope_settled(lease.key());\n        match outcome {",
+        to: "        if outcome.is_some() {\n            \
+             self.scope_settled(lease.key());\n        }\n        match outcome {",
+        check: test("idem-core", "", "it", "quota::"),
+    },
+    Mutant {
+        name: "wallet-unknown-kind-cut-as-torn",
+        file: "crates/idem-wallet/src/durable/recovery.rs",
+        from: "Err(Bad::Undecodable) => {",
+        to: "Err(Bad::Undecodable) if false => {",
+        check: test("idem-wallet", "", "it", "unknown_kind"),
+    },
+    Mutant {
+        name: "wallet-undecodable-after-bad-record-cut",
+        file: "crates/idem-wallet/src/durable/recovery.rs",
+        from: "matches!(format::read(bytes, y), Ok(_) | Err(Bad::Undecodable))",
+        to: "matches!(format::read(bytes, y), Ok(_))",
+        check: test("idem-wallet", "", "it", "unknown_kind"),
+    },
+    Mutant {
+        name: "wallet-settle-ignores-the-code",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "            || !(t.code == 0 || t.code == p.code)\n",
+        to: "",
+        check: test("idem-wallet", "", "it", "two_phase::"),
+    },
+    Mutant {
+        name: "pool-return-wakes-a-woken-waiter",
+        file: "crates/idem-pool/src/state.rs",
+        from: ".find(|w| w.grant.is_none() && !w.woken)",
+        to: ".find(|w| w.grant.is_none())",
+        check: Check::Loom { package: "idem-pool" },
+    },
+    Mutant {
+        name: "notify-recovery-starts-not-delivered",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "let mut may_have_delivered = job.recovering && shared.config.unknown() == \
+               UnknownPolicy::Resend;",
+        to: "let mut may_have_delivered = false;",
+        check: test("idem-notify", "", "it", "may_have_delivered"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).
