@@ -69,7 +69,8 @@
 //! [`MemoryStore`] is the embedded default. The durable store on one SQLite file and the
 //! store shared through PostgreSQL are adapter crates of their own (`idem-store-sqlite`,
 //! `idem-store-postgres`) that depend on this one. A backend implements [`KeyStore`],
-//! stores results with [`codec`], and runs the conformance suite in `testkit` (feature
+//! makes its results storable with [`codec`] (the shared encoding and the group-commit
+//! writer are the `idem-durable` crate's), and runs the conformance suite in `testkit` (feature
 //! `testkit`) against itself with the `conformance_tests!` macro (also behind `testkit`).
 //!
 //! # Features
@@ -82,8 +83,6 @@ mod clock;
 #[cfg(not(loom))]
 pub mod codec;
 mod fingerprint;
-#[cfg(not(loom))]
-pub mod group_commit;
 mod key;
 mod memory;
 mod store;

@@ -20,10 +20,6 @@ pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(all(feature = "testkit", not(loom)))]
 pub(crate) use std::{sync::Barrier, thread};
 
-/// The group-commit writer's thread and queue (not modelled by loom: the writer is one
-/// thread; its races are a bounded channel's, and the durable parts' crash tests cover it).
-#[cfg(not(loom))]
-pub(crate) use std::sync::mpsc::{Receiver, SyncSender, sync_channel as channel};
 #[cfg(not(loom))]
 pub(crate) use std::thread::JoinHandle;
 

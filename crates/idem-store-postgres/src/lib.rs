@@ -37,13 +37,14 @@ pub use rustls;
 use std::sync::Arc;
 use std::time::Instant;
 
-use idem_core::codec::{
-    Durable, StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, encode_result,
-    pending_claim, row_state,
-};
+use idem_core::codec::Durable;
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
     StoreConfig, StoreError, Timestamp,
+};
+use idem_durable::encode_result;
+use idem_durable::row::{
+    StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, pending_claim, row_state,
 };
 use parking_lot::{Condvar, Mutex};
 
@@ -316,13 +317,13 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             schema,
             clock,
             config,
-            result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,
+            result_bytes_max: idem_durable::RESULT_BYTES_MAX_DEFAULT,
             _result: std::marker::PhantomData,
         })
     }
 
     /// Sets the largest stored result, in bytes of its encoding (default
-    /// [`RESULT_BYTES_MAX_DEFAULT`](idem_core::codec::RESULT_BYTES_MAX_DEFAULT), 2 MiB).
+    /// [`RESULT_BYTES_MAX_DEFAULT`](idem_durable::RESULT_BYTES_MAX_DEFAULT), 2 MiB).
     #[must_use]
     pub fn with_result_bytes_max(mut self, max: usize) -> Self {
         self.result_bytes_max = max;

@@ -32,14 +32,17 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use std::sync::Arc;
 
-use idem_core::codec::{
-    Durable, StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, encode_result,
-    pending_claim, row_state,
-};
-use idem_core::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
+use idem_core::codec::Durable;
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
     StoreConfig, StoreError, SystemClock, Timestamp,
+};
+use idem_durable::encode_result;
+use idem_durable::group_commit::{
+    AfterFailure, CommitError, Committer, GroupCommit, GroupFailure, GroupLimits,
+};
+use idem_durable::row::{
+    StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, pending_claim, row_state,
 };
 use parking_lot::Mutex;
 
@@ -64,9 +67,10 @@ pub enum SqliteError {
     #[error("corrupt record: {0}")]
     Corrupt(String),
     /// The write transaction failed (a locked file past the busy timeout, I/O, a full
-    /// disk): nothing of it happened. Not corruption; a retry may succeed.
+    /// disk): nothing of it happened. Not corruption; a retry may succeed. Its source is
+    /// SQLite's own error (downcast [`GroupFailure::error`] to `rusqlite::Error`).
     #[error("write transaction failed: {0}")]
-    Write(String),
+    Write(#[source] GroupFailure),
     /// The writer thread is gone (the store is closing); nothing more is written.
     #[error("the store's writer thread stopped")]
     WriterStopped,
@@ -149,12 +153,14 @@ struct Writer {
 }
 
 impl Committer for Writer {
-    fn begin(&mut self) -> Result<(), String> {
-        exec(&self.conn, "BEGIN IMMEDIATE", []).map(drop).map_err(|e| e.to_string())
+    type Error = rusqlite::Error;
+
+    fn begin(&mut self) -> rusqlite::Result<()> {
+        exec(&self.conn, "BEGIN IMMEDIATE", []).map(drop)
     }
 
-    fn commit(&mut self) -> Result<(), String> {
-        exec(&self.conn, "COMMIT", []).map(drop).map_err(|e| e.to_string())
+    fn commit(&mut self) -> rusqlite::Result<()> {
+        exec(&self.conn, "COMMIT", []).map(drop)
     }
 
     /// A failed commit (or begin): roll back what is left; SQLite's atomic commit means
@@ -486,7 +492,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
             reader: Mutex::new(reader),
             clock,
             writer,
-            result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,
+            result_bytes_max: idem_durable::RESULT_BYTES_MAX_DEFAULT,
             _result: std::marker::PhantomData,
         })
     }
@@ -508,7 +514,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
     }
 
     /// Sets the largest stored result, in bytes of its encoding (default
-    /// [`RESULT_BYTES_MAX_DEFAULT`](idem_core::codec::RESULT_BYTES_MAX_DEFAULT), 2 MiB).
+    /// [`RESULT_BYTES_MAX_DEFAULT`](idem_durable::RESULT_BYTES_MAX_DEFAULT), 2 MiB).
     #[must_use]
     pub fn with_result_bytes_max(mut self, max: usize) -> Self {
         self.result_bytes_max = max;

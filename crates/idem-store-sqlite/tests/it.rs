@@ -293,7 +293,11 @@ fn rows_named(side: &rusqlite::Connection, pattern: &str) -> i64 {
 fn assert_write_failed(answer: Result<Claim<String>, StoreError>, what: &str) {
     match answer {
         Err(StoreError::Storage(e)) => match e.downcast_ref::<SqliteError>() {
-            Some(SqliteError::Write(why)) => assert!(why.contains("FOREIGN KEY"), "{what}: {why}"),
+            Some(SqliteError::Write(why)) => {
+                let source = why.error().downcast_ref::<rusqlite::Error>();
+                assert!(source.is_some(), "{what}: SQLite's own error is the source: {why:?}");
+                assert!(why.to_string().contains("FOREIGN KEY"), "{what}: {why}");
+            }
             other => panic!("{what}: expected SqliteError::Write, got {other:?}"),
         },
         other => panic!("{what}: expected the failed COMMIT's error, got {other:?}"),

@@ -4,7 +4,6 @@ mod bounded;
 mod config;
 mod conformance;
 mod fingerprint;
-mod group_commit;
 mod key;
 mod model;
 mod quota;

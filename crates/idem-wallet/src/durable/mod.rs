@@ -20,8 +20,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use idem_core::group_commit::{CommitError, GroupCommit};
 use idem_core::{Clock, SystemClock};
+use idem_durable::group_commit::{CommitError, GroupCommit};
 use parking_lot::Mutex;
 
 pub(crate) use format::Op;
@@ -72,8 +72,9 @@ pub enum LogError {
     /// writing it panicked (a bug: an internal check, a device that panicked). Nothing of
     /// the group was answered as done, the in-memory ledger was rebuilt from the synced
     /// log, and the writer stopped; reopening the log recovers every acknowledged batch.
+    /// Its source says why: the device's I/O error, or the panic.
     #[error("the log writer failed: {0}; this batch may not be logged")]
-    WriterFailed(String),
+    WriterFailed(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Where the log's bytes go: a [`File`] normally. A device must make every appended byte
@@ -297,10 +298,8 @@ impl DurableWallet {
             self.writer.submit(move |w: &mut writer::LogWriter<Box<dyn LogDevice>>| w.decide(&op));
         match decided {
             Ok(answer) => Ok(answer?),
-            Err(CommitError::Failed(why)) => Err(LogError::WriterFailed(why)),
-            Err(CommitError::Lost) => {
-                Err(LogError::WriterFailed("the batch's work panicked".into()))
-            }
+            Err(CommitError::Failed(why)) => Err(LogError::WriterFailed(Box::new(why))),
+            Err(CommitError::Lost) => Err(LogError::WriterFailed(Box::new(CommitError::Lost))),
             // Stopped, or a reason added later: the writer gave no answer.
             Err(_) => Err(LogError::Stopped),
         }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use idem_core::group_commit::{AfterFailure, Committer, GroupLimits};
+use idem_durable::group_commit::{AfterFailure, Committer, GroupLimits};
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex};
 
 use crate::durable::format::{self, FILE_HEADER, Op};
@@ -46,7 +46,9 @@ impl<D: LogDevice> LogWriter<D> {
 }
 
 impl<D: LogDevice> Committer for LogWriter<D> {
-    fn begin(&mut self) -> Result<(), String> {
+    type Error = std::io::Error;
+
+    fn begin(&mut self) -> std::io::Result<()> {
         let held = self.ledger.lock_arc();
         self.now_ms = held.now_ms();
         self.held = Some(held);
@@ -54,9 +56,8 @@ impl<D: LogDevice> Committer for LogWriter<D> {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<(), String> {
-        let written = self.device.append(&self.bytes).and_then(|()| self.device.sync());
-        written.map_err(|e| format!("log I/O: {e}"))?;
+    fn commit(&mut self) -> std::io::Result<()> {
+        self.device.append(&self.bytes).and_then(|()| self.device.sync())?;
         self.synced_len += self.bytes.len() as u64;
         self.held = None;
         Ok(())

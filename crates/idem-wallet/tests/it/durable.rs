@@ -171,7 +171,9 @@ fn a_failed_append_or_sync_fails_its_batch_hides_it_and_stops_the_writer() {
         let w = wallet.clone();
         let failed = promptly("the failing batch", move || w.create_transfers(&doomed()));
         match &failed {
-            Err(LogError::WriterFailed(why)) => assert!(why.contains("injected"), "{why}"),
+            Err(LogError::WriterFailed(why)) => {
+                assert!(why.to_string().contains("injected"), "{why}");
+            }
             other => panic!("{fault:?}: expected WriterFailed, got {other:?}"),
         }
         check_reads_after_failure(&wallet, fault);

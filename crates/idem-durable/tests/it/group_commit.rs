@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use idem_core::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
+use idem_durable::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
 
 /// A state that logs what happens to it and fails on request.
 #[derive(Debug, Default)]
@@ -21,17 +21,39 @@ impl Log {
 }
 
 impl Committer for Log {
-    fn begin(&mut self) -> Result<(), String> {
+    type Error = std::io::Error;
+    fn begin(&mut self) -> std::io::Result<()> {
         self.note("begin");
-        if self.fail_begin { Err("no begin".into()) } else { Ok(()) }
+        if self.fail_begin { Err(std::io::Error::other("no begin")) } else { Ok(()) }
     }
-    fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> std::io::Result<()> {
         self.note("commit");
-        if self.fail_commit { Err("disk full".into()) } else { Ok(()) }
+        if self.fail_commit { Err(std::io::Error::other("disk full")) } else { Ok(()) }
     }
     fn recover(&mut self) -> AfterFailure {
         self.note("recover");
         if self.stop_after_failure { AfterFailure::Stop } else { AfterFailure::Continue }
+    }
+}
+
+/// A group failure that says `why`, as the committer's error does.
+fn failure(why: &str) -> CommitError {
+    let w = GroupCommit::start("failure", Failing(why.to_string()), GroupLimits::default());
+    let w = w.expect("a thread");
+    w.submit(|_: &mut Failing| ()).expect_err("a failing group")
+}
+
+/// A committer whose every group fails with its message.
+#[derive(Debug)]
+struct Failing(String);
+
+impl Committer for Failing {
+    type Error = std::io::Error;
+    fn begin(&mut self) -> std::io::Result<()> {
+        Err(std::io::Error::other(self.0.clone()))
+    }
+    fn commit(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -60,8 +82,8 @@ fn a_caller_gets_its_own_typed_result_after_the_commit() {
 fn a_failed_commit_answers_the_group_with_it_and_the_writer_goes_on() {
     let w = writer(Log { fail_commit: true, ..Log::default() });
     let failed = w.submit(|_: &mut Log| 1);
-    assert_eq!(failed, Err(CommitError::Failed("disk full".into())));
-    assert_eq!(w.submit(|_: &mut Log| 2), Err(CommitError::Failed("disk full".into())));
+    assert_eq!(failed, Err(failure("disk full")));
+    assert_eq!(w.submit(|_: &mut Log| 2), Err(failure("disk full")));
 }
 
 /// A failed commit is a failed group: `recover` runs before the next group starts (a
@@ -74,10 +96,9 @@ fn a_failed_commit_runs_recover_before_the_next_group() {
         let events = log.events.clone();
         let w = writer(log);
         let failed = w.submit(|log: &mut Log| log.note("work"));
-        assert_eq!(failed, Err(CommitError::Failed("disk full".into())));
+        assert_eq!(failed, Err(failure("disk full")));
         let next = w.submit(|log: &mut Log| log.note("next"));
-        let expected =
-            if stop { CommitError::Stopped } else { CommitError::Failed("disk full".into()) };
+        let expected = if stop { CommitError::Stopped } else { failure("disk full") };
         assert_eq!(next, Err(expected), "stop after failure: {stop}");
         drop(w); // joins the writer: the second group's recover (if it ran) is logged
         let seen = events.lock().expect("lock").clone();
@@ -92,10 +113,7 @@ fn a_group_that_cannot_begin_runs_nothing() {
     let log = Log { fail_begin: true, ..Log::default() };
     let events = log.events.clone();
     let w = writer(log);
-    assert_eq!(
-        w.submit(|log: &mut Log| log.note("work")),
-        Err(CommitError::Failed("no begin".into()))
-    );
+    assert_eq!(w.submit(|log: &mut Log| log.note("work")), Err(failure("no begin")));
     assert!(!events.lock().expect("lock").contains(&"work".to_string()), "never ran");
 }
 
@@ -127,4 +145,27 @@ fn concurrent_callers_share_commits_and_each_gets_its_own_answer() {
     });
     let commits = events.lock().expect("lock").iter().filter(|e| *e == "commit").count();
     assert!((50..=200).contains(&commits), "{commits} commits for 200 requests, groups of 4");
+}
+
+/// A limit of 0 would mean a writer that takes no work: refused by name, not clamped.
+#[test]
+fn a_limit_of_zero_is_refused_naming_it() {
+    for (limits, name) in [
+        (GroupLimits { queue_max: 0, group_max: 4 }, "queue_max"),
+        (GroupLimits { queue_max: 4, group_max: 0 }, "group_max"),
+    ] {
+        let refused = GroupCommit::start("zero", Log::default(), limits).expect_err(name);
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(refused.to_string().contains(name), "{refused}");
+    }
+}
+
+/// The committer's own error reaches the caller as the failure's source, not as text.
+#[test]
+fn a_failed_group_keeps_the_committers_error_as_its_source() {
+    let w = writer(Log { fail_commit: true, ..Log::default() });
+    let Err(CommitError::Failed(failure)) = w.submit(|_: &mut Log| ()) else { panic!() };
+    let source = failure.error().downcast_ref::<std::io::Error>().expect("an io::Error");
+    assert_eq!(source.to_string(), "disk full");
+    assert!(std::error::Error::source(&failure).is_some());
 }

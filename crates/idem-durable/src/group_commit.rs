@@ -5,15 +5,16 @@
 //! the type its work returned, so no request and answer enums can be mismatched.
 //!
 //! ```
-//! use idem_core::group_commit::{Committer, GroupCommit, GroupLimits};
+//! use idem_durable::group_commit::{Committer, GroupCommit, GroupLimits};
 //!
 //! /// Sums numbers; a group is "durable" once `commit` adds it to the total.
 //! #[derive(Debug, Default)]
 //! struct Sum { pending: u64, total: u64 }
 //!
 //! impl Committer for Sum {
-//!     fn begin(&mut self) -> Result<(), String> { self.pending = 0; Ok(()) }
-//!     fn commit(&mut self) -> Result<(), String> { self.total += self.pending; Ok(()) }
+//!     type Error = std::io::Error;
+//!     fn begin(&mut self) -> std::io::Result<()> { self.pending = 0; Ok(()) }
+//!     fn commit(&mut self) -> std::io::Result<()> { self.total += self.pending; Ok(()) }
 //! }
 //!
 //! let writer = GroupCommit::start("sum", Sum::default(), GroupLimits::default())?;
@@ -25,17 +26,22 @@
 
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-
-use crate::sync::{JoinHandle, Receiver, SyncSender, channel, spawn_named};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel as channel};
+use std::thread::JoinHandle;
 
 /// What the writer does with its state around each group.
 pub trait Committer: Send + 'static {
+    /// Why a group could not start or commit (an SQLite error, an I/O error): handed to
+    /// every caller of the group inside [`CommitError::Failed`], with its source kept.
+    type Error: std::error::Error + Send + Sync + 'static;
+
     /// Starts a group (`BEGIN`, taking a lock).
     ///
     /// # Errors
     ///
     /// Why the group cannot start; every request of the group is answered with it.
-    fn begin(&mut self) -> Result<(), String>;
+    fn begin(&mut self) -> Result<(), Self::Error>;
 
     /// Makes the group's work durable (`COMMIT`, an fsync). Callers are answered only
     /// after it returns `Ok`.
@@ -44,7 +50,7 @@ pub trait Committer: Send + 'static {
     ///
     /// Why it failed: what is durable is then unknown, and every request of the group is
     /// answered with the error.
-    fn commit(&mut self) -> Result<(), String>;
+    fn commit(&mut self) -> Result<(), Self::Error>;
 
     /// After a group failed (its `begin` or `commit` erred, or its work panicked): undo
     /// what can be undone, and say whether the writer may go on. The default goes on.
@@ -62,7 +68,7 @@ pub enum AfterFailure {
     Stop,
 }
 
-/// The writer's limits, named.
+/// The writer's limits, named. Both must be at least 1: [`GroupCommit::start`] refuses 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupLimits {
     /// Requests waiting for the writer; a caller past it waits to queue. Default 1024.
@@ -77,6 +83,44 @@ impl Default for GroupLimits {
     }
 }
 
+/// Why a group failed: the committer's own error (its source chain kept), or a panic in
+/// the group's work. Shared by every caller of the group.
+#[derive(Debug, Clone)]
+pub struct GroupFailure(Arc<dyn std::error::Error + Send + Sync>);
+
+impl GroupFailure {
+    /// The committer's error, to downcast to its type.
+    pub fn error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl fmt::Display for GroupFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for GroupFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+/// Two failures are the same if they say the same: one group's callers share one.
+impl PartialEq for GroupFailure {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for GroupFailure {}
+
+/// The group's work panicked: nothing of it was committed.
+#[derive(Debug, thiserror::Error)]
+#[error("the group's work panicked")]
+struct WorkPanicked;
+
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -84,7 +128,7 @@ pub enum CommitError {
     /// The group could not start or commit, or its work panicked: nothing of it is
     /// answered as done.
     #[error("the group failed: {0}")]
-    Failed(String),
+    Failed(#[source] GroupFailure),
     /// The writer is gone (closed, or stopped after a failure).
     #[error("the writer stopped")]
     Stopped,
@@ -116,11 +160,20 @@ impl<S: Committer> GroupCommit<S> {
     ///
     /// # Errors
     ///
-    /// The OS error if the thread cannot start.
+    /// [`std::io::ErrorKind::InvalidInput`] naming the limit if `queue_max` or
+    /// `group_max` is 0; the OS error if the thread cannot start.
     pub fn start(name: &str, state: S, limits: GroupLimits) -> std::io::Result<Self> {
-        let (jobs, queue) = channel::<Job<S>>(limits.queue_max.max(1));
-        let group_max = limits.group_max.max(1);
-        let thread = spawn_named(name, move || run(state, &queue, group_max))?;
+        for (setting, value) in [("queue_max", limits.queue_max), ("group_max", limits.group_max)] {
+            if value == 0 {
+                let why = format!("GroupLimits::{setting} must be at least 1, got 0");
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+            }
+        }
+        let (jobs, queue) = channel::<Job<S>>(limits.queue_max);
+        let group_max = limits.group_max;
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || run(state, &queue, group_max))?;
         Ok(Self { jobs: Some(jobs), thread: Some(thread) })
     }
 
@@ -171,7 +224,7 @@ fn run<S: Committer>(mut state: S, queue: &Receiver<Job<S>>, group_max: usize) {
 /// the failure otherwise (also if a later job panics: the finishers run on unwind).
 fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), ()> {
     if let Err(why) = state.begin() {
-        let error = CommitError::Failed(why);
+        let error = CommitError::Failed(GroupFailure(Arc::new(why)));
         for job in group {
             job(None)(Err(&error));
         }
@@ -181,7 +234,7 @@ fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), (
     for job in group {
         pending.0.push(job(Some(state)));
     }
-    let committed = state.commit().map_err(CommitError::Failed);
+    let committed = state.commit().map_err(|why| CommitError::Failed(GroupFailure(Arc::new(why))));
     let failed = committed.is_err();
     for finish in pending.0.drain(..) {
         finish(committed.as_ref().map(|_| ()));
@@ -246,7 +299,7 @@ struct Pending(Vec<Finish>);
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let panicked = CommitError::Failed("the group's work panicked".into());
+        let panicked = CommitError::Failed(GroupFailure(Arc::new(WorkPanicked)));
         for finish in self.0.drain(..) {
             finish(Err(&panicked));
         }
@@ -263,10 +316,11 @@ mod reply {
     struct Nothing;
 
     impl Committer for Nothing {
-        fn begin(&mut self) -> Result<(), String> {
+        type Error = std::io::Error;
+        fn begin(&mut self) -> std::io::Result<()> {
             Ok(())
         }
-        fn commit(&mut self) -> Result<(), String> {
+        fn commit(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }

@@ -1,0 +1,133 @@
+//! How a SQL backend reads a stored claim row: into a [`KeyState`], into the reason a
+//! claim changed nothing, into a pending claim; and a claim that sweeps once when full.
+//! The SQLite and PostgreSQL stores share these, so they judge a row alike.
+
+use idem_core::codec::{CodecError, Durable};
+use idem_core::{Claim, Fingerprint, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp};
+
+use crate::result::decode_result;
+
+/// A claim row as a SQL backend stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRow {
+    /// Whether the row's fingerprint is the asking request's.
+    pub same_fingerprint: bool,
+    /// Whether the claim was completed.
+    pub finished: bool,
+    /// When the lease runs out, in milliseconds since the epoch.
+    pub lease_expires_ms: i64,
+    /// When the result expires, in milliseconds since the epoch.
+    pub expires_ms: i64,
+    /// The stored result, as [`encode_result`](crate::encode_result) wrote it.
+    pub result: Option<Vec<u8>>,
+}
+
+/// The state of `key` from its stored row, read at `now` (decoded with
+/// [`decode_result`]). A live row for another fingerprint is `KeyReused`.
+///
+/// # Errors
+///
+/// [`StoreError::KeyReused`]; [`StoreError::Storage`] for a finished row without a result
+/// or a result that does not decode.
+pub fn row_state<R: Durable>(
+    key: &ScopedKey,
+    row: StoredRow,
+    now: Timestamp,
+) -> Result<KeyState<R>, StoreError> {
+    let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
+    if row.finished && at(row.expires_ms) <= now {
+        return Ok(KeyState::Absent);
+    }
+    if !row.same_fingerprint {
+        return Err(StoreError::KeyReused { key: key.clone() });
+    }
+    let lease_until = at(row.lease_expires_ms);
+    Ok(match row.result {
+        Some(bytes) if row.finished => KeyState::Finished(decode_result(key, &bytes)?),
+        None if row.finished => {
+            return Err(CodecError::Corrupt(format!("{key}: finished without a result")).into());
+        }
+        _ if now < lease_until => {
+            KeyState::InFlight { retry_after: lease_until.saturating_duration_since(now) }
+        }
+        _ => KeyState::Pending { lease_expired_at: lease_until },
+    })
+}
+
+/// Why a claim changed nothing, from the row the claim found (a SQL backend's claim
+/// statement left it alone): another request's key, a replay (still encoded), or a live
+/// lease.
+///
+/// # Errors
+///
+/// [`StoreError::KeyReused`]; [`CodecError::Corrupt`] for a finished row without a result.
+pub fn claim_refused(
+    key: &ScopedKey,
+    row: StoredRow,
+    now: Timestamp,
+) -> Result<Claim<Vec<u8>>, StoreError> {
+    if !row.same_fingerprint {
+        return Err(StoreError::KeyReused { key: key.clone() });
+    }
+    if row.finished {
+        let bytes = row
+            .result
+            .ok_or_else(|| CodecError::Corrupt(format!("{key}: finished without a result")))?;
+        return Ok(Claim::Replay(bytes));
+    }
+    let until = Timestamp::from_millis(u64::try_from(row.lease_expires_ms).unwrap_or(0));
+    Ok(Claim::InFlight { retry_after: until.saturating_duration_since(now) })
+}
+
+/// A claim as a SQL backend answered it, with its replay decoded for `key`.
+///
+/// # Errors
+///
+/// [`CodecError::Corrupt`] if the replayed result does not decode.
+pub fn decode_claim<R: Durable>(
+    key: &ScopedKey,
+    claim: Claim<Vec<u8>>,
+) -> Result<Claim<R>, StoreError> {
+    Ok(match claim {
+        Claim::Replay(bytes) => Claim::Replay(decode_result(key, &bytes)?),
+        Claim::Acquired(lease) => Claim::Acquired(lease),
+        Claim::Recover(lease) => Claim::Recover(lease),
+        Claim::InFlight { retry_after } => Claim::InFlight { retry_after },
+    })
+}
+
+/// A pending claim from its stored columns.
+///
+/// # Errors
+///
+/// [`CodecError::Corrupt`] if the stored key or fingerprint is not valid.
+pub fn pending_claim(
+    scope: &str,
+    key: &str,
+    fingerprint: &[u8],
+    lease_expired_ms: i64,
+) -> Result<PendingClaim, CodecError> {
+    let key = ScopedKey::parse(scope, key)
+        .map_err(|e| CodecError::Corrupt(format!("stored key: {e}")))?;
+    let fingerprint: [u8; 32] = fingerprint
+        .try_into()
+        .map_err(|_| CodecError::Corrupt(format!("{key}: fingerprint is not 32 bytes")))?;
+    let lease_expired_at = Timestamp::from_millis(u64::try_from(lease_expired_ms).unwrap_or(0));
+    Ok(PendingClaim { key, fingerprint: Fingerprint::from_bytes(fingerprint), lease_expired_at })
+}
+
+/// A claim that sweeps expired results once when the store is full, then tries again:
+/// `claim` and `sweep` are the backend's own.
+///
+/// # Errors
+///
+/// As `claim`; `sweep`'s error if the sweep fails.
+pub fn claim_with_sweep<T>(
+    mut claim: impl FnMut() -> Result<T, StoreError>,
+    sweep: impl FnOnce() -> Result<usize, StoreError>,
+) -> Result<T, StoreError> {
+    match claim() {
+        Err(StoreError::StoreFull { .. }) if sweep()? > 0 => claim(),
+        other => other,
+    }
+}

@@ -1,0 +1,3 @@
+//! idem-durable's integration tests: one binary, one module per concern.
+
+mod group_commit;
