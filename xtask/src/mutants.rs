@@ -73,8 +73,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "wallet-skips-sync",
         file: "crates/idem-wallet/src/durable/writer.rs",
-        from: "let written = self.device.append(&self.bytes).and_then(|()| self.device.sync());",
-        to: "let written = self.device.append(&self.bytes);",
+        from: "self.device.append(&self.bytes).and_then(|()| self.device.sync())?;",
+        to: "self.device.append(&self.bytes)?;",
         check: test("idem-crash", "", "wallet", "killed"),
     },
     Mutant {
@@ -273,7 +273,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "sqlite-keeps-64-kib-results",
         file: "crates/idem-store-sqlite/src/lib.rs",
-        from: "result_bytes_max: idem_core::codec::RESULT_BYTES_MAX_DEFAULT,",
+        from: "result_bytes_max: idem_durable::RESULT_BYTES_MAX_DEFAULT,",
         to: "result_bytes_max: 64 * 1024,",
         check: test("idem-http", "", "it", "edges::"),
     },

@@ -275,8 +275,34 @@ fn sibling_dependencies(metadata: &serde_json::Value) -> Violations {
     found
 }
 
-#[test]
-fn no_problem_crate_depends_on_another() {
+/// The crates that keep state on disk and may use idem-durable.
+const DURABLE_USERS: &[&str] = &["idem-wallet", "idem-store-sqlite", "idem-store-postgres"];
+
+/// Normal (not dev) dependencies that break the layers: idem-testkit is for tests,
+/// examples and benches only; idem-durable for the crates that keep state on disk.
+fn layer_dependencies(metadata: &serde_json::Value) -> Violations {
+    let mut found = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for dependency in package["dependencies"].as_array().into_iter().flatten() {
+            if dependency["kind"].as_str() == Some("dev") {
+                continue;
+            }
+            let on = dependency["name"].as_str().unwrap_or_default();
+            let wrong = match on {
+                "idem-testkit" => true,
+                "idem-durable" => !DURABLE_USERS.contains(&name),
+                _ => false,
+            };
+            if wrong {
+                found.push(format!("crates/{name}/Cargo.toml: a normal dependency on {on}"));
+            }
+        }
+    }
+    found
+}
+
+fn metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
@@ -284,8 +310,18 @@ fn no_problem_crate_depends_on_another() {
         .output()
         .expect("cargo metadata runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    let violations = sibling_dependencies(&metadata);
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+#[test]
+fn no_problem_crate_depends_on_another() {
+    let violations = sibling_dependencies(&metadata());
+    assert!(violations.is_empty(), "tidy found:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn test_support_and_durable_parts_are_used_only_where_they_belong() {
+    let violations = layer_dependencies(&metadata());
     assert!(violations.is_empty(), "tidy found:\n{}", violations.join("\n"));
 }
 
@@ -475,6 +511,13 @@ fn each_rule_catches_a_planted_violation() {
         {"name": "idem-wallet", "dependencies": [{"name": "idem-pool"}]}
     ]});
     assert_eq!(sibling_dependencies(&metadata).len(), 1, "sibling dependency");
+    let layers = serde_json::json!({"packages": [
+        {"name": "idem-pool", "dependencies": [
+            {"name": "idem-testkit", "kind": null}, {"name": "idem-durable", "kind": null},
+            {"name": "idem-testkit", "kind": "dev"}]},
+        {"name": "idem-wallet", "dependencies": [{"name": "idem-durable", "kind": null}]}
+    ]});
+    assert_eq!(layer_dependencies(&layers).len(), 2, "testkit and durable layers");
     let diagram = "```mermaid\nsequenceDiagram\n    A->>B: a; b\n    A->>B: x <y>\n```\n";
     assert_eq!(broken_docs("docs/x.md", diagram).len(), 2, "mermaid");
     assert_eq!(broken_docs("docs/x.md", "see [it](nowhere.md)\n").len(), 1, "link");

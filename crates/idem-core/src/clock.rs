@@ -182,7 +182,7 @@ impl Clock for CoarseClock {
 mod coarse {
     use super::*;
     use crate::sync::{ConstMutex, ConstMutexGuard, PoisonError};
-    use crate::testkit::wait_until;
+    use idem_testkit::wait_until;
 
     const PATIENCE: Duration = Duration::from_secs(10);
 

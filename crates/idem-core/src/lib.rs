@@ -70,14 +70,13 @@
 //! store shared through PostgreSQL are adapter crates of their own (`idem-store-sqlite`,
 //! `idem-store-postgres`) that depend on this one. A backend implements [`KeyStore`],
 //! makes its results storable with [`codec`] (the shared encoding and the group-commit
-//! writer are the `idem-durable` crate's), and runs the conformance suite in `testkit` (feature
-//! `testkit`) against itself with the `conformance_tests!` macro (also behind `testkit`).
+//! writer are the `idem-durable` crate's), and runs the conformance suite of the
+//! `idem-testkit` crate against itself with its `conformance_tests!` macro.
 //!
 //! # Features
 //!
 //! `tracing` (off by default): the stores' `claim` and `settle` spans and their events
 //! (replay, in flight, recover, key reused, lease lost), through [`trace`]; free when off.
-//! `testkit`: the conformance suite, and with `tracing` a collector for tests.
 
 mod clock;
 #[cfg(not(loom))]
@@ -87,8 +86,6 @@ mod key;
 mod memory;
 mod store;
 mod sync;
-#[cfg(all(feature = "testkit", not(loom)))]
-pub mod testkit;
 pub mod trace;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};

@@ -17,18 +17,12 @@ pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-#[cfg(all(feature = "testkit", not(loom)))]
-pub(crate) use std::{sync::Barrier, thread};
-
 #[cfg(not(loom))]
 pub(crate) use std::thread::JoinHandle;
 
 #[cfg(all(test, not(loom)))]
 pub(crate) use std::sync::MutexGuard as ConstMutexGuard;
 
-/// The tracing capture's one global router, installed once (test support only).
-#[cfg(all(feature = "testkit", feature = "tracing", not(loom)))]
-pub(crate) use std::sync::OnceLock;
 /// The registry of the process-wide coarse clock (`clock::CoarseClock`): a const-built
 /// lock around a weak handle. Not under loom: models run on a manual clock.
 #[cfg(not(loom))]

@@ -82,7 +82,7 @@ fn postgres(config: StoreConfig, clock: Arc<ManualClock>) -> TestStore {
     TestStore { store, _namespace: namespace }
 }
 
-idem_core::conformance_tests!(postgres);
+idem_testkit::conformance_tests!(postgres);
 
 #[test]
 fn two_instances_racing_on_one_schema_give_one_owner() {
@@ -362,7 +362,7 @@ fn a_lease_and_a_result_run_out_on_the_servers_clock_while_the_client_waits() {
     let store: PgStore<String> = PgStore::connect(&url(), &namespace.0, config).expect("store");
     let Claim::Acquired(_) = store.claim(&key("k"), &fp()).expect("claim") else { panic!() };
     let mut recovered = None;
-    idem_core::testkit::wait_until("the lease to run out", WAIT, || {
+    idem_testkit::wait_until("the lease to run out", WAIT, || {
         if let Ok(Claim::Recover(lease)) = store.claim(&key("k"), &fp()) {
             recovered = Some(lease);
         }
@@ -371,7 +371,7 @@ fn a_lease_and_a_result_run_out_on_the_servers_clock_while_the_client_waits() {
     let lease = recovered.expect("recovered");
     store.complete(&lease, "done".into()).expect("complete");
     assert_eq!(store.claim(&key("k"), &fp()).expect("claim"), Claim::Replay("done".into()));
-    idem_core::testkit::wait_until("the result to run out", WAIT, || {
+    idem_testkit::wait_until("the result to run out", WAIT, || {
         matches!(store.claim(&key("k"), &fp()), Ok(Claim::Acquired(_)))
     });
 }

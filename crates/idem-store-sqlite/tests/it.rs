@@ -16,7 +16,7 @@ pub(crate) fn temp_file(tag: &str) -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = DIR.get_or_init(|| idem_core::testkit::scratch_dir("sqlite-tests"));
+    let dir = DIR.get_or_init(|| idem_testkit::scratch_dir("sqlite-tests"));
     dir.join(format!("{tag}-{n}.sqlite"))
 }
 
@@ -26,7 +26,7 @@ fn sqlite(config: StoreConfig, clock: Arc<ManualClock>) -> SqliteStore<String> {
 
 mod conformance {
     use super::sqlite;
-    idem_core::conformance_tests!(sqlite);
+    idem_testkit::conformance_tests!(sqlite);
 }
 
 fn key() -> ScopedKey {

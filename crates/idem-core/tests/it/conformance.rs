@@ -8,4 +8,4 @@ fn memory(config: StoreConfig, clock: Arc<ManualClock>) -> MemoryStore<String> {
     MemoryStore::with_clock(config, clock)
 }
 
-idem_core::conformance_tests!(memory);
+idem_testkit::conformance_tests!(memory);

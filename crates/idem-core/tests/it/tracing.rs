@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use idem_core::testkit::capture::{Level, Seen, capture};
 use idem_core::{
     Claim, Fingerprint, KeyStore, ManualClock, MemoryStore, ScopedKey, StoreConfig, Timestamp,
 };
+use idem_testkit::capture::{Level, Seen, capture};
 
 /// The one event of `seen`, checked to run in span `span` for scope `shop`.
 #[track_caller]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 /// A directory of this test process's own, per test.
 pub(crate) fn dir(test: &str) -> PathBuf {
     static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let root = ROOT.get_or_init(|| idem_core::testkit::scratch_dir("crash"));
+    let root = ROOT.get_or_init(|| idem_testkit::scratch_dir("crash"));
     let dir = root.join(test);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir

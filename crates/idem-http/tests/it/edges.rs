@@ -13,9 +13,10 @@ use axum::routing::post;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::StreamBody;
-use idem_core::{StoreConfig, testkit::scratch_dir};
+use idem_core::StoreConfig;
 use idem_http::{Config, ConfigError, IdempotencyLayer, Recovering, StoreCalls, StoredResponse};
 use idem_store_sqlite::SqliteStore;
+use idem_testkit::scratch_dir;
 use tokio::sync::Notify;
 
 use crate::{LEASE, app, charge, config, runs, send, store};

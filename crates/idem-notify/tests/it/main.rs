@@ -58,7 +58,7 @@ pub(crate) fn setup(
 /// How long a test waits for the workers before failing.
 pub(crate) const WAIT: Duration = Duration::from_secs(10);
 
-pub(crate) use idem_core::testkit::wait_until;
+pub(crate) use idem_testkit::wait_until;
 
 pub(crate) fn note(id: &str) -> Notification {
     Notification::new(id, "user:1", Channel::Email, "hello").expect("valid")

@@ -2,8 +2,8 @@
 //! merchant/customer scope and the key; the store's events (replay, recover) run inside
 //! it, the processor adds its own; no amount, currency or card reaches a field.
 
-use idem_core::testkit::capture::{Level, Seen, capture};
 use idem_payments::{Fault, PayError};
+use idem_testkit::capture::{Level, Seen, capture};
 
 use crate::{LEASE, key, processor, request};
 

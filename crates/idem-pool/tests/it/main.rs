@@ -87,7 +87,7 @@ pub(crate) fn pool(
     (pool, clock)
 }
 
-pub(crate) use idem_core::testkit::wait_until;
+pub(crate) use idem_testkit::wait_until;
 
 /// How long a test waits for another thread to reach a point before failing.
 pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(10);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use idem_core::testkit::capture::{Level, capture};
+use idem_testkit::capture::{Level, capture};
 
 use crate::pool;
 

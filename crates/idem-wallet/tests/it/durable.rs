@@ -92,7 +92,7 @@ impl LogDevice for FailingFile {
 }
 
 fn log_in(tag: &str) -> PathBuf {
-    idem_core::testkit::scratch_dir(tag).join("wallet.wal")
+    idem_testkit::scratch_dir(tag).join("wallet.wal")
 }
 
 fn open_failing(log: &Path, fault: Fault, fail_at: u64) -> Arc<DurableWallet> {

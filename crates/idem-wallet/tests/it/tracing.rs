@@ -1,7 +1,7 @@
 //! What an operator sees with the `tracing` feature: one span per batch and one event that
 //! counts what it created, what it replayed (a retry made harmless) and what failed.
 
-use idem_core::testkit::capture::{Level, capture};
+use idem_testkit::capture::{Level, capture};
 
 use crate::{ALICE, BOB, t, wallet};
 

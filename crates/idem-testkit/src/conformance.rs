@@ -9,7 +9,7 @@
 //! fn make(config: StoreConfig, clock: Arc<ManualClock>) -> MemoryStore<String> {
 //!     MemoryStore::with_clock(config, clock)
 //! }
-//! idem_core::conformance_tests!(make);
+//! idem_testkit::conformance_tests!(make);
 //! # fn main() {}
 //! ```
 //!
@@ -26,11 +26,10 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "tracing")]
-pub mod capture;
+use std::sync::{Arc, Barrier};
+use std::thread;
 
-use crate::sync::{Arc, Barrier, thread};
-use crate::{
+use idem_core::{
     Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError,
     Timestamp,
 };
@@ -64,39 +63,6 @@ fn config(capacity: usize) -> StoreConfig {
 fn fixture<S>(make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S, capacity: usize) -> Fixture<S> {
     let clock = Arc::new(ManualClock::new(START));
     Fixture { store: make(config(capacity), clock.clone()), clock }
-}
-
-/// Waits until `condition` holds, checking every 100 µs, and panics naming `what` if it
-/// does not hold within `limit`. For a test that waits for another thread to reach a
-/// point (a waiter queued, a worker finished): it moves no clock and asserts no timing;
-/// a condition that never comes fails the test instead of hanging it.
-#[track_caller]
-pub fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + limit;
-    while !condition() {
-        assert!(std::time::Instant::now() < deadline, "gave up after {limit:?} waiting for {what}");
-        thread::sleep(Duration::from_micros(100));
-    }
-}
-
-/// A fresh, empty directory for a test's files, unique to this process and this call even
-/// when the system reuses process ids between runs (a fresh container numbers its
-/// processes the same way every time, so two test runs can share a pid).
-///
-/// # Panics
-///
-/// If the directory cannot be created.
-pub fn scratch_dir(tag: &str) -> std::path::PathBuf {
-    static NEXT: crate::sync::AtomicUsize = crate::sync::AtomicUsize::new(0);
-    // ORDERING: a counter for unique names; nothing is published through it.
-    let n = NEXT.fetch_add(1, crate::sync::Ordering::Relaxed);
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    let nanos = since_epoch.map_or(0, |d| d.as_nanos());
-    let name = format!("idem-{tag}-{}-{nanos}-{n}", std::process::id());
-    let dir = std::env::temp_dir().join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch directory");
-    dir
 }
 
 /// A key in scope `scope`.
@@ -255,7 +221,7 @@ pub fn unknown_lease_is_lost<S: KeyStore<String>>(
 ) {
     let f = fixture(make, 100);
     let k = key("s", "never-claimed");
-    let lease = Lease::new(k.clone(), crate::FencingToken::new(7), START.saturating_add(LEASE));
+    let lease = Lease::new(k.clone(), idem_core::FencingToken::new(7), START.saturating_add(LEASE));
     assert_lease_lost(f.store.complete(&lease, "x".into()));
     assert_lease_lost(f.store.release(&lease));
     let _ = acquire(&f.store, &k, 1);
@@ -562,7 +528,7 @@ macro_rules! conformance_tests {
         $(
             #[test]
             fn $case() {
-                $crate::testkit::$case(&$make);
+                $crate::conformance::$case(&$make);
             }
         )*
     };

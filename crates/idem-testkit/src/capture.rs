@@ -10,16 +10,16 @@
 //! global router asks, at every call, whether this thread is capturing.
 //!
 //! ```
-//! use idem_core::testkit::capture::capture;
-//! use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+//! use idem_testkit::capture::capture;
 //!
-//! let store = MemoryStore::<u32>::new(StoreConfig::default());
-//! let key = ScopedKey::parse("shop", "order-1")?;
-//! let fp = Fingerprint::builder("order").u64("amount", 10).finish();
-//! let (_, seen) = capture(|| store.claim(&key, &fp));
+//! // What a store's claim emits with idem-core's `tracing` feature on: an event in a span.
+//! let ((), seen) = capture(|| {
+//!     let _span = tracing::debug_span!("claim", scope = "shop").entered();
+//!     tracing::debug!(token = 7, "acquired");
+//! });
 //! assert_eq!(seen[0].message, "acquired");
+//! assert_eq!(seen[0].fields["token"], "7");
 //! assert_eq!(seen[0].span_field("claim", "scope"), Some("shop"));
-//! # Ok::<(), idem_core::KeyError>(())
 //! ```
 
 use std::collections::BTreeMap;
@@ -31,7 +31,9 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
 
-use crate::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 /// The fields of an event or span, as text: `%` values by `Display`, others by `Debug`,
 /// strings as they are.
@@ -99,7 +101,7 @@ thread_local! {
 
 /// Installs [`Route`] as the global dispatcher, once; whether it is the global one.
 fn install_router() -> bool {
-    static INSTALLED: crate::sync::OnceLock<bool> = crate::sync::OnceLock::new();
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
     *INSTALLED.get_or_init(|| tracing::subscriber::set_global_default(Route).is_ok())
 }
 
