@@ -197,7 +197,8 @@ impl<R: Clone + Send> MemoryStore<R> {
     /// or result expires exactly at its deadline. The copy only ever lags, so only a
     /// thread starved for over a second could keep a record past its deadline, never
     /// expire it early. The thread ends within a millisecond of the last such store being
-    /// dropped.
+    /// dropped. [`with_clock`](Self::with_clock) and [`with_clocks`](Self::with_clocks)
+    /// start no thread.
     pub fn new(config: StoreConfig) -> Self {
         #[cfg(not(loom))]
         let check: Arc<dyn Clock> = Arc::new(crate::clock::CoarseClock::shared());
@@ -207,12 +208,17 @@ impl<R: Clone + Send> MemoryStore<R> {
     }
 
     /// A store that reads time from `clock` (a [`ManualClock`](crate::ManualClock) in tests),
-    /// for setting and for checking deadlines alike.
+    /// for setting and for checking deadlines alike. It starts no thread.
     pub fn with_clock(config: StoreConfig, clock: Arc<dyn Clock>) -> Self {
         Self::with_clocks(config, Arc::clone(&clock), clock)
     }
 
-    fn with_clocks(config: StoreConfig, clock: Arc<dyn Clock>, check: Arc<dyn Clock>) -> Self {
+    /// A store that sets deadlines by `clock` and judges a deadline more than a second
+    /// away by `check` alone, a cheaper reading that may lag `clock` but must never run
+    /// ahead of it (`new` pairs the system clock with the process's cached copy of it; a
+    /// simulation can pair its clock with a delayed view). A deadline nearer than that is
+    /// judged by `clock`. It starts no thread.
+    pub fn with_clocks(config: StoreConfig, clock: Arc<dyn Clock>, check: Arc<dyn Clock>) -> Self {
         let shards = (0..SHARDS)
             .map(|_| Shard {
                 state: Mutex::new(ShardState {
@@ -702,132 +708,5 @@ impl CheckTime<'_> {
     /// never makes the wait longer either.
     fn until(&self, deadline: Timestamp) -> Duration {
         deadline.saturating_duration_since(self.precise.now().max(self.cheap))
-    }
-}
-
-/// The two-clock rule, which the public constructors cannot show: `new` pairs the system
-/// clock with a lagging reading of it, `with_clock` uses one clock for both.
-#[cfg(test)]
-mod lagging_check {
-    use super::*;
-    use crate::{Claim, KeyState, ManualClock};
-
-    const TTL: Duration = Duration::from_secs(30);
-    const MS: Duration = Duration::from_millis(1);
-
-    /// The deadlines' clock, counting its reads.
-    #[derive(Debug, Default)]
-    struct Precise {
-        clock: ManualClock,
-        reads: AtomicUsize,
-    }
-
-    impl Clock for Precise {
-        fn now(&self) -> Timestamp {
-            // ORDERING: a test counter.
-            self.reads.fetch_add(1, Ordering::Relaxed);
-            self.clock.now()
-        }
-    }
-
-    struct Lagging {
-        store: MemoryStore<u32>,
-        precise: Arc<Precise>,
-        check: Arc<ManualClock>,
-    }
-
-    /// A store whose cheap reading lags its deadlines' clock by `lag`.
-    fn lagging(lag: Duration) -> Lagging {
-        let config = StoreConfig::builder().lease(TTL).result_ttl(TTL).build().expect("valid");
-        let start = Timestamp::from_millis(1 << 40);
-        let precise = Arc::new(Precise { clock: ManualClock::new(start), ..Default::default() });
-        let behind = Timestamp::from_millis(start.as_millis() - lag.as_millis() as u64);
-        let check = Arc::new(ManualClock::new(behind));
-        let store = MemoryStore::with_clocks(config, precise.clone(), check.clone());
-        Lagging { store, precise, check }
-    }
-
-    impl Lagging {
-        fn finish(&self, key: &ScopedKey, fp: &Fingerprint, result: u32) {
-            let Ok(Claim::Acquired(lease)) = self.store.claim(key, fp) else { panic!("acquired") };
-            self.store.complete(&lease, result).expect("completes");
-        }
-
-        fn advance(&self, by: Duration) {
-            self.precise.clock.advance(by);
-            self.check.advance(by);
-        }
-    }
-
-    fn key() -> (ScopedKey, Fingerprint) {
-        (ScopedKey::parse("s", "k").expect("valid"), Fingerprint::builder("t").finish())
-    }
-
-    #[test]
-    fn a_lease_ends_exactly_at_its_deadline_whatever_the_lag() {
-        let t = lagging(Duration::from_millis(100));
-        let (key, fp) = key();
-        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
-        t.advance(TTL - MS);
-        let Ok(Claim::InFlight { retry_after }) = t.store.claim(&key, &fp) else { panic!() };
-        assert_eq!(retry_after, MS);
-        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::InFlight { .. })));
-        t.advance(MS);
-        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Pending { .. })));
-        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Recover(_))));
-    }
-
-    /// The wait a second claim is told is the lease left by the clock that set the
-    /// deadline, never more than the lease, however far the cheap reading lags.
-    #[test]
-    fn retry_after_never_exceeds_the_lease_left_whatever_the_lag() {
-        let t = lagging(Duration::from_millis(100));
-        let (key, fp) = key();
-        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
-        let Ok(Claim::InFlight { retry_after }) = t.store.claim(&key, &fp) else { panic!() };
-        assert_eq!(retry_after, TTL, "at once: the whole lease, not the lease plus the lag");
-        let Ok(KeyState::InFlight { retry_after }) = t.store.lookup(&key, &fp) else { panic!() };
-        assert_eq!(retry_after, TTL);
-        t.advance(Duration::from_secs(10));
-        let Ok(Claim::InFlight { retry_after }) = t.store.claim(&key, &fp) else { panic!() };
-        assert_eq!(retry_after, TTL - Duration::from_secs(10));
-    }
-
-    #[test]
-    fn a_result_ends_exactly_at_its_deadline_whatever_the_lag() {
-        let t = lagging(Duration::from_millis(100));
-        let (key, fp) = key();
-        t.finish(&key, &fp, 7);
-        t.advance(TTL - MS);
-        assert_eq!(t.store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
-        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Finished(7))));
-        t.advance(MS);
-        assert!(matches!(t.store.lookup(&key, &fp), Ok(KeyState::Absent)));
-        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
-    }
-
-    #[test]
-    fn a_replay_far_from_its_deadline_never_reads_the_precise_clock() {
-        let t = lagging(Duration::from_millis(100));
-        let (key, fp) = key();
-        t.finish(&key, &fp, 7);
-        t.advance(TTL - CHECK_MARGIN - MS);
-        // ORDERING: a test counter.
-        let reads = t.precise.reads.load(Ordering::Relaxed);
-        for _ in 0..10 {
-            assert_eq!(t.store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
-        }
-        assert_eq!(t.precise.reads.load(Ordering::Relaxed), reads);
-    }
-
-    #[test]
-    fn a_lag_beyond_the_margin_only_keeps_a_record_longer() {
-        let t = lagging(CHECK_MARGIN * 5);
-        let (key, fp) = key();
-        t.finish(&key, &fp, 7);
-        t.advance(TTL);
-        assert_eq!(t.store.claim(&key, &fp).expect("claims"), Claim::Replay(7));
-        t.advance(CHECK_MARGIN * 4);
-        assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
     }
 }

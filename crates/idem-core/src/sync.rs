@@ -20,8 +20,6 @@ pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::thread::JoinHandle;
 
-#[cfg(all(test, not(loom)))]
-pub(crate) use std::sync::MutexGuard as ConstMutexGuard;
 
 /// The registry of the process-wide coarse clock (`clock::CoarseClock`): a const-built
 /// lock around a weak handle. Not under loom: models run on a manual clock.

@@ -5,6 +5,7 @@ mod config;
 mod conformance;
 mod fingerprint;
 mod key;
+mod lagging;
 mod model;
 mod quota;
 mod stress;
