@@ -24,6 +24,12 @@ const REAL_TIME_ALLOWED: &[(&str, &str)] = &[
     ("crates/idem-crash/tests/payments.rs", "places a SIGKILL at a random instant"),
     ("crates/idem-crash/tests/payments_pg.rs", "places a SIGKILL at a random instant"),
     ("crates/idem-crash/tests/wallet.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-testkit/src/lib.rs", "wait_until: a bounded poll; it moves no clock"),
+    (
+        "crates/idem-testkit/src/conformance.rs",
+        "a waiter is given 20 ms to reach its wait: a suite for any store cannot see it \
+         waiting; only the answer is checked, never the time",
+    ),
 ];
 
 /// The crates that solve a problem: none may depend on another.
@@ -200,8 +206,12 @@ fn only_the_sync_module_names_locks_atomics_and_threads() {
 
 const REAL_TIME: &[&str] = &["thread::sleep", "Instant::now", ".elapsed()", "Instant"];
 
+/// The crates whose `src/` is test support, held to the tests' rule.
+const TEST_SUPPORT: &[&str] = &["crates/idem-testkit/src/", "crates/idem-crash/src/"];
+
 fn real_time_in_tests(path: &str, text: &str) -> Violations {
-    if !path.contains("/tests/") || allowed(REAL_TIME_ALLOWED, path) {
+    let test_code = path.contains("/tests/") || TEST_SUPPORT.iter().any(|s| path.starts_with(s));
+    if !test_code || allowed(REAL_TIME_ALLOWED, path) {
         return Vec::new();
     }
     code_naming(path, text, REAL_TIME, "real time in a test:")
@@ -486,8 +496,126 @@ fn no_library_throws_a_store_result_away() {
     check(&files("crates", &[".rs"]), discarded_store_results);
 }
 
+// ---- rule: unsafe code, and the argument beside each unsafe block and atomic ordering --
+
+/// The one file that may hold unsafe code.
+const UNSAFE_ALLOWED: &str = "crates/idem-future/src/cell.rs";
+/// How many lines above an `unsafe` block or an atomic ordering its comment may sit.
+const ARGUMENT_REACH: usize = 8;
+
+/// Whether one of the `reach` lines before line `i` (or line `i` itself) holds `mark`.
+fn argued(lines: &[&str], i: usize, reach: usize, mark: &str) -> bool {
+    lines[i.saturating_sub(reach)..=i].iter().any(|line| line.contains(mark))
+}
+
+/// Unsafe code outside [`UNSAFE_ALLOWED`] (or an allow of it anywhere else), an `unsafe`
+/// block or impl without a `// SAFETY:` comment above it, and an atomic ordering in a
+/// library without an `// ORDERING:` argument near it.
+fn unargued(path: &str, text: &str) -> Violations {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let in_src = path.contains("/src/") && !path.starts_with("xtask/");
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let at = |what: &str| format!("{path}:{}: {what}", i + 1);
+        let is_unsafe = code.contains("unsafe {") || code.contains("unsafe impl");
+        if (is_unsafe || code.contains("unsafe fn") || code.contains("allow(unsafe_code)"))
+            && path != UNSAFE_ALLOWED
+        {
+            found.push(at(&format!("unsafe code outside {UNSAFE_ALLOWED}")));
+        }
+        if is_unsafe && !argued(&lines, i, ARGUMENT_REACH, "SAFETY:") {
+            found.push(at("an unsafe block without a `// SAFETY:` comment above it"));
+        }
+        let ordering = ["Relaxed", "Acquire", "Release", "AcqRel", "SeqCst"]
+            .iter()
+            .any(|o| code.contains(&format!("Ordering::{o}")));
+        if in_src && ordering && !argued(&lines, i, ARGUMENT_REACH, "ORDERING:") {
+            found.push(at("an atomic ordering without an `// ORDERING:` argument near it"));
+        }
+    }
+    found
+}
+
+#[test]
+fn unsafe_code_and_atomic_orderings_are_argued_where_they_are() {
+    check(&files("crates", &[".rs"]), unargued);
+}
+
+// ---- rule: no test-only functions in a library ---------------------------------------
+
+/// A hidden public function for tests: a library's API holds nothing only tests use.
+fn test_only_functions(path: &str, text: &str) -> Violations {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let hidden = i > 0 && lines[i - 1].trim_start().starts_with("#[doc(hidden)]");
+        if code.starts_with("pub fn") && (code.contains("_for_tests") || hidden) {
+            found.push(format!("{path}:{}: a hidden or test-only public function", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_library_has_a_hidden_function_for_tests() {
+    check(&files("crates", &[".rs"]), test_only_functions);
+}
+
+// ---- rule: each crate opens with its guarantee and an example -------------------------
+
+fn crate_docs(path: &str, text: &str) -> Violations {
+    if !path.ends_with("/src/lib.rs") {
+        return Vec::new();
+    }
+    ["//! # Guarantee", "//! # Examples"]
+        .iter()
+        .filter(|section| !text.lines().any(|line| line.trim_end() == **section))
+        .map(|section| format!("{path}: the crate docs have no `{}` section", &section[4..]))
+        .collect()
+}
+
+#[test]
+fn every_crate_opens_with_its_guarantee_and_an_example() {
+    check(&files("crates", &[".rs"]), crate_docs);
+}
+
+// ---- rule: allow-lists hold only what is still needed ---------------------------------
+
+#[test]
+fn every_allow_list_entry_is_still_needed() {
+    let mut stale = Vec::new();
+    for (path, why) in REAL_TIME_ALLOWED {
+        let text = fs::read_to_string(root().join(path)).unwrap_or_default();
+        if code_naming(path, &text, REAL_TIME, "").is_empty() {
+            stale.push(format!("{path}: allowed real time ({why}), but it uses none"));
+        }
+    }
+    for (path, why) in LONG_LINE_ALLOWED {
+        let text = fs::read_to_string(root().join(path)).unwrap_or_default();
+        if text.lines().all(|line| line.chars().count() <= LINE_COLUMNS_MAX) {
+            stale.push(format!("{path}: allowed long lines ({why}), but has none"));
+        }
+    }
+    assert!(stale.is_empty(), "stale allow-list entries:\n{}", stale.join("\n"));
+}
+
 #[test]
 fn each_rule_catches_a_planted_violation() {
+    let planted = "fn f() {\n    #![allow(unsafe_code)]\n    unsafe { g() }\n}\n";
+    assert_eq!(unargued("crates/idem-notify/src/retry.rs", planted).len(), 3, "unsafe");
+    let argued_block = "    // SAFETY: g needs nothing.\n    unsafe { g() }\n";
+    assert!(unargued(UNSAFE_ALLOWED, argued_block).is_empty(), "argued unsafe in cell.rs");
+    let ordering = "    n.fetch_add(1, Ordering::Relaxed);\n";
+    assert_eq!(unargued("crates/a/src/x.rs", ordering).len(), 1, "ordering");
+    let hidden = "#[doc(hidden)]\npub fn set_version(v: i64) {}\npub fn x_for_tests() {}\n";
+    assert_eq!(test_only_functions("crates/a/src/x.rs", hidden).len(), 2, "test-only");
+    let bare = "//! A crate.\n//!\n//! # Examples\n";
+    assert_eq!(crate_docs("crates/a/src/lib.rs", bare).len(), 1, "crate docs");
     let dropped = "    let _ = self.store.complete(&lease, stored);\n";
     assert_eq!(discarded_store_results("crates/a/src/x.rs", dropped).len(), 1, "store result");
     let broken = "    let _ =\n        store.release(&lease);\n";
@@ -504,6 +632,8 @@ fn each_rule_catches_a_planted_violation() {
     assert!(outside_sync_shim("crates/idem-pool/src/sync.rs", locked).is_empty(), "sync.rs");
     let sleeps = "    std::thread::sleep(d);\n";
     assert_eq!(real_time_in_tests("crates/a/tests/it/x.rs", sleeps).len(), 1, "real time");
+    let support = "crates/idem-testkit/src/x.rs";
+    assert_eq!(real_time_in_tests(support, sleeps).len(), 1, "real time in test support");
     let map = "## Code map\n\n- `crates/a`: a.\n  - `x.rs`: x.\n";
     let sources: BTreeSet<String> = ["crates/a/src/y.rs".to_string()].into();
     assert_eq!(code_map_mismatches(map, &sources).len(), 2, "code map, both ways");

@@ -182,6 +182,7 @@ impl<R> fmt::Debug for MemoryStore<R> {
         f.debug_struct("MemoryStore")
             .field("config", &self.config)
             .field("clock", &self.clock)
+            // ORDERING: a count read for display; nothing is published through it.
             .field("records", &self.records.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }

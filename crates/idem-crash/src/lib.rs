@@ -6,6 +6,25 @@
 //!
 //! `cargo xtask crash --rounds N` runs `tests/payments.rs` and `tests/wallet.rs` in release
 //! mode; `cargo xtask ci` runs `tests/payments_pg.rs` against a PostgreSQL server.
+//!
+//! # Guarantee
+//!
+//! What a worker acknowledged before it was killed is what the tests check against, and
+//! the gateway's file outlives the worker: every charge line was synced before the charge
+//! call returned, so a double charge after a crash always shows as two lines for one key.
+//!
+//! # Examples
+//!
+//! ```
+//! use idem_crash::FileGateway;
+//!
+//! let path = std::env::temp_dir().join(format!("idem-crash-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_file(&path);
+//! let _gateway = FileGateway::open(&path)?;
+//! assert!(FileGateway::charges(&path)?.is_empty(), "no charge yet");
+//! # let _ = std::fs::remove_file(&path);
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 mod gateway;
 

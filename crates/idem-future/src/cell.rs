@@ -116,6 +116,8 @@ impl<V> Slot<V> {
     /// writer won.
     pub(crate) fn set(&self, value: V, kind: usize) -> Result<Snapshot, V> {
         assert!(kind <= KIND_MAX, "kind {kind} does not fit in two bits");
+        // ORDERING: Relaxed is a first guess only: the claim below is the compare-and-swap
+        // that orders, and a stale guess just fails it and retries.
         let mut current = self.state.load(Ordering::Relaxed);
         loop {
             if current & PHASE != PENDING {
@@ -202,6 +204,7 @@ impl<V> Slot<V> {
                     break;
                 }
                 // Never retry on a claimed word: the writer may be reading the cell.
+                // ORDERING: Acquire, so a word found done shows the value published with it.
                 Err(_) => current = self.settled(Ordering::Acquire),
             }
         }
@@ -243,6 +246,8 @@ impl<V> Slot<V> {
     /// registrant sees the claim, waits for the publish, and serves itself. Loom models:
     /// `callback_races_completion`, `poll_races_completion`, `blocking_waiter_wakes`.
     fn set_flag(&self, flag: usize, done_too: bool) -> Snapshot {
+        // ORDERING: Relaxed reads are guesses for the compare-and-swap, which orders; a done
+        // word is read again with Acquire before its value is trusted.
         let mut current = self.settled(Ordering::Relaxed);
         loop {
             if current & PHASE >= READY && !done_too {
@@ -260,6 +265,7 @@ impl<V> Slot<V> {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return Snapshot(current),
+                // ORDERING: a failed swap only retries; the next swap orders.
                 Err(_) => current = self.settled(Ordering::Relaxed),
             }
         }

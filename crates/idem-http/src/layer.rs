@@ -388,6 +388,7 @@ impl<'a> Waiter<'a> {
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
+        // ORDERING: as in `enter`: the counter bounds itself and publishes nothing.
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

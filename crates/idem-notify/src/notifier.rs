@@ -339,6 +339,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// The counters.
     pub fn stats(&self) -> Stats {
         let c = &self.shared.counters;
+        // ORDERING: counters read for reporting; each stands alone and publishes nothing.
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {
             accepted: get(&c.accepted),

@@ -19,6 +19,33 @@
 //!
 //! Results use the same versioned encoding as the SQLite store ([`Durable`]).
 //!
+//! # Guarantee
+//!
+//! However many processes and machines share one namespace, a key has at most one owner
+//! at a time, a stale lease's completion or release is refused by its fencing token, and
+//! every deadline (lease, result lifetime) is judged by the database's clock, read by the
+//! statement that writes, never by a client's. The store keeps idem-core's `KeyStore`
+//! contract (the conformance suite runs against a real server in CI).
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use idem_core::{Claim, Fingerprint, KeyStore, ScopedKey, StoreConfig};
+//! use idem_store_postgres::PgStore;
+//!
+//! let url = "postgres://idem:idem@127.0.0.1:5432/idem";
+//! let store = PgStore::<String>::connect(url, "payments_keys", StoreConfig::default())?;
+//! let key = ScopedKey::parse("shop", "order-1")?;
+//! let request = Fingerprint::builder("order").u64("amount_minor", 1050).finish();
+//! if let Claim::Acquired(lease) = store.claim(&key, &request)? {
+//!     // ... charge exactly here ...
+//!     store.complete(&lease, "ch_1".to_string())?;
+//! }
+//! // Any process on the same namespace now replays it.
+//! assert_eq!(store.claim(&key, &request)?, Claim::Replay("ch_1".to_string()));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Features
 //!
 //! `tracing` (off by default): the `claim` and `settle` spans and events every store emits

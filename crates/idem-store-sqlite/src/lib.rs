@@ -19,6 +19,37 @@
 //!   answered only after that transaction is on disk. Concurrent callers share fsyncs;
 //!   nobody is acknowledged earlier than before.
 //!
+//! # Guarantee
+//!
+//! A claim, completion or release that returned `Ok` is on disk: after a process kill or
+//! a power loss, the reopened file answers as the store did (checked by the crash tests,
+//! and by `durability()` reading back WAL and `FULL`). A failed commit is an error its
+//! callers see; nothing of its group is visible or acknowledged. The store keeps
+//! idem-core's `KeyStore` contract (the conformance suite runs against it).
+//!
+//! # Examples
+//!
+//! ```
+//! use idem_core::{Claim, Fingerprint, KeyStore, ScopedKey, StoreConfig};
+//! use idem_store_sqlite::SqliteStore;
+//!
+//! let path = std::env::temp_dir().join(format!("idem-doc-{}.db", std::process::id()));
+//! # let _ = std::fs::remove_file(&path);
+//! let key = ScopedKey::parse("shop", "order-1")?;
+//! let request = Fingerprint::builder("order").u64("amount_minor", 1050).finish();
+//! {
+//!     let store = SqliteStore::<String>::open(&path, StoreConfig::default())?;
+//!     let Claim::Acquired(lease) = store.claim(&key, &request)? else { unreachable!() };
+//!     store.complete(&lease, "ch_1".to_string())?;
+//! }
+//! // Reopened (after a restart, a crash): the stored answer replays.
+//! let store = SqliteStore::<String>::open(&path, StoreConfig::default())?;
+//! assert_eq!(store.claim(&key, &request)?, Claim::Replay("ch_1".to_string()));
+//! # drop(store);
+//! # let _ = std::fs::remove_file(&path);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Features
 //!
 //! `tracing` (off by default): the `claim` and `settle` spans and events every store emits
@@ -650,16 +681,4 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     fn result_bytes_max(&self) -> Option<usize> {
         Some(self.result_bytes_max)
     }
-}
-
-/// Rewrites the schema version of the file at `path` (tests of the version check only).
-///
-/// # Errors
-///
-/// [`SqliteError::Sqlite`] if the file cannot be opened or written.
-#[doc(hidden)]
-pub fn set_schema_version_for_tests(path: &Path, version: i64) -> Result<(), SqliteError> {
-    let conn = Connection::open(path)?;
-    conn.execute("UPDATE meta SET schema_version = ?1 WHERE id = 1", params![version])?;
-    Ok(())
 }

@@ -67,7 +67,10 @@ fn reopening_the_file_keeps_results_and_pending_claims() {
 fn another_schema_version_is_refused() {
     let path = temp_file("schema");
     drop(SqliteStore::<String>::open(&path, StoreConfig::default()).expect("open"));
-    idem_store_sqlite::set_schema_version_for_tests(&path, 99).expect("rewrite the version");
+    // Another release's file: its version rewritten behind the store's back.
+    let conn = rusqlite::Connection::open(&path).expect("open the file");
+    conn.execute("UPDATE meta SET schema_version = 99 WHERE id = 1", []).expect("rewrite");
+    drop(conn);
     match SqliteStore::<String>::open(&path, StoreConfig::default()) {
         Err(StoreError::Storage(e)) => {
             let e = e.downcast_ref::<SqliteError>().expect("a SqliteError");
