@@ -20,7 +20,6 @@ pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::thread::JoinHandle;
 
-
 /// The registry of the process-wide coarse clock (`clock::CoarseClock`): a const-built
 /// lock around a weak handle. Not under loom: models run on a manual clock.
 #[cfg(not(loom))]
