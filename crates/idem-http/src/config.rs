@@ -39,29 +39,32 @@ impl Config {
 }
 
 impl Config {
-    /// The stored-response limit on a store that keeps results of at most `store_max`
-    /// bytes: the one set, checked against the store, or the default, lowered to fit.
+    /// The stored-response body limit on a store that keeps results of at most
+    /// `store_max` bytes: the one set, checked against the store, or the default, lowered
+    /// to fit. A response whose headers then make it too large for the store is kept as a
+    /// problem (at most [`NOT_KEPT_BYTES_MAX`](crate::NOT_KEPT_BYTES_MAX) bytes), never
+    /// dropped.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::StoreLimit`] if the one set does not fit.
+    /// [`ConfigError::StoreLimit`] if the one set does not fit, or the store cannot keep
+    /// even the problem that stands in for a response too large to keep.
     pub(crate) fn response_limit(&self, store_max: Option<usize>) -> Result<usize, ConfigError> {
-        use crate::stored::{STORED_OVERHEAD_MAX, TOO_LARGE_BODY_MAX};
+        use crate::stored::{NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES};
         let Some(store_max) = store_max else {
             return Ok(self.response_bytes_max.unwrap_or(ConfigBuilder::RESPONSE_BYTES_DEFAULT));
         };
-        let fits = store_max.saturating_sub(STORED_OVERHEAD_MAX);
-        let Some(set) = self.response_bytes_max else {
-            return Ok(ConfigBuilder::RESPONSE_BYTES_DEFAULT.min(fits));
-        };
-        let needed = STORED_OVERHEAD_MAX + set.max(TOO_LARGE_BODY_MAX);
+        let fits = store_max.saturating_sub(STORED_ENVELOPE_BYTES);
+        let set = self.response_bytes_max;
+        let limit = set.unwrap_or(ConfigBuilder::RESPONSE_BYTES_DEFAULT.min(fits));
+        let needed = (limit + STORED_ENVELOPE_BYTES).max(NOT_KEPT_BYTES_MAX);
         if needed <= store_max {
-            return Ok(set);
+            return Ok(limit);
         }
         Err(ConfigError::StoreLimit {
-            response_bytes_max: set,
+            response_bytes_max: limit,
             store_bytes_max: store_max,
-            overhead: STORED_OVERHEAD_MAX,
+            overhead: STORED_ENVELOPE_BYTES,
             fits,
             needed,
         })
@@ -107,21 +110,29 @@ pub enum ConfigError {
     /// No method was given: the layer would apply to nothing.
     #[error("methods must name at least one method")]
     NoMethods,
+    /// A header that frames the message (its length, its transfer coding, the connection)
+    /// was named in `replay_headers`: it belongs to each response as it is sent, and a
+    /// replayed one would contradict the replayed body.
+    #[error("replay_headers must not name {name}: it frames each message as it is sent")]
+    FramingHeader {
+        /// The refused header.
+        name: HeaderName,
+    },
     /// The store cannot keep a response as large as `response_bytes_max` allows: such a
     /// response would be refused at completion time, and its handler run again after
     /// the lease. Lower `response_bytes_max`, or raise the store's limit.
     #[error(
         "response_bytes_max is {response_bytes_max} bytes, but the store keeps results of at \
-         most {store_bytes_max} bytes, and a stored response needs up to {overhead} bytes \
-         beside its body: set response_bytes_max to at most {fits}, or raise the store's \
-         limit (with_result_bytes_max) to at least {needed}"
+         most {store_bytes_max} bytes, and a stored response needs {overhead} bytes beside \
+         its headers and body: set response_bytes_max to at most {fits}, or raise the \
+         store's limit (with_result_bytes_max) to at least {needed}"
     )]
     StoreLimit {
         /// The layer's stored-response limit.
         response_bytes_max: usize,
         /// The store's limit ([`KeyStore::result_bytes_max`](idem_core::KeyStore)).
         store_bytes_max: usize,
-        /// The most bytes a stored response takes beside its body (status, headers).
+        /// The bytes a stored response takes beside its headers and body.
         overhead: usize,
         /// The largest `response_bytes_max` this store can take.
         fits: usize,
@@ -129,6 +140,18 @@ pub enum ConfigError {
         needed: usize,
     },
 }
+
+/// Headers that frame one message on one connection: never stored, never replayed.
+const FRAMING: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
 
 /// Builds a [`Config`]; every setter names its default.
 ///
@@ -239,7 +262,9 @@ impl ConfigBuilder {
     }
 
     /// The response headers stored and replayed (others, such as `set-cookie` or `date`,
-    /// are never stored). Default `content-type` and `location`.
+    /// are never stored). Default `content-type` and `location`. Headers that frame the
+    /// message (`content-length`, `transfer-encoding`, `connection` and the other
+    /// hop-by-hop ones) are refused at [`build`](Self::build).
     #[must_use]
     pub fn replay_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
         self.config.replay_headers = names.into_iter().collect();
@@ -278,6 +303,9 @@ impl ConfigBuilder {
         }
         if c.methods.is_empty() {
             return Err(ConfigError::NoMethods);
+        }
+        if let Some(name) = c.replay_headers.iter().find(|n| FRAMING.contains(&n.as_str())) {
+            return Err(ConfigError::FramingHeader { name: name.clone() });
         }
         Ok(c)
     }

@@ -25,7 +25,7 @@ use crate::body::{BoxError, ResponseBody};
 use crate::config::{Config, ConfigError, StoreCalls};
 use crate::header::{HeaderError, IDEMPOTENT_REPLAYED, parse_key};
 use crate::problem::Problem;
-use crate::stored::{STORED_HEADER_BYTES_MAX, StoredResponse, headers_len};
+use crate::stored::{STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, StoredResponse, headers_len};
 
 /// Put in a response's extensions by a handler that did nothing (it refused before any
 /// side effect, say a dependency was down): the claim is released instead of stored, so
@@ -33,6 +33,14 @@ use crate::stored::{STORED_HEADER_BYTES_MAX, StoredResponse, headers_len};
 /// `(StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), "...")`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NothingHappened;
+
+/// Put in a response's extensions by a handler that cannot know whether it acted (its
+/// payment gateway timed out after the charge was sent): the response reaches its caller
+/// but is not stored, and the key stays in flight, so the first request after the lease
+/// runs with [`Recovering`] and checks before acting. Storing it would answer every
+/// retry for a day with a failure that may have charged; releasing it would act twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutcomeUnknown;
 
 /// Put in a request's extensions when an earlier request with this key started the
 /// handler and never finished (its client went away, or the server died), and its lease
@@ -60,6 +68,8 @@ struct Shared<St, F> {
     config: Config,
     /// The largest response body kept: the config's, checked against the store's limit.
     response_bytes_max: usize,
+    /// The largest result the store keeps (`KeyStore::result_bytes_max`), read once.
+    store_bytes_max: Option<usize>,
     /// Requests waiting for a first request to finish (`wait_for_first`).
     waiters: AtomicUsize,
     counters: Counters,
@@ -71,6 +81,7 @@ struct Counters {
     store_errors: AtomicU64,
     leases_lost: AtomicU64,
     not_kept: AtomicU64,
+    left_in_flight: AtomicU64,
 }
 
 /// What the layer counted, from [`IdempotencyLayer::stats`]: the outcomes an operator
@@ -89,6 +100,9 @@ pub struct LayerStats {
     /// [`STORED_HEADER_BYTES_MAX`](crate::STORED_HEADER_BYTES_MAX)): the first caller got
     /// the whole response, repeats get a problem saying it was not kept.
     pub not_kept: u64,
+    /// Handlers whose outcome is unknown (a response body that failed half-way, or one
+    /// marked [`OutcomeUnknown`]): their keys were left in flight for recovery.
+    pub left_in_flight: u64,
 }
 
 impl<St, F> IdempotencyLayer<St, F>
@@ -121,7 +135,9 @@ where
 
     fn build(store: St, scope: F, config: Config, response_bytes_max: usize) -> Self {
         let (waiters, counters) = (AtomicUsize::new(0), Counters::default());
-        let shared = Shared { store, scope, config, response_bytes_max, waiters, counters };
+        let store_bytes_max = store.result_bytes_max();
+        let shared =
+            Shared { store, scope, config, response_bytes_max, store_bytes_max, waiters, counters };
         Self { shared: Arc::new(shared) }
     }
 
@@ -145,6 +161,7 @@ where
             store_errors: get(&c.store_errors),
             leases_lost: get(&c.leases_lost),
             not_kept: get(&c.not_kept),
+            left_in_flight: get(&c.left_in_flight),
         }
     }
 }
@@ -343,7 +360,11 @@ where
     let mut read = BytesMut::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|error| {
-            let detail = format!("reading the body failed: {}", error.into());
+            // The error's text may name the server's internals: it goes to the operator.
+            let error: BoxError = error.into();
+            idem_core::trace_event!(WARN, %error, "reading a request body failed");
+            drop(error);
+            let detail = "reading the request body failed; nothing was claimed or run";
             Problem::new(StatusCode::BAD_REQUEST, "body-unreadable", "Unreadable body", detail)
         })?;
         if let Ok(data) = frame.into_data() {
@@ -453,38 +474,64 @@ fn count_store_error(counters: &Counters, op: &'static str, error: &StoreError) 
     id
 }
 
-/// What is kept of a response: its status, its allow-listed headers and its body, or,
-/// for a body over the limit (`None`) or headers over theirs, a problem body that says it
-/// was too large to keep.
+/// The limits a kept response must fit: its body's, and the store's for the whole.
+#[derive(Debug, Clone, Copy)]
+struct Keep {
+    body: usize,
+    store: Option<usize>,
+}
+
+/// What is kept of a response: its status, allow-listed headers and body when they fit
+/// (the body within its limit, the headers within their count and bytes, the whole within
+/// what the store keeps). Otherwise a problem saying it was not kept, with the kept
+/// headers that do not describe the body (a `location` still names what was made) if
+/// they fit, else with none: a stand-in of at most [`crate::NOT_KEPT_BYTES_MAX`] bytes,
+/// which every store the layer accepts can keep.
 fn stored_response(
     parts: &http::response::Parts,
     body: Option<&Bytes>,
     config: &Config,
-    limit: usize,
+    keep: Keep,
 ) -> (StoredResponse, bool) {
-    let mut headers: Vec<_> = config
+    let headers: Vec<_> = config
         .replay_headers
         .iter()
         .flat_map(|name| parts.headers.get_all(name).iter().map(|v| (name.clone(), v.clone())))
-        .take(STORED_HEADERS_MAX)
         .collect();
-    let headers_fit = headers_len(&headers) <= STORED_HEADER_BYTES_MAX;
-    if let Some(body) = body.filter(|_| headers_fit) {
-        return (StoredResponse { status: parts.status, headers, body: body.clone() }, true);
-    }
-    let detail = if headers_fit {
-        format!("the original response was over the {limit}-byte limit for stored responses")
-    } else {
-        format!("the original response's headers were over {STORED_HEADER_BYTES_MAX} bytes")
+    let headers_fit =
+        headers.len() <= STORED_HEADERS_MAX && headers_len(&headers) <= STORED_HEADER_BYTES_MAX;
+    let fits_store = |len: usize| keep.store.is_none_or(|max| len <= max);
+    let detail = match body {
+        None => format!("the original response was over the {}-byte limit", keep.body),
+        Some(_) if !headers_fit => format!(
+            "the original response's headers were over {STORED_HEADERS_MAX} values or \
+             {STORED_HEADER_BYTES_MAX} bytes"
+        ),
+        Some(body) if fits_store(STORED_ENVELOPE_BYTES + headers_len(&headers) + body.len()) => {
+            let whole = StoredResponse { status: parts.status, headers, body: body.clone() };
+            return (whole, true);
+        }
+        Some(_) => format!(
+            "the original response was larger than the store keeps ({} bytes)",
+            keep.store.unwrap_or(usize::MAX)
+        ),
     };
-    let detail = format!("{detail}: it reached the first request only");
+    let detail = format!("{detail} for stored responses: it reached the first request only");
     let problem = Problem::new(parts.status, "response-too-large", "Response not kept", detail);
-    headers.retain(|(name, _)| name != header::CONTENT_TYPE);
-    if !headers_fit {
-        headers.clear();
+    let json = (header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+    let mut kept: Vec<_> = headers.into_iter().filter(|_| headers_fit).collect();
+    kept.retain(|(name, _)| !describes_the_body(name));
+    kept.push(json.clone());
+    let stand_in = StoredResponse { status: parts.status, headers: kept, body: problem.body() };
+    if fits_store(stand_in.encoded_len()) {
+        return (stand_in, false);
     }
-    headers.push((header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json")));
-    (StoredResponse { status: parts.status, headers, body: problem.body() }, false)
+    (StoredResponse { status: parts.status, headers: vec![json], body: stand_in.body }, false)
+}
+
+/// A header about the body itself, wrong beside the problem that stands in for it.
+fn describes_the_body(name: &header::HeaderName) -> bool {
+    name.as_str().starts_with("content-") || matches!(name.as_str(), "etag" | "digest")
 }
 
 /// The stored response, marked as a replay.
@@ -629,14 +676,20 @@ where
             self.settled("release", released);
             return Response::from_parts(parts, ResponseBody::inner(body));
         }
+        if parts.extensions.remove::<OutcomeUnknown>().is_some() {
+            // The handler cannot say whether it acted: neither stored nor released.
+            self.left_in_flight();
+            return Response::from_parts(parts, ResponseBody::inner(body));
+        }
         let limit = self.response_bytes_max;
+        let keep = Keep { body: limit, store: self.store_bytes_max };
         let ((stored, kept), body) = match read_response(body, limit).await {
             Read::Whole(bytes) => {
-                let stored = stored_response(&parts, Some(&bytes), &self.config, limit);
+                let stored = stored_response(&parts, Some(&bytes), &self.config, keep);
                 (stored, ResponseBody::full(bytes))
             }
             Read::Over(head, rest) => {
-                let stored = stored_response(&parts, None, &self.config, limit);
+                let stored = stored_response(&parts, None, &self.config, keep);
                 (stored, ResponseBody::rest(head, rest))
             }
             // The response failed half-way: what the handler did is unknown, so the claim
@@ -644,6 +697,7 @@ where
             Read::Failed(error) => {
                 idem_core::trace_event!(WARN, %error, "the handler's response body failed");
                 drop(error);
+                self.left_in_flight();
                 let problem = Problem::new(
                     StatusCode::BAD_GATEWAY,
                     "response-failed",
@@ -663,6 +717,13 @@ where
         let completed = self.store_call(move |store| store.complete(&lease, stored)).await;
         self.settled("complete", completed);
         Response::from_parts(parts, body)
+    }
+
+    /// Counts a key left in flight because its handler's outcome is unknown.
+    fn left_in_flight(&self) {
+        // ORDERING: a counter; no data is published through it.
+        self.counters.left_in_flight.fetch_add(1, Ordering::Relaxed);
+        idem_core::trace_event!(WARN, "outcome unknown: the key is left in flight for recovery");
     }
 
     /// Counts and traces a settle the store refused: the client got its response, so

@@ -85,6 +85,9 @@ pub use body::ResponseBody;
 pub use config::{Config, ConfigBuilder, ConfigError, StoreCalls};
 pub use header::HeaderError;
 pub use layer::{
-    Idempotency, IdempotencyLayer, LayerStats, NothingHappened, Recovering, STORED_HEADERS_MAX,
+    Idempotency, IdempotencyLayer, LayerStats, NothingHappened, OutcomeUnknown, Recovering,
+    STORED_HEADERS_MAX,
 };
-pub use stored::{STORED_HEADER_BYTES_MAX, STORED_OVERHEAD_MAX, StoredResponse};
+pub use stored::{
+    NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, StoredResponse,
+};

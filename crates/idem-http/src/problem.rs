@@ -29,7 +29,8 @@ impl Problem {
         Self { status, slug, title, detail: detail.into(), retry_after: None }
     }
 
-    /// Adds `Retry-After`, in whole seconds, rounded up (at least 1).
+    /// Adds `Retry-After`, in whole seconds: rounded down, so it never names a time past
+    /// `after` (a 1.5 s lease left says 1, never 2), and at least 1.
     pub(crate) fn retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);
         self
@@ -55,8 +56,7 @@ impl Problem {
         let json = HeaderValue::from_static("application/problem+json");
         headers.insert(header::CONTENT_TYPE, json);
         if let Some(after) = self.retry_after {
-            let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
-            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(after.as_secs().max(1)));
         }
         response
     }

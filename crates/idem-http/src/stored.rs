@@ -25,12 +25,22 @@ const VERSION: u8 = 1;
 /// problem saying it was too large to keep, as one whose body is over the limit.
 pub const STORED_HEADER_BYTES_MAX: usize = 4 << 10;
 
-/// The largest body of the problem kept in place of a response too large to keep.
-pub(crate) const TOO_LARGE_BODY_MAX: usize = 512;
+/// What a stored response takes in its encoding beside its headers and body: version,
+/// status, header count, body length.
+pub const STORED_ENVELOPE_BYTES: usize = 1 + 2 + 2 + 4;
 
-/// The most bytes a stored response takes in its encoding beside its body: version,
-/// status, header count, the headers at their limit, body length.
-pub const STORED_OVERHEAD_MAX: usize = 1 + 2 + 2 + STORED_HEADER_BYTES_MAX + 4;
+/// The largest problem kept in place of a response too large to keep, with only its
+/// content type: the least a store must be able to keep (an idempotency layer on a store
+/// that keeps less is refused when it is built).
+pub const NOT_KEPT_BYTES_MAX: usize =
+    STORED_ENVELOPE_BYTES + (6 + "content-type".len() + "application/problem+json".len()) + 512;
+
+impl StoredResponse {
+    /// The bytes this response takes in a durable store ([`Durable::encode`]'s length).
+    pub fn encoded_len(&self) -> usize {
+        STORED_ENVELOPE_BYTES + headers_len(&self.headers) + self.body.len()
+    }
+}
 
 /// The bytes `headers` take in a stored response's encoding.
 pub(crate) fn headers_len(headers: &[(HeaderName, HeaderValue)]) -> usize {
@@ -41,8 +51,7 @@ pub(crate) fn headers_len(headers: &[(HeaderName, HeaderValue)]) -> usize {
 /// each name and value with its length), body (length, bytes). Little-endian.
 impl Durable for StoredResponse {
     fn encode(&self) -> Vec<u8> {
-        let headers = headers_len(&self.headers);
-        let mut out = Vec::with_capacity(1 + 2 + 2 + headers + 4 + self.body.len());
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.push(VERSION);
         out.extend_from_slice(&self.status.as_u16().to_le_bytes());
         out.extend_from_slice(&(self.headers.len() as u16).to_le_bytes());

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::response::IntoResponse;
 use axum::routing::post;
 use bytes::Bytes;
 use http::{Request, Response};
@@ -219,7 +220,10 @@ fn a_layer_limit_the_store_cannot_keep_is_refused_naming_both_numbers() {
     let text = error.to_string();
     assert!(text.contains("1048576") && text.contains("65536"), "{text}");
     let fitted = IdempotencyLayer::new(sqlite(Some(64 * 1024)), crate::tenant);
-    assert_eq!(fitted.response_bytes_max(), 64 * 1024 - idem_http::STORED_OVERHEAD_MAX);
+    assert_eq!(fitted.response_bytes_max(), 64 * 1024 - idem_http::STORED_ENVELOPE_BYTES);
+    let tiny = sqlite(Some(idem_http::NOT_KEPT_BYTES_MAX - 1));
+    let refused = IdempotencyLayer::with_config(tiny, crate::tenant, Config::default());
+    assert!(matches!(refused, Err(ConfigError::StoreLimit { .. })), "cannot keep a stand-in");
 }
 
 /// The first response past a limit it can fit is kept; an oversized one on SQLite is
@@ -322,4 +326,172 @@ async fn a_completion_the_store_refuses_is_counted_and_the_key_stays_in_flight()
     clock.advance(LEASE);
     send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((runs.load(Ordering::SeqCst), recovering.load(Ordering::SeqCst)), (2, 1));
+}
+
+/// A router on `layer` whose `POST /charge` answers `201` with `body` and `headers`,
+/// counting its runs.
+fn answering(
+    layer: IdempotencyLayer<
+        impl idem_core::KeyStore<StoredResponse> + 'static,
+        fn(&http::request::Parts) -> Option<String>,
+    >,
+    body: &'static str,
+    headers: Vec<(&'static str, String)>,
+) -> (Router, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handler = move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let mut response = Response::builder().status(201);
+        for (name, value) in &headers {
+            response = response.header(*name, value.as_str());
+        }
+        let response = response.body(Body::from(body)).expect("valid");
+        async move { response }
+    };
+    (Router::new().route("/charge", post(handler)).layer(layer), runs)
+}
+
+/// On a store that keeps little, the default limit is what fits: a small response is kept
+/// whole, headers and all; one whose headers make it larger than the store keeps is kept
+/// as a stand-in problem. Nothing is refused by the store, nothing runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_small_store_what_fits_is_kept_and_what_does_not_is_a_stand_in() {
+    let tenant: fn(&http::request::Parts) -> Option<String> = crate::tenant;
+    let layer = IdempotencyLayer::new(sqlite(Some(3000)), tenant);
+    let stats = layer.clone();
+    let long = "/orders/".to_string() + &"x".repeat(2850);
+    let (router, runs) = answering(layer, "ok", vec![("location", long)]);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    let again = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((again.replayed, again.body.as_str()), (true, "ok"), "kept whole: {again:?}");
+    assert_eq!(again.headers["location"], first.headers["location"]);
+    let layer = IdempotencyLayer::new(sqlite(Some(3000)), tenant);
+    let stats_2 = layer.clone();
+    let longer = "/orders/".to_string() + &"x".repeat(3100);
+    let (router, runs_2) = answering(layer, "ok", vec![("location", longer)]);
+    send(&router, charge(Some("k1"), "x")).await;
+    let again = send(&router, charge(Some("k1"), "x")).await;
+    assert!(again.replayed && again.body.contains("response-too-large"), "{again:?}");
+    assert_eq!(runs.load(Ordering::SeqCst) + runs_2.load(Ordering::SeqCst), 2);
+    assert_eq!((stats.stats().store_errors, stats_2.stats().store_errors), (0, 0));
+}
+
+/// Headers that frame a message are refused in `replay_headers`; a stand-in problem keeps
+/// no header about the original body (its encoding), but keeps one that names the effect.
+#[tokio::test]
+async fn a_stand_in_keeps_no_header_about_the_body_it_replaces() {
+    let framing = Config::builder().replay_headers([http::header::CONTENT_LENGTH]).build();
+    assert!(matches!(framing, Err(ConfigError::FramingHeader { .. })), "{framing:?}");
+    let (store, _) = store();
+    let names =
+        [http::header::CONTENT_TYPE, http::header::CONTENT_ENCODING, http::header::LOCATION];
+    let config = config(|c| c.response_bytes_max(4).replay_headers(names));
+    let tenant: fn(&http::request::Parts) -> Option<String> = crate::tenant;
+    let layer = IdempotencyLayer::with_config(store, tenant, config).expect("fits");
+    let headers = vec![("content-encoding", "gzip".into()), ("location", "/charges/1".into())];
+    let (router, _) = answering(layer, "more than four bytes", headers);
+    send(&router, charge(Some("k1"), "x")).await;
+    let again = send(&router, charge(Some("k1"), "x")).await;
+    assert!(again.body.contains("response-too-large"), "{again:?}");
+    assert!(again.headers.get("content-encoding").is_none(), "{again:?}");
+    assert_eq!(again.headers["location"], "/charges/1");
+}
+
+/// More header values than are kept: the response is not kept (never cut without a word).
+#[tokio::test]
+async fn more_header_values_than_are_kept_make_a_stand_in_and_are_counted() {
+    let (store, _) = store();
+    let config = config(|c| c.replay_headers([http::header::LINK]));
+    let tenant: fn(&http::request::Parts) -> Option<String> = crate::tenant;
+    let layer = IdempotencyLayer::with_config(store, tenant, config).expect("fits");
+    let stats = layer.clone();
+    let links = (0..=idem_http::STORED_HEADERS_MAX).map(|i| ("link", format!("</{i}>"))).collect();
+    let (router, _) = answering(layer, "ok", links);
+    send(&router, charge(Some("k1"), "x")).await;
+    let again = send(&router, charge(Some("k1"), "x")).await;
+    assert!(again.body.contains("response-too-large"), "{again:?}");
+    assert_eq!(stats.stats().not_kept, 1);
+}
+
+/// A handler that cannot know whether it acted marks its answer `OutcomeUnknown`: it is
+/// not stored, the key stays in flight (409), and after the lease the next run recovers.
+#[tokio::test]
+async fn an_outcome_unknown_answer_is_never_stored_and_the_key_recovers() {
+    let (store, clock) = store();
+    let (runs, recovering) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, rec) = (runs.clone(), recovering.clone());
+    let handler = move |request: Request<Body>| {
+        let first = r.fetch_add(1, Ordering::SeqCst) == 0;
+        if request.extensions().get::<Recovering>().is_some() {
+            rec.fetch_add(1, Ordering::SeqCst);
+        }
+        async move {
+            if first {
+                let unknown = axum::Extension(idem_http::OutcomeUnknown);
+                (http::StatusCode::BAD_GATEWAY, unknown, "unknown").into_response()
+            } else {
+                (http::StatusCode::CREATED, "charged").into_response()
+            }
+        }
+    };
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("ok");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", post(handler)).layer(layer);
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 502);
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 409, "left in flight");
+    clock.advance(LEASE);
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 201);
+    assert_eq!((runs.load(Ordering::SeqCst), recovering.load(Ordering::SeqCst)), (2, 1));
+    assert_eq!(stats.stats().left_in_flight, 1);
+}
+
+/// A request body that fails to read says so without the error's own text.
+#[tokio::test]
+async fn a_request_body_that_fails_is_400_without_its_error_text() {
+    let (store, _) = store();
+    let (router, counter) = app(store, config(|c| c));
+    let frames = [
+        Ok(http_body::Frame::data(Bytes::from("10 EUR"))),
+        Err(std::io::Error::other("/srv/app/internal/secret.rs:42 db=10.0.0.5")),
+    ];
+    let body = Body::new(StreamBody::new(futures_lite_iter(frames.into_iter())));
+    let request = Request::post("/charge").header("x-tenant", "t1");
+    let request = request.header("idempotency-key", "k1").body(body).expect("request");
+    let said = send(&router, request).await;
+    assert_eq!(said.status, 400, "{said:?}");
+    assert!(!said.body.contains("secret") && !said.body.contains("10.0.0.5"), "{said:?}");
+    assert_eq!(runs(&counter), 0);
+}
+
+/// `Retry-After` never names a time past the lease left: a 1.5 s lease says 1, not 2.
+#[tokio::test]
+async fn retry_after_never_names_a_time_past_the_lease() {
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
+    let short = StoreConfig::builder().lease(Duration::from_millis(1500)).build().expect("ok");
+    let store = Arc::new(idem_core::MemoryStore::with_clock(short, clock));
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let handler = {
+        let (started, release) = (started.clone(), release.clone());
+        move || {
+            let (started, release) = (started.clone(), release.clone());
+            async move {
+                started.notify_one();
+                release.notified().await;
+                "charged"
+            }
+        }
+    };
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("ok");
+    let router = Router::new().route("/charge", post(handler)).layer(layer);
+    let first = {
+        let router = router.clone();
+        tokio::spawn(async move { send(&router, charge(Some("k1"), "x")).await })
+    };
+    crate::bounded("the first to start", started.notified()).await;
+    let duplicate = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(duplicate.status, 409, "{duplicate:?}");
+    assert_eq!(duplicate.headers["retry-after"], "1", "1.5 s left: 1, never 2");
+    release.notify_one();
+    crate::bounded("the first", first).await.expect("first");
 }
