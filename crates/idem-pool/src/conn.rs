@@ -1,31 +1,73 @@
-//! What a borrower holds: a guard that gives back on drop, or a detached lease.
+//! What a borrower holds: a guard that gives back on drop, or a loan held as a value.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 
 use crate::Manager;
-use crate::pool::Shared;
+use crate::pool::Lender;
 use crate::sync::Arc;
+
+/// The name of one loan: the slot lent and the slot's generation at the time. The
+/// generation grows each time the slot is lent, so no two loans of a pool share an id.
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # #[derive(Debug)] struct Noop;
+/// # impl idem_pool::Manager for Noop {
+/// #     type Connection = (); type Error = Infallible;
+/// #     fn connect(&self) -> Result<(), Infallible> { Ok(()) }
+/// #     fn is_valid(&self, _: &mut ()) -> Result<(), Infallible> { Ok(()) }
+/// #     fn has_broken(&self, _: &mut ()) -> bool { false }
+/// # }
+/// let pool = idem_pool::Pool::builder().max_size(1).build(Noop)?;
+/// let first = pool.get()?.loan_id();
+/// let second = pool.get()?.loan_id();
+/// assert_eq!((first.slot(), second.slot()), (0, 0)); // the one slot, lent twice
+/// assert!(second.generation() > first.generation());
+/// assert_eq!(first.to_string(), "slot 0 generation 1");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LoanId {
+    slot: usize,
+    generation: u64,
+}
+
+impl LoanId {
+    pub(crate) fn new(slot: usize, generation: u64) -> Self {
+        Self { slot, generation }
+    }
+
+    /// The index of the slot lent, below the pool's `max_size`.
+    pub fn slot(self) -> usize {
+        self.slot
+    }
+
+    /// The slot's generation when it was lent.
+    pub fn generation(self) -> u64 {
+        self.generation
+    }
+}
+
+impl fmt::Display for LoanId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "slot {} generation {}", self.slot, self.generation)
+    }
+}
 
 /// A borrowed connection. Derefs to the connection; dropping it gives the connection
 /// back, and so does [`release`](Self::release), once: a second release, or the drop
 /// after a release, is a no-op.
 pub struct PooledConnection<M: Manager> {
-    shared: Arc<Shared<M>>,
+    lender: Arc<Lender<M>>,
     conn: Option<M::Connection>,
-    slot: usize,
-    generation: u64,
+    id: LoanId,
     broken: bool,
 }
 
 impl<M: Manager> PooledConnection<M> {
-    pub(crate) fn new(
-        shared: Arc<Shared<M>>,
-        conn: M::Connection,
-        slot: usize,
-        generation: u64,
-    ) -> Self {
-        Self { shared, conn: Some(conn), slot, generation, broken: false }
+    pub(crate) fn new(lender: Arc<Lender<M>>, conn: M::Connection, id: LoanId) -> Self {
+        Self { lender, conn: Some(conn), id, broken: false }
     }
 
     /// Gives the connection back now; returns whether this call did. A second call is a
@@ -34,11 +76,11 @@ impl<M: Manager> PooledConnection<M> {
     pub fn release(&mut self) -> bool {
         match self.conn.take() {
             Some(conn) => {
-                self.shared.give_back(self.slot, self.generation, conn, self.broken);
+                self.lender.give_back(self.id, conn, self.broken);
                 true
             }
             None => {
-                self.shared.count_double_release();
+                self.lender.count_double_release();
                 false
             }
         }
@@ -54,21 +96,22 @@ impl<M: Manager> PooledConnection<M> {
         self.broken = true;
     }
 
-    /// Turns the guard into a [`Lease`]: the connection goes back into the pool's custody,
-    /// still lent, until the lease (or any clone of it) is released, from any thread.
+    /// Turns the guard into a [`Loan`]: the connection goes back into the pool's custody,
+    /// parked in its slot and still lent, until the loan (or any clone of it) is released,
+    /// from any thread. The loan keeps this guard's [`LoanId`].
     ///
     /// # Panics
     ///
     /// If the guard was already released.
-    pub fn detach(mut self) -> Lease<M> {
-        let conn = self.conn.take().expect("detach of a released PooledConnection");
-        self.shared.detach(self.slot, self.generation, conn);
-        Lease { shared: self.shared.clone(), slot: self.slot, generation: self.generation }
+    pub fn into_loan(mut self) -> Loan<M> {
+        let conn = self.conn.take().expect("into_loan of a released PooledConnection");
+        self.lender.park(self.id, conn);
+        Loan { lender: self.lender.clone(), id: self.id }
     }
 
-    /// This loan's slot and generation: stable identifiers for logs and tests.
-    pub fn loan_id(&self) -> (usize, u64) {
-        (self.slot, self.generation)
+    /// This loan's slot and generation: a stable name for logs and tests.
+    pub fn loan_id(&self) -> LoanId {
+        self.id
     }
 }
 
@@ -96,7 +139,7 @@ impl<M: Manager> DerefMut for PooledConnection<M> {
 impl<M: Manager> Drop for PooledConnection<M> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
-            self.shared.give_back(self.slot, self.generation, conn, self.broken);
+            self.lender.give_back(self.id, conn, self.broken);
         }
     }
 }
@@ -106,52 +149,45 @@ where
     M::Connection: fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PooledConnection")
-            .field("slot", &self.slot)
-            .field("generation", &self.generation)
-            .field("conn", &self.conn)
-            .finish()
+        f.debug_struct("PooledConnection").field("id", &self.id).field("conn", &self.conn).finish()
     }
 }
 
-/// A detached loan: a slot index and a generation. Cheap to clone and send; releasing it
-/// returns the connection once. A second release, or a release after the slot was lent
-/// to someone else, does nothing to the current holder (the generation no longer
-/// matches) and is counted in [`PoolState`](crate::PoolState).
-pub struct Lease<M: Manager> {
-    shared: Arc<Shared<M>>,
-    slot: usize,
-    generation: u64,
+/// A loan held as a value rather than a guard: its [`LoanId`] and the pool. Cheap to
+/// clone and send; releasing it returns the connection once. A second release, or a
+/// release after the slot was lent to someone else, does nothing to the current holder
+/// (the generation no longer matches) and is counted in [`PoolState`](crate::PoolState).
+/// Made by [`PooledConnection::into_loan`].
+pub struct Loan<M: Manager> {
+    lender: Arc<Lender<M>>,
+    id: LoanId,
 }
 
-impl<M: Manager> Lease<M> {
+impl<M: Manager> Loan<M> {
     /// Returns the connection to the pool; returns whether this call did.
     ///
     /// RACE (double release): two clones released at once. Both check the slot's
     /// generation and phase under the pool lock; the first moves the phase off
-    /// `Detached`, so the second sees it moved and counts a double release. Loom model:
-    /// `racing_lease_releases`.
+    /// `Parked`, so the second sees it moved and counts a double release. Loom model:
+    /// `racing_loan_releases`.
     pub fn release(&self) -> bool {
-        self.shared.release_lease(self.slot, self.generation)
+        self.lender.release_loan(self.id)
     }
 
     /// The loan's slot and generation.
-    pub fn loan_id(&self) -> (usize, u64) {
-        (self.slot, self.generation)
+    pub fn loan_id(&self) -> LoanId {
+        self.id
     }
 }
 
-impl<M: Manager> Clone for Lease<M> {
+impl<M: Manager> Clone for Loan<M> {
     fn clone(&self) -> Self {
-        Self { shared: self.shared.clone(), slot: self.slot, generation: self.generation }
+        Self { lender: self.lender.clone(), id: self.id }
     }
 }
 
-impl<M: Manager> fmt::Debug for Lease<M> {
+impl<M: Manager> fmt::Debug for Loan<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lease")
-            .field("slot", &self.slot)
-            .field("generation", &self.generation)
-            .finish()
+        f.debug_struct("Loan").field("id", &self.id).finish()
     }
 }

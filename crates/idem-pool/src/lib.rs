@@ -30,7 +30,7 @@
 //! }
 //!
 //! let pool = Pool::builder().max_size(1).build(Numbers)?;
-//! let first = pool.get()?.detach();     // a lease, releasable from anywhere
+//! let first = pool.get()?.into_loan();  // a loan, releasable from anywhere
 //! let cleanup = first.clone();           // a second cleanup path holds it too
 //! assert!(first.release());              // the connection goes back
 //! let mut second = pool.get()?;          // and is lent again
@@ -45,18 +45,20 @@
 //!
 //! * **By shape:** [`Pool::close`] (a second close does nothing) and
 //!   [`PooledConnection::release`] (a second call returns `false`).
-//! * **By id:** a [`Lease`] names its loan by slot index and generation; the pool
-//!   generates the id at checkout, and remembers only the current generation of each
-//!   slot, which is all a stale release needs to be refused.
+//! * **By id:** a [`Loan`] is named by its [`LoanId`], a slot index and a generation; the
+//!   pool generates the id at checkout, and remembers only the current generation of
+//!   each slot, which is all a stale release needs to be refused.
 //!
 //! # Why the guard alone is not enough
 //!
 //! r2d2's guard gives its connection back exactly once because the guard owns it: Rust
 //! moves make a double return impossible. That stops being true as soon as a loan outlives
 //! its guard: a cleanup handed to another thread, a callback registered with an external
-//! system, two error paths that both "make sure" the connection goes back. A detached
-//! [`Lease`] is that loan as a value, and the generation check is what keeps its stale
-//! copies from ever touching the next borrower's connection.
+//! system, two error paths that both "make sure" the connection goes back. A [`Loan`]
+//! (from [`PooledConnection::into_loan`]) is that loan as a value, and the generation
+//! check is what keeps its stale copies from ever touching the next borrower's
+//! connection. (`into_loan` keeps the connection in the pool's custody; it is not sqlx's
+//! `detach`, which takes a connection out of its pool for good.)
 //!
 //! # Features
 //!
@@ -71,7 +73,7 @@ mod state;
 mod sync;
 
 pub use config::{Builder, ConfigError, Fairness, HealthCheck};
-pub use conn::{Lease, PooledConnection};
+pub use conn::{Loan, LoanId, PooledConnection};
 pub use manager::Manager;
 pub use pool::Pool;
 
@@ -117,7 +119,7 @@ pub struct PoolState {
     pub size: usize,
     /// Connections on the idle list.
     pub idle: usize,
-    /// Connections lent (in a guard, detached, or handed to a waking waiter).
+    /// Connections lent (in a guard, in a [`Loan`], or handed to a waking waiter).
     pub in_use: usize,
     /// Threads waiting in `get`.
     pub waiters: usize,

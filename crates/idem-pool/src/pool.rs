@@ -5,7 +5,7 @@ use std::fmt;
 use idem_core::Timestamp;
 
 use crate::config::{Builder, Config, Fairness, HealthCheck};
-use crate::conn::{Lease, PooledConnection};
+use crate::conn::{Loan, LoanId, PooledConnection};
 
 use crate::state::{Grant, Phase, State, Waiter};
 use crate::sync::{Arc, Condvar, Duration, Instant, Mutex, MutexGuard};
@@ -23,8 +23,10 @@ const BACKOFF_MIN: Duration = Duration::ZERO;
 #[cfg(loom)]
 const BACKOFF_MAX: Duration = Duration::ZERO;
 
-/// Everything the pool handles, guards and leases share.
-pub(crate) struct Shared<M: Manager> {
+/// The pool proper, the part that lends connections and takes them back: the manager,
+/// the settings and the locked state. `Pool` handles, guards and loans each hold it, so a
+/// guard or a loan can give its connection back after every `Pool` handle is gone.
+pub(crate) struct Lender<M: Manager> {
     pub(crate) manager: M,
     pub(crate) config: Config,
     pub(crate) state: Mutex<State<M::Connection>>,
@@ -56,9 +58,9 @@ pub struct Pool<M: Manager> {
 }
 
 /// The owner of the maintenance thread's stop signal: when the last `Pool` clone goes,
-/// the thread is told to stop (guards and leases keep only `Shared`).
+/// the thread is told to stop (guards and loans keep only the `Lender`).
 struct Handle<M: Manager> {
-    shared: Arc<Shared<M>>,
+    lender: Arc<Lender<M>>,
     stop: Arc<Stop>,
 }
 
@@ -90,8 +92,8 @@ impl<M: Manager> Clone for Pool<M> {
 impl<M: Manager + fmt::Debug> fmt::Debug for Pool<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pool")
-            .field("manager", &self.handle.shared.manager)
-            .field("config", &self.handle.shared.config)
+            .field("manager", &self.handle.lender.manager)
+            .field("config", &self.handle.lender.config)
             .field("state", &self.state())
             .finish()
     }
@@ -117,8 +119,8 @@ impl<M: Manager> Builder<M> {
         let mut state = State::new(config.max_size);
         state.fair_after = config.fair_after;
         let state = Mutex::new(state);
-        let shared = Arc::new(Shared { manager, config, state, backoff: Condvar::default() });
-        let handle = Arc::new(Handle { shared, stop: Arc::new(Stop::default()) });
+        let lender = Arc::new(Lender { manager, config, state, backoff: Condvar::default() });
+        let handle = Arc::new(Handle { lender, stop: Arc::new(Stop::default()) });
         let pool = Pool { handle };
         pool.maintain();
         pool.start_maintenance();
@@ -127,8 +129,8 @@ impl<M: Manager> Builder<M> {
 }
 
 impl<M: Manager> Pool<M> {
-    fn shared(&self) -> &Arc<Shared<M>> {
-        &self.handle.shared
+    fn lender(&self) -> &Arc<Lender<M>> {
+        &self.handle.lender
     }
 
     /// Waits up to the configured connection timeout for a connection.
@@ -137,7 +139,7 @@ impl<M: Manager> Pool<M> {
     ///
     /// As [`get_timeout`](Self::get_timeout).
     pub fn get(&self) -> Result<PooledConnection<M>, Error> {
-        self.get_timeout(self.shared().config.connection_timeout)
+        self.get_timeout(self.lender().config.connection_timeout)
     }
 
     /// Waits up to `timeout` for a connection: an idle one, a new one if the pool is below
@@ -150,7 +152,7 @@ impl<M: Manager> Pool<M> {
     /// `waiters_max` threads are already waiting.
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<M>, Error> {
         let _span = idem_core::trace_span!(DEBUG, "checkout", ?timeout);
-        let result = self.shared().checkout(Some(timeout));
+        let result = self.lender().checkout(Some(timeout));
         #[cfg(feature = "tracing")]
         if let Err(error) = &result {
             idem_core::trace_event!(WARN, %error, "checkout failed");
@@ -167,12 +169,12 @@ impl<M: Manager> Pool<M> {
     /// (its error is kept as the cause a later `get`'s [`Error::Timeout`] reports).
     pub fn try_get(&self) -> Option<PooledConnection<M>> {
         let _span = idem_core::trace_span!(DEBUG, "checkout", timeout = "none");
-        self.shared().checkout(None).ok()
+        self.lender().checkout(None).ok()
     }
 
-    /// Releases a detached lease; see [`Lease::release`].
-    pub fn release(&self, lease: &Lease<M>) -> bool {
-        lease.release()
+    /// Releases a loan; see [`Loan::release`].
+    pub fn release(&self, loan: &Loan<M>) -> bool {
+        loan.release()
     }
 
     /// Closes the pool: every waiter wakes with [`Error::Closed`], idle connections are
@@ -181,7 +183,7 @@ impl<M: Manager> Pool<M> {
     pub fn close(&self) {
         self.handle.stop.signal();
         let idle = {
-            let mut state = self.shared().state.lock();
+            let mut state = self.lender().state.lock();
             if state.closed {
                 return;
             }
@@ -190,7 +192,7 @@ impl<M: Manager> Pool<M> {
                 waiter.grant = Some(Grant::Closed);
                 waiter.cv.notify_one();
             }
-            self.shared().backoff.notify_all();
+            self.lender().backoff.notify_all();
             let idle = std::mem::take(&mut state.idle);
             idle.into_iter().filter_map(|i| state.discard(i)).collect::<Vec<_>>()
         };
@@ -200,24 +202,24 @@ impl<M: Manager> Pool<M> {
 
     /// The manager the pool was built with.
     pub fn manager(&self) -> &M {
-        &self.shared().manager
+        &self.lender().manager
     }
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
-        self.shared().state.lock().closed
+        self.lender().state.lock().closed
     }
 
     /// Counts for metrics: size, idle, in use, waiters, and what happened so far.
     pub fn state(&self) -> PoolState {
-        self.shared().state.lock().snapshot()
+        self.lender().state.lock().snapshot()
     }
 
     /// Closes idle connections past their idle timeout or lifetime, counts lent ones held
     /// past the leak threshold, and makes connections up to `min_idle`. The maintenance
     /// thread calls it; with no thread configured, call it yourself.
     pub fn maintain(&self) {
-        self.shared().maintain();
+        self.lender().maintain();
     }
 
     /// Checks the pool's internal invariants; tests call it after every step.
@@ -226,14 +228,14 @@ impl<M: Manager> Pool<M> {
     ///
     /// If an invariant is broken (a bug in this crate, never a caller's error).
     pub fn assert_invariants(&self) {
-        let shared = self.shared();
-        shared.state.lock().assert_invariants(shared.config.max_size);
+        let lender = self.lender();
+        lender.state.lock().assert_invariants(lender.config.max_size);
     }
 
     #[cfg(not(loom))]
     fn start_maintenance(&self) {
-        let Some(interval) = self.shared().config.maintenance_interval else { return };
-        let weak = crate::sync::Weak::clone(&Arc::downgrade(self.shared()));
+        let Some(interval) = self.lender().config.maintenance_interval else { return };
+        let weak = crate::sync::Weak::clone(&Arc::downgrade(self.lender()));
         let stop = self.handle.stop.clone();
         // Without a thread the pool still works; maintenance runs on `maintain`.
         let _ = crate::sync::spawn_named("idem-pool-maintenance", move || {
@@ -248,7 +250,7 @@ impl<M: Manager> Pool<M> {
 
 #[cfg(not(loom))]
 fn maintenance_loop<M: Manager>(
-    shared: &crate::sync::Weak<Shared<M>>,
+    lender: &crate::sync::Weak<Lender<M>>,
     stop: &Stop,
     interval: Duration,
 ) {
@@ -263,8 +265,8 @@ fn maintenance_loop<M: Manager>(
                 return;
             }
         }
-        match shared.upgrade() {
-            Some(shared) if !shared.state.lock().closed => shared.maintain(),
+        match lender.upgrade() {
+            Some(lender) if !lender.state.lock().closed => lender.maintain(),
             _ => return,
         }
     }
@@ -272,14 +274,14 @@ fn maintenance_loop<M: Manager>(
 
 /// What one locked step of a checkout decided.
 enum Step<C> {
-    Lend(C, usize, u64),
+    Lend(C, LoanId),
     Retry,
     Create(usize),
     Wait,
     Fail(Error),
 }
 
-impl<M: Manager> Shared<M> {
+impl<M: Manager> Lender<M> {
     /// The clock, read only when a time rule is configured (lifetime, idle timeout, leak
     /// threshold); otherwise the epoch, which no rule looks at.
     fn now(&self) -> Timestamp {
@@ -320,8 +322,8 @@ impl<M: Manager> Shared<M> {
                     trash.extend(state.discard(slot));
                     return Step::Retry;
                 }
-                let (conn, generation) = state.lend(slot, now);
-                return Step::Lend(conn, slot, generation);
+                let (conn, id) = state.lend(slot, now);
+                return Step::Lend(conn, id);
             }
             if let Some(slot) = state.free.pop() {
                 state.slots[slot].phase = Phase::Creating;
@@ -354,9 +356,9 @@ impl<M: Manager> Shared<M> {
                     continue;
                 }
                 Step::Fail(error) => return Err(error),
-                Step::Lend(conn, slot, generation) => {
+                Step::Lend(conn, id) => {
                     drop(state);
-                    match self.validated(conn, slot, generation) {
+                    match self.validated(conn, id) {
                         Ok(guard) => return Ok(guard),
                         Err(()) => continue,
                     }
@@ -513,9 +515,9 @@ impl<M: Manager> Shared<M> {
             drop(closed);
             return Waited::Again;
         }
-        let (conn, generation) = state.lend(slot, now);
+        let (conn, id) = state.lend(slot, now);
         drop(state);
-        match self.validated(conn, slot, generation) {
+        match self.validated(conn, id) {
             Ok(guard) => Waited::Guard(guard),
             Err(()) => Waited::Again,
         }
@@ -529,11 +531,11 @@ impl<M: Manager> Shared<M> {
         match grant {
             Grant::Closed => Err(Error::Closed),
             Grant::Create { slot } => Ok(Waited::Create(slot)),
-            Grant::Conn { slot, generation } => {
-                let (conn, lent) = state.lend(slot, self.now());
-                debug_assert_eq!(lent, generation);
+            Grant::Conn(granted) => {
+                let (conn, lent) = state.lend(granted.slot(), self.now());
+                debug_assert_eq!(lent, granted);
                 drop(state);
-                Ok(match self.validated(conn, slot, generation) {
+                Ok(match self.validated(conn, granted) {
                     Ok(guard) => Waited::Guard(guard),
                     Err(()) => Waited::Again,
                 })
@@ -545,22 +547,21 @@ impl<M: Manager> Shared<M> {
     fn validated(
         self: &Arc<Self>,
         mut conn: M::Connection,
-        slot: usize,
-        generation: u64,
+        id: LoanId,
     ) -> Result<PooledConnection<M>, ()> {
         if self.config.health_check == HealthCheck::OnCheckout
             && let Err(error) = self.manager.is_valid(&mut conn)
         {
             let mut state = self.state.lock();
             state.last_error = Some(Arc::new(error));
-            state.slots[slot].phase = Phase::Empty;
+            state.slots[id.slot()].phase = Phase::Empty;
             state.counters.discarded += 1;
-            state.give_free(slot);
+            state.give_free(id.slot());
             drop(state);
             drop(conn);
             return Err(());
         }
-        Ok(PooledConnection::new(self.clone(), conn, slot, generation))
+        Ok(PooledConnection::new(self.clone(), conn, id))
     }
 
     /// Connects into the reserved slot `slot` and lends the new connection to the caller.
@@ -576,12 +577,12 @@ impl<M: Manager> Shared<M> {
                 s.created_at = now;
                 s.lent_at = now;
                 s.leak_counted = false;
-                let generation = s.generation;
+                let id = LoanId::new(slot, s.generation);
                 state.counters.created += 1;
                 Self::connect_succeeded(&mut state);
                 // Closed while connecting: the caller still gets it; it is closed on return.
                 drop(state);
-                Ok(PooledConnection::new(self.clone(), conn, slot, generation))
+                Ok(PooledConnection::new(self.clone(), conn, id))
             }
             Err(error) => {
                 Self::connect_failed(&mut state, error);
@@ -597,19 +598,14 @@ impl<M: Manager> Shared<M> {
         }
     }
 
-    /// Takes back a connection lent under `generation`. `broken` discards it.
-    pub(crate) fn give_back(
-        &self,
-        slot: usize,
-        generation: u64,
-        mut conn: M::Connection,
-        broken: bool,
-    ) {
+    /// Takes back the connection of loan `id`. `broken` discards it.
+    pub(crate) fn give_back(&self, id: LoanId, mut conn: M::Connection, broken: bool) {
         let broken = broken || self.manager.has_broken(&mut conn);
+        let slot = id.slot();
         let mut state = self.state.lock();
         let s = &state.slots[slot];
         assert!(
-            s.generation == generation && s.phase == Phase::Lent,
+            s.generation == id.generation() && s.phase == Phase::Lent,
             "a connection comes back only to the loan it left under"
         );
         // No clock read on return (it is half of a get+drop cycle's cost): the loan's start
@@ -649,7 +645,7 @@ impl<M: Manager> Shared<M> {
             if let Some(threshold) = self.config.leak_threshold {
                 let mut leaks = 0;
                 for s in state.slots.iter_mut() {
-                    let lent = matches!(s.phase, Phase::Lent | Phase::Detached);
+                    let lent = matches!(s.phase, Phase::Lent | Phase::Parked);
                     if lent && !s.leak_counted && s.lent_at.saturating_add(threshold) <= now {
                         s.leak_counted = true;
                         leaks += 1;
@@ -710,8 +706,9 @@ impl<M: Manager> Shared<M> {
         }
     }
 
-    /// Releases a detached lease: returns the connection if the lease still holds it.
-    pub(crate) fn release_lease(&self, slot: usize, generation: u64) -> bool {
+    /// Releases a loan: returns the connection if the loan still holds it.
+    pub(crate) fn release_loan(&self, id: LoanId) -> bool {
+        let (slot, generation) = (id.slot(), id.generation());
         let mut state = self.state.lock();
         let s = &mut state.slots[slot];
         if s.generation != generation {
@@ -725,26 +722,27 @@ impl<M: Manager> Shared<M> {
             );
             return false;
         }
-        if s.phase != Phase::Detached {
+        if s.phase != Phase::Parked {
             state.counters.double_releases += 1;
             drop(state);
             idem_core::trace_event!(DEBUG, slot, generation, "double release: ignored");
             return false;
         }
         s.phase = Phase::Lent;
-        let conn = s.conn.take().expect("a detached slot holds its connection");
+        let conn = s.conn.take().expect("a parked slot holds its connection");
         drop(state);
-        self.give_back(slot, generation, conn, false);
+        self.give_back(id, conn, false);
         true
     }
 
-    /// Parks a guard's connection in its slot, for a lease to release later.
-    pub(crate) fn detach(&self, slot: usize, generation: u64, conn: M::Connection) {
+    /// Parks a guard's connection in its slot, for a loan to release later.
+    pub(crate) fn park(&self, id: LoanId, conn: M::Connection) {
         let mut state = self.state.lock();
-        let s = &mut state.slots[slot];
-        assert!(s.generation == generation && s.phase == Phase::Lent, "detach of a live loan");
+        let s = &mut state.slots[id.slot()];
+        let live = s.generation == id.generation() && s.phase == Phase::Lent;
+        assert!(live, "only the guard of the slot's current loan parks it: {id}");
         s.conn = Some(conn);
-        s.phase = Phase::Detached;
+        s.phase = Phase::Parked;
     }
 
     /// Counts a release of a guard that was already released.
@@ -820,12 +818,12 @@ mod tests {
     #[test]
     fn maintenance_with_an_endless_interval_waits_and_stops() {
         let stop = Arc::new(Stop::default());
-        let shared = crate::sync::Weak::<super::Shared<Unbuilt>>::new();
+        let lender = crate::sync::Weak::<super::Lender<Unbuilt>>::new();
         // Stopped before it starts: the loop still computes its first wait.
         stop.signal();
         let stopping = stop.clone();
         let thread = crate::sync::spawn_named("test-maintenance", move || {
-            maintenance_loop(&shared, &stopping, Duration::MAX);
+            maintenance_loop(&lender, &stopping, Duration::MAX);
         });
         let thread = thread.expect("a thread");
         assert!(thread.join().is_ok(), "the maintenance thread neither panicked nor hung");

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use idem_core::Timestamp;
 
 use crate::sync::{Arc, Condvar, Duration, Instant};
-use crate::{Fairness, PoolState};
+use crate::{Fairness, LoanId, PoolState};
 
 /// What a slot holds now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,9 +19,9 @@ pub(crate) enum Phase {
     Idle,
     /// Lent: the connection is inside a guard, not here.
     Lent,
-    /// Lent, but the guard was detached into a [`Lease`](crate::Lease): the connection is
-    /// back here, and only a release with this generation returns it.
-    Detached,
+    /// Lent, but the guard was turned into a [`Loan`](crate::Loan): the connection is
+    /// parked here, and only a release with this generation returns it.
+    Parked,
     /// Handed to a waiter that has not woken yet: the connection is here, reserved.
     Granted,
 }
@@ -42,8 +42,8 @@ pub(crate) struct Slot<C> {
 /// What a releaser or `close` hands a waiter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Grant {
-    /// A connection, already lent to the waiter under this generation.
-    Conn { slot: usize, generation: u64 },
+    /// A connection, already lent to the waiter under this loan's generation.
+    Conn(LoanId),
     /// An empty slot, reserved for the waiter to connect into.
     Create { slot: usize },
     /// The pool closed.
@@ -183,7 +183,7 @@ impl<C> State<C> {
         }
         match self.waiters.iter_mut().find(|w| w.grant.is_none()) {
             Some(waiter) => {
-                waiter.grant = Some(Grant::Conn { slot, generation: next_generation });
+                waiter.grant = Some(Grant::Conn(LoanId::new(slot, next_generation)));
                 waiter.cv.notify_one();
                 self.counters.handoffs += 1;
                 let s = &mut self.slots[slot];
@@ -203,7 +203,7 @@ impl<C> State<C> {
     /// # Panics
     ///
     /// If the slot holds no connection (a bug in this crate).
-    pub(crate) fn lend(&mut self, slot: usize, now: Timestamp) -> (C, u64) {
+    pub(crate) fn lend(&mut self, slot: usize, now: Timestamp) -> (C, LoanId) {
         let s = &mut self.slots[slot];
         if s.phase == Phase::Idle {
             s.generation += 1;
@@ -212,7 +212,7 @@ impl<C> State<C> {
         s.leak_counted = false;
         s.phase = Phase::Lent;
         let conn = s.conn.take().expect("an idle or granted slot holds its connection");
-        (conn, s.generation)
+        (conn, LoanId::new(slot, s.generation))
     }
 
     /// Empties a slot whose connection is being discarded, and hands the place on.
@@ -225,15 +225,19 @@ impl<C> State<C> {
         conn
     }
 
+    /// Connections lent: in a guard, parked for a loan, or granted to a waiter.
+    pub(crate) fn in_use(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Lent | Phase::Parked | Phase::Granted))
+            .count()
+    }
+
     /// Counts what `state()` reports from the slots.
     pub(crate) fn snapshot(&self) -> PoolState {
         let mut state = self.counters;
         state.idle = self.idle.len();
-        state.in_use = self
-            .slots
-            .iter()
-            .filter(|s| matches!(s.phase, Phase::Lent | Phase::Detached | Phase::Granted))
-            .count();
+        state.in_use = self.in_use();
         state.size = state.idle + state.in_use;
         state.waiters = self.waiters.iter().filter(|w| w.grant.is_none()).count();
         state
@@ -258,7 +262,7 @@ impl<C> State<C> {
                 Phase::Lent | Phase::Creating => {
                     assert!(listed == 0 && s.conn.is_none(), "lent slot {i}: {:?}", s.phase);
                 }
-                Phase::Detached | Phase::Granted => {
+                Phase::Parked | Phase::Granted => {
                     assert!(listed == 0 && s.conn.is_some(), "held slot {i}");
                 }
             }
@@ -269,7 +273,7 @@ impl<C> State<C> {
                 let grants = self
                     .waiters
                     .iter()
-                    .filter(|w| w.grant == Some(Grant::Conn { slot: i, generation: s.generation }))
+                    .filter(|w| w.grant == Some(Grant::Conn(LoanId::new(i, s.generation))))
                     .count();
                 assert_eq!(grants, 1, "granted slot {i} belongs to one waiter");
             }

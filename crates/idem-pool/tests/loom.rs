@@ -48,17 +48,17 @@ fn pool_with_after(fairness: Fairness, fair_after: Duration) -> Pool<Noop> {
         .expect("valid config")
 }
 
-/// Race: two clones of one detached lease are released at once (two cleanup paths).
+/// Race: two clones of one loan are released at once (two cleanup paths).
 /// Invariant: exactly one release returns the connection; the other is a counted double
 /// release; the connection is idle once, not twice.
 #[test]
-fn racing_lease_releases() {
+fn racing_loan_releases() {
     loom::model(|| {
         let pool = one_connection_pool();
-        let lease = pool.get().expect("get").detach();
-        let other = lease.clone();
+        let loan = pool.get().expect("get").into_loan();
+        let other = loan.clone();
         let racer = thread::spawn(move || other.release());
-        let mine = lease.release();
+        let mine = loan.release();
         let theirs = racer.join().unwrap();
         assert!(mine ^ theirs, "exactly one release wins: {mine} {theirs}");
         let state = pool.state();

@@ -42,12 +42,12 @@ fn use_after_release_panics_instead_of_touching_the_next_holder() {
 }
 
 #[test]
-fn stale_lease_after_relend_leaves_the_new_holder_alone() {
+fn stale_loan_after_relend_leaves_the_new_holder_alone() {
     let (pool, _) = pool(1, |b| b);
-    let lease = pool.get().expect("get").detach();
-    let stale = lease.clone();
-    assert!(lease.release());
-    assert!(!lease.release(), "double release");
+    let loan = pool.get().expect("get").into_loan();
+    let stale = loan.clone();
+    assert!(loan.release());
+    assert!(!loan.release(), "double release");
     let holder = pool.get().expect("get");
     holder.hold();
     assert!(!stale.release(), "stale release");
@@ -60,11 +60,11 @@ fn stale_lease_after_relend_leaves_the_new_holder_alone() {
 }
 
 #[test]
-fn lease_released_from_another_thread() {
+fn loan_released_from_another_thread() {
     let (pool, _) = pool(1, |b| b);
-    let lease = pool.get().expect("get").detach();
+    let loan = pool.get().expect("get").into_loan();
     assert_eq!(pool.state().in_use, 1);
-    let released = thread::spawn(move || lease.release()).join().expect("thread");
+    let released = thread::spawn(move || loan.release()).join().expect("thread");
     assert!(released);
     assert_eq!(pool.state().idle, 1);
 }
@@ -364,7 +364,7 @@ fn public_types_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Pool<TestManager>>();
     send_sync::<idem_pool::PooledConnection<TestManager>>();
-    send_sync::<idem_pool::Lease<TestManager>>();
+    send_sync::<idem_pool::Loan<TestManager>>();
     send_sync::<Error>();
 }
 

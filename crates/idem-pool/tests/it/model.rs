@@ -1,7 +1,7 @@
-//! A proptest model test: random gets, releases (first, double and stale), drops,
-//! detaches, broken marks, clock moves and maintenance against a sequential model of the
-//! pool. After every step: no connection is held twice, the counts match the model, and
-//! the pool's invariants hold.
+//! A proptest model test: random gets, releases (first, double and stale), drops, guards
+//! turned into loans, broken marks, clock moves and maintenance against a sequential model
+//! of the pool. After every step: no connection is held twice, the counts match the model,
+//! and the pool's invariants hold.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use idem_core::ManualClock;
-use idem_pool::{HealthCheck, Lease, Pool, PooledConnection};
+use idem_pool::{HealthCheck, Loan, LoanId, Pool, PooledConnection};
 use proptest::prelude::*;
 
 use crate::{TestManager, pool};
@@ -22,8 +22,8 @@ enum Op {
     Get,
     Release(usize),
     Drop(usize),
-    Detach(usize),
-    ReleaseLease(usize),
+    IntoLoan(usize),
+    ReleaseLoan(usize),
     MarkBroken(usize),
     Advance(u64),
     Maintain,
@@ -34,8 +34,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => Just(Op::Get),
         2 => any::<usize>().prop_map(Op::Release),
         2 => any::<usize>().prop_map(Op::Drop),
-        1 => any::<usize>().prop_map(Op::Detach),
-        3 => any::<usize>().prop_map(Op::ReleaseLease),
+        1 => any::<usize>().prop_map(Op::IntoLoan),
+        3 => any::<usize>().prop_map(Op::ReleaseLoan),
         1 => any::<usize>().prop_map(Op::MarkBroken),
         1 => prop::sample::select(vec![1_000, 50_000, LIFETIME_MS]).prop_map(Op::Advance),
         1 => Just(Op::Maintain),
@@ -46,7 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
 enum Held {
     Idle,
     Lent,
-    Detached,
+    Parked,
 }
 
 #[derive(Debug)]
@@ -105,7 +105,7 @@ struct Run {
     clock: Arc<ManualClock>,
     m: Model,
     guards: Vec<Guard>,
-    leases: Vec<(Lease<TestManager>, usize, u64)>,
+    loans: Vec<Loan<TestManager>>,
 }
 
 impl Run {
@@ -115,7 +115,7 @@ impl Run {
                 .idle_timeout(None)
                 .health_check(HealthCheck::Never)
         });
-        Self { pool, clock, m: Model::default(), guards: Vec::new(), leases: Vec::new() }
+        Self { pool, clock, m: Model::default(), guards: Vec::new(), loans: Vec::new() }
     }
 
     fn step(&mut self, op: &Op) {
@@ -123,8 +123,8 @@ impl Run {
             Op::Get => self.get(),
             Op::Release(i) if !self.guards.is_empty() => self.give_back(i, false),
             Op::Drop(i) if !self.guards.is_empty() => self.give_back(i, true),
-            Op::Detach(i) if !self.guards.is_empty() => self.detach(i),
-            Op::ReleaseLease(i) if !self.leases.is_empty() => self.release_lease(i),
+            Op::IntoLoan(i) if !self.guards.is_empty() => self.make_loan(i),
+            Op::ReleaseLoan(i) if !self.loans.is_empty() => self.release_loan(i),
             Op::MarkBroken(i) if !self.guards.is_empty() => {
                 let i = i % self.guards.len();
                 self.guards[i].conn.mark_broken();
@@ -154,12 +154,13 @@ impl Run {
         }
         let conn = match (self.pool.try_get(), expect_slot) {
             (Some(conn), Some(slot)) => {
-                assert_eq!(conn.loan_id().0, slot, "the most recently returned idle connection");
+                let newest = "the most recently returned idle connection";
+                assert_eq!(conn.loan_id().slot(), slot, "{newest}");
                 conn
             }
             (Some(conn), None) => {
                 assert!(m.slots.len() < MAX, "a new connection only below max_size");
-                let slot = conn.loan_id().0;
+                let slot = conn.loan_id().slot();
                 assert!(!m.slots.contains_key(&slot), "a new connection in a free slot");
                 let at = m.now_ms;
                 m.slots.insert(slot, ModelSlot { created_ms: at, lent_ms: at, held: Held::Idle });
@@ -169,7 +170,7 @@ impl Run {
             (None, None) => return assert_eq!(m.slots.len(), MAX, "refused while room left"),
             (None, Some(slot)) => panic!("refused with slot {slot} idle"),
         };
-        let (slot, generation) = conn.loan_id();
+        let (slot, generation) = (conn.loan_id().slot(), conn.loan_id().generation());
         let previous = m.generations.insert(slot, generation).unwrap_or(0);
         assert!(generation > previous, "each loan gets a new generation");
         let now_ms = m.now_ms;
@@ -186,7 +187,7 @@ impl Run {
         let live = !guard.conn.is_released();
         if live {
             guard.conn.unhold();
-            self.m.give_back(guard.conn.loan_id().0, guard.broken);
+            self.m.give_back(guard.conn.loan_id().slot(), guard.broken);
         }
         if drop_it {
             self.guards.swap_remove(i);
@@ -196,27 +197,27 @@ impl Run {
         }
     }
 
-    fn detach(&mut self, i: usize) {
+    fn make_loan(&mut self, i: usize) {
         let i = i % self.guards.len();
         if self.guards[i].conn.is_released() || self.guards[i].broken {
             return;
         }
         let guard = self.guards.swap_remove(i);
         guard.conn.unhold();
-        let lease = guard.conn.detach();
-        let (slot, generation) = lease.loan_id();
-        self.m.slots.get_mut(&slot).expect("lent").held = Held::Detached;
-        self.leases.push((lease, slot, generation));
+        let loan = guard.conn.into_loan();
+        self.m.slots.get_mut(&loan.loan_id().slot()).expect("lent").held = Held::Parked;
+        self.loans.push(loan);
     }
 
-    fn release_lease(&mut self, i: usize) {
-        let (lease, slot, generation) = &self.leases[i % self.leases.len()];
+    fn release_loan(&mut self, i: usize) {
+        let loan = &self.loans[i % self.loans.len()];
+        let id: LoanId = loan.loan_id();
         let m = &mut self.m;
-        let current = m.generations[slot] == *generation;
-        let detached = current && m.slots.get(slot).is_some_and(|s| s.held == Held::Detached);
-        assert_eq!(lease.release(), detached, "lease {slot}/{generation}");
-        if detached {
-            m.give_back(*slot, false);
+        let current = m.generations[&id.slot()] == id.generation();
+        let parked = current && m.slots.get(&id.slot()).is_some_and(|s| s.held == Held::Parked);
+        assert_eq!(loan.release(), parked, "loan {id}");
+        if parked {
+            m.give_back(id.slot(), false);
         } else if current {
             m.double += 1;
         } else {

@@ -1,5 +1,6 @@
 //! Real threads, bounded in count: 16 threads share 4 connections, releasing twice,
-//! detaching and releasing leases, and releasing stale leases kept from earlier loans.
+//! turning guards into loans and releasing them, and releasing stale loans kept from
+//! earlier ones.
 //! Nobody ever holds a connection someone else holds; afterwards every connection is back
 //! and the counts add up.
 
@@ -49,13 +50,13 @@ fn sixteen_threads_four_connections(fairness: Fairness) {
                             double.fetch_add(1, Ordering::Relaxed);
                         }
                         1 => {
-                            let lease = conn.detach();
-                            kept.push(lease.clone());
-                            assert!(lease.release());
+                            let loan = conn.into_loan();
+                            kept.push(loan.clone());
+                            assert!(loan.release());
                         }
                         2 => {
                             if let Some(old) = kept.pop() {
-                                assert!(!old.release(), "a kept lease was released already");
+                                assert!(!old.release(), "a kept loan was released already");
                                 stale_or_double.fetch_add(1, Ordering::Relaxed);
                             }
                         }

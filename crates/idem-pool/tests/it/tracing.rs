@@ -11,13 +11,13 @@ use crate::pool;
 fn a_stale_release_is_a_warning_that_names_the_loan() {
     let (pool, _) = pool(1, |b| b);
     let ((stale, holder), seen) = capture(|| {
-        let lease = pool.get().expect("get").detach();
-        let stale = lease.clone();
-        assert!(lease.release());
+        let loan = pool.get().expect("get").into_loan();
+        let stale = loan.clone();
+        assert!(loan.release());
         (stale, pool.get().expect("the same slot, lent again"))
     });
     assert!(seen.is_empty(), "nothing to report on a healthy loan: {seen:?}");
-    let (slot, generation) = stale.loan_id();
+    let (slot, generation) = (stale.loan_id().slot(), stale.loan_id().generation());
     let (released, seen) = capture(|| stale.release());
     assert!(!released);
     assert_eq!(seen.len(), 1, "{seen:?}");
