@@ -92,12 +92,6 @@ impl idem_pool::Manager for Manager {
     fn connect(&self) -> Result<Conn, Infallible> {
         Ok(Conn::default())
     }
-    fn is_valid(&self, _: &mut Conn) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut Conn) -> bool {
-        false
-    }
 }
 
 /// Returns (connections the pool took back twice, loans that found theirs held, releases).

@@ -112,8 +112,6 @@ impl fmt::Debug for Config {
 /// # impl idem_pool::Manager for Noop {
 /// #     type Connection = (); type Error = Infallible;
 /// #     fn connect(&self) -> Result<(), Infallible> { Ok(()) }
-/// #     fn is_valid(&self, _: &mut ()) -> Result<(), Infallible> { Ok(()) }
-/// #     fn has_broken(&self, _: &mut ()) -> bool { false }
 /// # }
 /// let pool = idem_pool::Pool::builder()
 ///     .max_size(4)

@@ -16,8 +16,6 @@ use crate::sync::Arc;
 /// # impl idem_pool::Manager for Noop {
 /// #     type Connection = (); type Error = Infallible;
 /// #     fn connect(&self) -> Result<(), Infallible> { Ok(()) }
-/// #     fn is_valid(&self, _: &mut ()) -> Result<(), Infallible> { Ok(()) }
-/// #     fn has_broken(&self, _: &mut ()) -> bool { false }
 /// # }
 /// let pool = idem_pool::Pool::builder().max_size(1).build(Noop)?;
 /// let first = pool.get()?.loan_id();

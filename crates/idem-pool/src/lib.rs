@@ -25,8 +25,6 @@
 //!     type Connection = Vec<u8>;
 //!     type Error = Infallible;
 //!     fn connect(&self) -> Result<Vec<u8>, Infallible> { Ok(Vec::new()) }
-//!     fn is_valid(&self, _: &mut Vec<u8>) -> Result<(), Infallible> { Ok(()) }
-//!     fn has_broken(&self, _: &mut Vec<u8>) -> bool { false }
 //! }
 //!
 //! let pool = Pool::builder().max_size(1).build(Numbers)?;
@@ -85,13 +83,23 @@ use crate::sync::Arc;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// No connection became available in time. Its message ends with the last error from
-    /// connecting or a health check, as r2d2's does ("...: connection refused"); the
-    /// same error is its [`source`](std::error::Error::source), for error-chain walkers.
-    #[error("timed out after {waited:?} waiting for a connection{}", cause(last_error))]
+    /// No connection became available in time. Its message says how many connections
+    /// were in use, as HikariCP's does, and ends with the last error from connecting or a
+    /// health check, as r2d2's does ("...: connection refused"); the same error is its
+    /// [`source`](std::error::Error::source), for error-chain walkers.
+    #[error(
+        "timed out after {waited:?} waiting for a connection ({in_use} of {max_size} in use){}",
+        cause(last_error)
+    )]
     Timeout {
         /// How long the caller waited.
         waited: Duration,
+        /// Connections lent when the wait ended (in a guard, a loan, or granted to a
+        /// waiter): all `max_size` of them means the pool was exhausted, fewer means
+        /// connecting failed or was pausing after a failure.
+        in_use: usize,
+        /// The pool's `max_size`.
+        max_size: usize,
         /// The last error from connecting or a health check, if any.
         #[source]
         last_error: Option<Arc<dyn std::error::Error + Send + Sync>>,
@@ -135,7 +143,12 @@ pub struct PoolState {
     pub stale_releases: u64,
     /// Loans held past the leak threshold, each counted once by maintenance.
     pub leaks_suspected: u64,
-    /// Returned connections handed straight to the longest waiter (`Fairness::Fifo`);
-    /// under `Fairness::Barging` a return goes to the idle list and this stays 0.
+    /// Returned connections handed straight to the longest waiter, by fairness mode:
+    /// under `Fairness::Fifo`, every return while a thread waits; under
+    /// `Fairness::Eventual`, only the fair hand-offs (a return while the longest waiter has
+    /// waited `fair_after`, at most one per `fair_after`; every other return barges);
+    /// under `Fairness::Barging`, none: a return goes to the idle list and this stays 0.
+    /// A slot handed to a waiter to connect into (after a failed connect or a discard) is
+    /// not a hand-off.
     pub handoffs: u64,
 }

@@ -43,8 +43,6 @@ pub(crate) struct Lender<M: Manager> {
 /// # impl idem_pool::Manager for Noop {
 /// #     type Connection = (); type Error = Infallible;
 /// #     fn connect(&self) -> Result<(), Infallible> { Ok(()) }
-/// #     fn is_valid(&self, _: &mut ()) -> Result<(), Infallible> { Ok(()) }
-/// #     fn has_broken(&self, _: &mut ()) -> bool { false }
 /// # }
 /// let pool = idem_pool::Pool::builder().max_size(2).build(Noop)?;
 /// let mut conn = pool.get()?;
@@ -143,11 +141,15 @@ impl<M: Manager> Pool<M> {
     }
 
     /// Waits up to `timeout` for a connection: an idle one, a new one if the pool is below
-    /// `max_size`, or one returned by another thread (waiters are served in arrival order).
+    /// `max_size`, or one returned by another thread. Which waiter a returned connection
+    /// goes to is the pool's [`Fairness`]: by default ([`Fairness::Eventual`]) a running
+    /// thread may take it first, but never once the longest waiter has waited
+    /// `fair_after`; strict arrival order is [`Fairness::Fifo`].
     ///
     /// # Errors
     ///
-    /// [`Error::Timeout`] (with the last connection error, if any) when `timeout` passes,
+    /// [`Error::Timeout`] (with the connections in use, and the last connection error, if
+    /// any) when `timeout` passes,
     /// [`Error::Closed`] if the pool is or gets closed, [`Error::TooManyWaiters`] if
     /// `waiters_max` threads are already waiting.
     pub fn get_timeout(&self, timeout: Duration) -> Result<PooledConnection<M>, Error> {
@@ -444,7 +446,8 @@ impl<M: Manager> Lender<M> {
     }
 
     fn timeout(&self, state: &State<M::Connection>, waited: Duration) -> Error {
-        Error::Timeout { waited, last_error: state.last_error.clone() }
+        let (in_use, max_size) = (state.in_use(), self.config.max_size);
+        Error::Timeout { waited, in_use, max_size, last_error: state.last_error.clone() }
     }
 
     /// Queues this thread as a waiter until a grant or its deadline. Returns with the
@@ -803,12 +806,6 @@ mod tests {
         type Connection = ();
         type Error = std::convert::Infallible;
         fn connect(&self) -> Result<(), Self::Error> {
-            match *self {}
-        }
-        fn is_valid(&self, _: &mut ()) -> Result<(), Self::Error> {
-            match *self {}
-        }
-        fn has_broken(&self, _: &mut ()) -> bool {
             match *self {}
         }
     }

@@ -68,7 +68,9 @@ pub(crate) struct State<C> {
     pub(crate) idle: Vec<usize>,
     /// Empty slots not reserved by anyone.
     pub(crate) free: Vec<usize>,
-    /// Waiters in arrival order; the front is served first.
+    /// Waiters in arrival order. The front is the longest waiter: the one a grant goes
+    /// to, and under barging the first woken to compete; see `Fairness` for who is
+    /// served first.
     pub(crate) waiters: VecDeque<Waiter>,
     pub(crate) next_waiter_id: u64,
     /// `Fairness::Eventual`'s bound on overtaking.

@@ -20,12 +20,6 @@ impl Manager for Noop {
     fn connect(&self) -> Result<u32, Infallible> {
         Ok(7)
     }
-    fn is_valid(&self, _: &mut u32) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u32) -> bool {
-        false
-    }
 }
 
 fn one_connection_pool() -> Pool<Noop> {
@@ -215,12 +209,6 @@ impl Manager for FailFirst {
     fn connect(&self) -> Result<u32, Refused> {
         use loom::sync::atomic::Ordering::SeqCst;
         if self.failed.swap(true, SeqCst) { Ok(7) } else { Err(Refused) }
-    }
-    fn is_valid(&self, _: &mut u32) -> Result<(), Refused> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u32) -> bool {
-        false
     }
 }
 

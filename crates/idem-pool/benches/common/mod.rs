@@ -12,12 +12,6 @@ impl idem_pool::Manager for Noop {
     fn connect(&self) -> Result<u64, Infallible> {
         Ok(0)
     }
-    fn is_valid(&self, _: &mut u64) -> Result<(), Infallible> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u64) -> bool {
-        false
-    }
 }
 
 impl r2d2::ManageConnection for Noop {

@@ -69,6 +69,32 @@ fn loan_released_from_another_thread() {
     assert_eq!(pool.state().idle, 1);
 }
 
+/// A manager that writes only `connect`: the default checks pass every connection on
+/// checkout and know of no breakage on return, so the one connection is lent again.
+#[test]
+fn a_manager_that_only_connects_gets_healthy_defaults() {
+    #[derive(Debug)]
+    struct OnlyConnects;
+    impl idem_pool::Manager for OnlyConnects {
+        type Connection = u8;
+        type Error = crate::TestError;
+        fn connect(&self) -> Result<u8, crate::TestError> {
+            Ok(7)
+        }
+    }
+    let pool = Pool::builder()
+        .max_size(1)
+        .health_check(HealthCheck::OnCheckout)
+        .maintenance_interval(None)
+        .build(OnlyConnects)
+        .expect("valid config");
+    assert_eq!(*pool.get().expect("checked and lent"), 7);
+    assert_eq!(*pool.get().expect("kept and lent again"), 7);
+    let state = pool.state();
+    assert_eq!((state.created, state.discarded, state.idle), (1, 0, 1));
+    pool.assert_invariants();
+}
+
 #[test]
 fn broken_connections_are_discarded_never_lent() {
     let (pool, _) = pool(1, |b| b);
@@ -132,12 +158,14 @@ fn timeout_error_carries_the_last_cause() {
     let (pool, _) = pool(1, |b| b.connection_timeout(Duration::from_millis(50)));
     pool.manager().refuse_connect.store(true, Ordering::SeqCst);
     match pool.get() {
-        Err(error @ Error::Timeout { last_error: Some(_), .. }) => {
+        Err(error @ Error::Timeout { in_use: 0, max_size: 1, last_error: Some(_), .. }) => {
             let cause = std::error::Error::source(&error).map(ToString::to_string);
             assert_eq!(cause.as_deref(), Some("connection refused"));
             // The message alone says why, as r2d2's does: a log line needs no chain walk.
             let message = error.to_string();
-            assert!(message.ends_with("; last connection error: connection refused"), "{message}");
+            let tail = "waiting for a connection (0 of 1 in use); last connection error: \
+                        connection refused";
+            assert!(message.ends_with(tail), "{message}");
         }
         other => panic!("expected a timeout with a cause, got {other:?}"),
     }
@@ -151,8 +179,8 @@ fn timeout_when_every_connection_is_lent() {
     let (pool, _) = pool(1, |b| b);
     let _held = pool.get().expect("get");
     let error = pool.get_timeout(Duration::from_millis(20)).expect_err("none free");
-    assert!(matches!(error, Error::Timeout { last_error: None, .. }));
-    assert!(error.to_string().ends_with("waiting for a connection"), "{error}");
+    assert!(matches!(error, Error::Timeout { in_use: 1, max_size: 1, last_error: None, .. }));
+    assert!(error.to_string().ends_with("waiting for a connection (1 of 1 in use)"), "{error}");
     assert!(pool.try_get().is_none(), "nothing idle and no room: none, at once");
     assert_eq!(pool.state().timeouts, 1, "a try_get that found nothing is no timeout");
 }

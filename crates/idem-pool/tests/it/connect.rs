@@ -39,12 +39,6 @@ impl Manager for FailFirst {
         }
         Err(TestError("first connect failed"))
     }
-    fn is_valid(&self, _: &mut u64) -> Result<(), TestError> {
-        Ok(())
-    }
-    fn has_broken(&self, _: &mut u64) -> bool {
-        false
-    }
 }
 
 fn check(fairness: Fairness, borrowers: usize) {
