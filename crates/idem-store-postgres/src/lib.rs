@@ -410,6 +410,18 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         Ok(())
     }
 
+    /// `claim` with its wait bounded by the lease: a claim whose transaction began before
+    /// the holder's (its `now()` is earlier), then waited on the holder's row, would
+    /// otherwise measure the holder's deadline from its own earlier time.
+    fn within_lease(&self, claim: Claim<R>) -> Claim<R> {
+        match claim {
+            Claim::InFlight { retry_after } => {
+                Claim::InFlight { retry_after: retry_after.min(self.config.lease()) }
+            }
+            other => other,
+        }
+    }
+
     /// The parameter [`now_sql`] reads: the caller's clock, or `None` for the database's.
     fn now_param(&self) -> Option<i64> {
         self.clock.as_ref().map(|clock| ms(clock.now()))
@@ -420,7 +432,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<Claim<R>, StoreError> {
-        let lease_ms = i64::try_from(self.config.lease().as_millis()).unwrap_or(i64::MAX);
+        let lease_ms = span_ms(self.config.lease());
         let s = &self.schema;
         let capacity = i64::try_from(self.config.capacity()).unwrap_or(i64::MAX);
         let now = self.now_param();
@@ -441,7 +453,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
             let Some(row) = taken else {
                 let answer = inspect(&mut tx, s, key, fingerprint, now)?;
                 tx.commit().map_err(pg)?;
-                return decode_claim(key, answer);
+                return decode_claim(key, answer).map(|claim| self.within_lease(claim));
             };
             let (token, recovered, fresh): (i64, bool, bool) = (row.get(0), row.get(1), row.get(2));
             let lease_expires_at = timestamp(row.get(3));
@@ -471,6 +483,17 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         })
     }
 }
+
+/// A lease or lifetime in milliseconds, at most [`SPAN_MS_MAX`]: the statements add it to
+/// the database's time, which must not overflow a `BIGINT` (a `Duration::MAX` lifetime
+/// means "for ever", about 73 million years here).
+fn span_ms(span: Duration) -> i64 {
+    i64::try_from(span.as_millis()).unwrap_or(i64::MAX).min(SPAN_MS_MAX)
+}
+
+/// The longest lease or lifetime a statement adds to the time: a quarter of `BIGINT`'s
+/// range, so that any time of this era plus it stays in range.
+const SPAN_MS_MAX: i64 = i64::MAX / 4;
 
 /// A stored time in milliseconds, as a timestamp (a negative one, never written, as 0).
 fn timestamp(ms: i64) -> Timestamp {
@@ -555,7 +578,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     /// `complete`'s work, inside the trace span.
     fn complete_now(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
-        let ttl_ms = i64::try_from(self.config.result_ttl().as_millis()).unwrap_or(i64::MAX);
+        let ttl_ms = span_ms(self.config.result_ttl());
         let s = &self.schema;
         let now = self.now_param();
         let changed = self.with_client(|client| {
@@ -713,7 +736,13 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             expires_ms: row.get(3),
             result: row.get(4),
         };
-        row_state(key, row, now)
+        let state = row_state(key, row, now)?;
+        Ok(match state {
+            KeyState::InFlight { retry_after } => {
+                KeyState::InFlight { retry_after: retry_after.min(self.config.lease()) }
+            }
+            other => other,
+        })
     }
 
     fn result_bytes_max(&self) -> Option<usize> {
