@@ -372,6 +372,72 @@ const CATALOGUE: &[Mutant] = &[
         to: "let mut may_have_delivered = false;",
         check: test("idem-notify", "", "it", "may_have_delivered"),
     },
+    Mutant {
+        name: "http-outcome-unknown-stored",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if parts.extensions.remove::<OutcomeUnknown>().is_some() {",
+        to: "        if false {",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-stand-in-keeps-the-body-headers",
+        file: "crates/idem-http/src/layer.rs",
+        from: "    kept.retain(|(name, _)| !describes_the_body(name));",
+        to: "",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-header-values-cut-silently",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        headers.len() <= STORED_HEADERS_MAX && headers_len(&headers) <= \
+               STORED_HEADER_BYTES_MAX;",
+        to: "        headers_len(&headers) <= STORED_HEADER_BYTES_MAX;",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-retry-after-rounded-up",
+        file: "crates/idem-http/src/problem.rs",
+        from: "HeaderValue::from(after.as_secs().max(1))",
+        to: "HeaderValue::from((after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1))",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-request-body-error-text-reaches-the-client",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            drop(error);\n            \
+               let detail = \"reading the request body failed; nothing was claimed or run\";",
+        to: "            let detail = format!(\"reading the body failed: {error}\");",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "http-whole-response-over-the-store-kept",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        Some(body) if fits_store(STORED_ENVELOPE_BYTES + headers_len(&headers) + \
+               body.len()) => {",
+        to: "        Some(body) if true => {",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "pg-duration-max-overflows",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "    i64::try_from(span.as_millis()).unwrap_or(i64::MAX).min(SPAN_MS_MAX)",
+        to: "    i64::try_from(span.as_millis()).unwrap_or(i64::MAX)",
+        check: test("idem-store-postgres", "server-tests", "postgres", "duration_max"),
+    },
+    Mutant {
+        name: "pg-early-losers-wait-past-the-lease",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "                Claim::InFlight { retry_after: retry_after.min(self.config.lease()) }",
+        to: "                Claim::InFlight { retry_after }",
+        check: test("idem-store-postgres", "server-tests", "postgres", "losers"),
+    },
+    Mutant {
+        name: "checkout-stores-an-ambiguous-charge-as-a-failure",
+        file: "crates/idem-http/examples/checkout_server/app.rs",
+        from: "    (StatusCode::BAD_GATEWAY, Extension(OutcomeUnknown), why).into_response()",
+        to: "    (StatusCode::BAD_GATEWAY, why).into_response()",
+        check: test("idem-http", "", "it", "sockets::"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).
@@ -389,23 +455,34 @@ pub(crate) fn run(args: &[String]) -> Result {
     for mutant in &selected {
         if !baselines.contains(&mutant.check) {
             baselines.push(mutant.check);
-            if !passes(&tree, &scratch, mutant.check)? {
-                return Err(format!("{:?} fails on the unbroken tree", mutant.check));
+            let outcome = passes(&tree, &scratch, mutant.check)?;
+            if outcome != Outcome::Passed {
+                return Err(format!("{:?}: {outcome:?} on the unbroken tree", mutant.check));
             }
         }
     }
-    let mut survivors = Vec::new();
+    let (mut survivors, mut unbuilt) = (Vec::new(), Vec::new());
     for mutant in &selected {
         let clock = Instant::now();
-        let caught = !with_mutation(&tree, mutant, || passes(&tree, &scratch, mutant.check))?;
-        let verdict = if caught { "caught" } else { "SURVIVED" };
+        let outcome = with_mutation(&tree, mutant, || passes(&tree, &scratch, mutant.check))?;
+        let verdict = match outcome {
+            Outcome::Failed => "caught",
+            Outcome::Passed => "SURVIVED",
+            Outcome::DoesNotBuild => "UNBUILT",
+        };
         println!("xtask: mutant {:<42} {verdict:<8} {:>5.1} s", mutant.name, seconds(clock));
-        if !caught {
-            survivors.push(mutant.name);
+        match outcome {
+            Outcome::Failed => {}
+            Outcome::Passed => survivors.push(mutant.name),
+            Outcome::DoesNotBuild => unbuilt.push(mutant.name),
         }
     }
     println!("xtask: {} mutations in {:.0} s", selected.len(), seconds(started));
-    if survivors.is_empty() { Ok(()) } else { Err(format!("mutations survived: {survivors:?}")) }
+    match (survivors.is_empty(), unbuilt.is_empty()) {
+        (true, true) => Ok(()),
+        (false, _) => Err(format!("mutations survived: {survivors:?}")),
+        (true, false) => Err(format!("mutations that do not compile (fix them): {unbuilt:?}")),
+    }
 }
 
 fn seconds(since: Instant) -> f64 {
@@ -416,8 +493,8 @@ fn seconds(since: Instant) -> f64 {
 fn with_mutation(
     tree: &Path,
     mutant: &Mutant,
-    check: impl FnOnce() -> Result<bool>,
-) -> Result<bool> {
+    check: impl FnOnce() -> Result<Outcome>,
+) -> Result<Outcome> {
     let path = tree.join(mutant.file);
     let original = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", mutant.file))?;
     if original.matches(mutant.from).count() != 1 {
@@ -430,12 +507,38 @@ fn with_mutation(
     result
 }
 
-/// Whether `check` passes on the scratch tree.
-fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<bool> {
+/// What a check did on the scratch tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Passed,
+    Failed,
+    /// The tree does not build: a mutation that does not compile proves nothing about the
+    /// check, so it is an error in the catalogue, never "caught".
+    DoesNotBuild,
+}
+
+/// Builds `check`'s test binary on the scratch tree, then runs it.
+fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
+    let succeeds = |command: &mut Command| -> Result<bool> {
+        let output = command.output().map_err(|e| format!("cannot start cargo: {e}"))?;
+        Ok(output.status.success())
+    };
+    if !succeeds(check_command(tree, scratch, check)?.arg("--no-run"))? {
+        return Ok(Outcome::DoesNotBuild);
+    }
+    let mut run = check_command(tree, scratch, check)?;
+    if let Check::Test { filter, .. } = check {
+        run.args(["--", filter]);
+    }
+    Ok(if succeeds(&mut run)? { Outcome::Passed } else { Outcome::Failed })
+}
+
+/// `cargo test` for `check` on the scratch tree, up to its test binary's arguments.
+fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(tree).env("IDEM_CRASH_ROUNDS", CRASH_ROUNDS);
     match check {
-        Check::Test { package, feature, test, filter } => {
+        Check::Test { package, feature, test, .. } => {
             command.args(["test", "-q", "-p", package, "--test", test]);
             if feature == "server-tests" {
                 command.env("IDEM_PG_URL", crate::postgres_url()?);
@@ -444,7 +547,7 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<bool> {
             if !feature.is_empty() {
                 command.args(["--features", feature]);
             }
-            command.args(["--", filter]).env("CARGO_TARGET_DIR", scratch.join("target"));
+            command.env("CARGO_TARGET_DIR", scratch.join("target"));
         }
         Check::Loom { package } => {
             command
@@ -454,8 +557,7 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<bool> {
                 .env("LOOM_MAX_PREEMPTIONS", "3");
         }
     }
-    let output = command.output().map_err(|e| format!("cannot start cargo: {e}"))?;
-    Ok(output.status.success())
+    Ok(command)
 }
 
 /// Copies the tracked and untracked (not ignored) files of the workspace into

@@ -14,7 +14,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use idem_core::{KeyStore, ScopedKey};
 use idem_http::{
-    Config, IdempotencyLayer, NothingHappened, Recovering, StoreCalls, StoredResponse,
+    Config, IdempotencyLayer, NothingHappened, OutcomeUnknown, Recovering, StoreCalls,
+    StoredResponse,
 };
 use idem_payments::{Gateway, GatewayError, GatewayKey, Lookup, PaymentRequest, SimulatedGateway};
 
@@ -156,9 +157,8 @@ async fn checkout(
             Lookup::Declined(reason) => {
                 return (StatusCode::PAYMENT_REQUIRED, reason).into_response();
             }
-            Lookup::Unknown => {
-                return (StatusCode::ACCEPTED, "pending: the gateway cannot say").into_response();
-            }
+            // Still unknown: answer so, and leave the key in flight for the next recovery.
+            Lookup::Unknown => return outcome_unknown(),
         }
     }
     charge(&shop, &key, &order)
@@ -170,11 +170,23 @@ fn charge(shop: &Shop, key: &GatewayKey, order: &PaymentRequest) -> Response {
         Err(GatewayError::Declined(reason)) => {
             (StatusCode::PAYMENT_REQUIRED, reason).into_response()
         }
-        Err(GatewayError::Refused(reason)) => {
-            (StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), reason).into_response()
+        // Nothing was charged: the key is given back, so a retry runs again. The gateway's
+        // own words stay in the server's log, not in the customer's answer.
+        Err(GatewayError::Refused(_)) => {
+            let why = "the payment service is unavailable; nothing was charged, retry later";
+            (StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), why).into_response()
         }
-        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+        // Sent, no answer: charged or not, nobody knows yet. Never stored as the answer.
+        Err(_) => outcome_unknown(),
     }
+}
+
+/// The answer when the gateway cannot say whether it charged: not stored, so the retry
+/// after the lease asks the gateway before acting.
+fn outcome_unknown() -> Response {
+    let why = "the payment's outcome is not known yet; retry with the same key: the retry \
+               checks with the payment service before charging";
+    (StatusCode::BAD_GATEWAY, Extension(OutcomeUnknown), why).into_response()
 }
 
 const PAGE: &str = r#"<!doctype html>

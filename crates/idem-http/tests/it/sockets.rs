@@ -147,3 +147,29 @@ async fn a_patch_to_the_post_route_is_405_and_never_kept_under_its_key() {
     assert_eq!(status, 201, "the key is fresh for the POST: {body}");
     assert_eq!(shop.gateway.totals().0, 1);
 }
+
+/// A gateway that charges and loses its answer: the customer is told the outcome is not
+/// known (never the gateway's own words), the key stays in flight, and the retry after the
+/// lease asks the gateway and answers with the one charge. Never two charges, never a stored
+/// 502 for a payment that was made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_charge_whose_answer_was_lost_is_recovered_not_stored_as_a_failure() {
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
+    let store = Arc::new(MemoryStore::with_clock(StoreConfig::default(), clock.clone()));
+    let gateway = SimulatedGateway::new().without_dedup();
+    gateway.inject(idem_payments::Fault::ChargeThenTimeout);
+    let (router, shop) = app::router_on(app::Mode::Idempotent, store, gateway);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let (status, _, body) = post(addr, "order-9").await.expect("an answer");
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("not known") && !body.contains("timed out"), "{body}");
+    // (A retry in the lease would wait for the first, up to the example's 10 s, then get
+    // 409: the layer's own tests show that case without the wait.)
+    clock.advance(StoreConfig::LEASE_DEFAULT);
+    let (status, _, body) = post(addr, "order-9").await.expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"how\":\"recovered\""), "{body}");
+    assert_eq!(shop.gateway.totals().0, 1, "one charge");
+}
