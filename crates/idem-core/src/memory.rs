@@ -22,7 +22,7 @@ use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
 /// store's memory. foldhash is not a cryptographic hash and need not be one here: the
 /// index decides only where a record sits, never whether two requests match (that is the
 /// SHA-256 fingerprint's job, compared in full). It costs a fraction of SipHash on the
-/// short, validated ASCII keys hashed on every claim, complete and replay (issue 18).
+/// short, validated ASCII keys hashed on every claim, complete and replay.
 /// Under loom a fixed-key hasher keeps every model run on the same shard.
 #[cfg(not(loom))]
 type KeyHasher = foldhash::fast::RandomState;

@@ -169,9 +169,15 @@ CREATE INDEX IF NOT EXISTS claims_expiry ON claims (finished, expires_at);
 CREATE INDEX IF NOT EXISTS claims_leases ON claims (finished, lease_expires_at);
 ";
 
-/// A claim row as the read path sees it: fingerprint, finished, lease expiry, result
-/// expiry, result.
-type StoredRow = (Vec<u8>, i64, i64, i64, Option<Vec<u8>>);
+/// The durability settings a store runs with, as SQLite reports them
+/// ([`SqliteStore::durability`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Durability {
+    /// `PRAGMA journal_mode`: `"wal"`, the write-ahead log.
+    pub journal_mode: String,
+    /// `PRAGMA synchronous`: 2 is `FULL`, an fsync at every commit.
+    pub synchronous: i64,
+}
 
 /// The writer's limits: operations queued for it, and operations in one transaction.
 const WRITER_LIMITS: GroupLimits = GroupLimits { queue_max: 4096, group_max: 1024 };
@@ -529,19 +535,19 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
     }
 
     /// The durability settings the store's connections run with, read back from SQLite:
-    /// `("wal", 2)` (write-ahead log, `synchronous = FULL`). A test holds the store to
+    /// `journal_mode` `"wal"` and `synchronous` 2 (`FULL`). A test holds the store to
     /// them, since a killed process cannot show a missing sync.
     ///
     /// # Errors
     ///
     /// [`StoreError::Storage`] if SQLite fails.
-    pub fn durability(&self) -> Result<(String, i64), StoreError> {
+    pub fn durability(&self) -> Result<Durability, StoreError> {
         let reader = self.reader.lock();
         let journal_mode: String =
             reader.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(storage)?;
         let synchronous: i64 =
             reader.query_row("PRAGMA synchronous", [], |r| r.get(0)).map_err(storage)?;
-        Ok((journal_mode, synchronous))
+        Ok(Durability { journal_mode, synchronous })
     }
 
     /// Sets the largest stored result, in bytes of its encoding (default
@@ -568,26 +574,39 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         }
     }
 
-    /// The read-only fast path: a live result with this fingerprint is a replay, a live
-    /// lease with this fingerprint is in flight. A read may be a moment stale; both answers
-    /// stay true or become "retry" (a finished record never changes before it expires).
-    /// Anything else (absent, expired, another fingerprint) goes to the writer.
-    /// The row of `key`, read on the reader connection (no write lock, no writer thread).
-    fn read_row(&self, key: &ScopedKey) -> Result<Option<StoredRow>, StoreError> {
+    /// The row of `key` as it stands for a request with `fingerprint`, read on the reader
+    /// connection (no write lock, no writer thread).
+    fn read_row(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Option<Row>, StoreError> {
         let reader = self.reader.lock();
         row(
             &reader,
             "SELECT fingerprint, finished, lease_expires_at, expires_at, result FROM claims
                 WHERE scope = ?1 AND key = ?2",
             params![key.scope().as_str(), key.key().as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                let stored: Vec<u8> = r.get(0)?;
+                let finished: i64 = r.get(1)?;
+                Ok(Row {
+                    same_fingerprint: stored == fingerprint.as_bytes()[..],
+                    finished: finished == 1,
+                    lease_expires_ms: r.get(2)?,
+                    expires_ms: r.get(3)?,
+                    result: r.get(4)?,
+                })
+            },
         )
         .optional()
         .map_err(storage)
     }
 
-    /// The read-only fast path: a replay or a live claim is answered from the reader
-    /// connection; anything else goes to the writer.
+    /// The read-only fast path: a live result with this fingerprint is a replay, a live
+    /// lease with this fingerprint is in flight. A read may be a moment stale; both answers
+    /// stay true or become "retry" (a finished record never changes before it expires).
+    /// Anything else (absent, expired, another fingerprint) goes to the writer.
     fn read_claim(
         &self,
         key: &ScopedKey,
@@ -665,16 +684,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
         let now = self.clock.now();
-        let Some((fp, finished, lease_until, expires_at, result)) = self.read_row(key)? else {
-            return Ok(KeyState::Absent);
-        };
-        let row = Row {
-            same_fingerprint: fp == fingerprint.as_bytes()[..],
-            finished: finished == 1,
-            lease_expires_ms: lease_until,
-            expires_ms: expires_at,
-            result,
-        };
+        let Some(row) = self.read_row(key, fingerprint)? else { return Ok(KeyState::Absent) };
         row_state(key, row, now)
     }
 

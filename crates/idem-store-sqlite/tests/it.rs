@@ -155,7 +155,8 @@ fn concurrent_first_opens_of_one_file_both_succeed() {
 fn the_store_runs_with_a_write_ahead_log_and_full_sync() {
     let store: SqliteStore<String> =
         SqliteStore::open(&temp_file("pragmas"), StoreConfig::default()).expect("open");
-    assert_eq!(store.durability().expect("pragmas"), ("wal".to_string(), 2));
+    let durability = store.durability().expect("pragmas");
+    assert_eq!((durability.journal_mode.as_str(), durability.synchronous), ("wal", 2));
 }
 
 /// A file with `count` finished keys `k0..`, each with the result `result-<i>-<padding>`.
