@@ -94,5 +94,5 @@ pub use key::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey};
 pub use memory::{MemoryStore, StoreStats};
 pub use store::{
     Claim, ConfigError, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig,
-    StoreConfigBuilder, StoreError,
+    StoreConfigBuilder, StoreError, WAIT_PAUSE_FIRST, WAIT_PAUSE_MAX, next_wait_pause,
 };

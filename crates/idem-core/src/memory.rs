@@ -583,7 +583,7 @@ impl<R: Clone + Send> MemoryStore<R> {
             }
             // Wake at the latest when the holder's lease runs out, to answer Recover. With
             // a manual clock that moves without real time passing, this is the timeout.
-            let nap = left.min((*retry_after).max(Duration::from_millis(1)));
+            let nap = left.min((*retry_after).max(crate::store::WAIT_PAUSE_FIRST));
             // RACE (lost wake-up): the holder settles between our check and our sleep.
             // We count ourselves and sleep without ever releasing the lock in between
             // (the condition variable releases it atomically), and `settle` reads the

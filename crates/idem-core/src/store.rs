@@ -319,6 +319,19 @@ impl StoreConfigBuilder {
     }
 }
 
+/// The first pause of a caller that polls a key held by another ([`KeyStore::claim_wait`]'s
+/// default, idem-http's `wait_for_first`): 1 ms, short enough that a holder about to
+/// finish is seen at once.
+pub const WAIT_PAUSE_FIRST: Duration = Duration::from_millis(1);
+/// The longest pause between two polls: 50 ms, so a waiter sees a finished holder within
+/// that, and a thousand waiters poll a store at most 20,000 times a second.
+pub const WAIT_PAUSE_MAX: Duration = Duration::from_millis(50);
+
+/// The pause after `pause`: doubled, at most [`WAIT_PAUSE_MAX`].
+pub fn next_wait_pause(pause: Duration) -> Duration {
+    (pause * 2).min(WAIT_PAUSE_MAX)
+}
+
 /// A claimed-key store: one small state machine per key.
 ///
 /// ```text
@@ -345,9 +358,9 @@ pub trait KeyStore<R>: Send + Sync {
     /// [`Claim::Acquired`]) or lose its lease (then [`Claim::Recover`]). Returns
     /// [`Claim::InFlight`] if the holder still holds the key when `timeout` has passed.
     ///
-    /// The default polls [`claim`](Self::claim) with a growing pause (1ms doubling to
-    /// 50ms, never past the holder's lease or the timeout); a backend that can be
-    /// notified overrides it.
+    /// The default polls [`claim`](Self::claim) with a growing pause
+    /// ([`WAIT_PAUSE_FIRST`] doubling to [`WAIT_PAUSE_MAX`], never past the holder's lease
+    /// or the timeout); a backend that can be notified overrides it.
     ///
     /// # Errors
     ///
@@ -359,7 +372,7 @@ pub trait KeyStore<R>: Send + Sync {
         timeout: Duration,
     ) -> Result<Claim<R>, StoreError> {
         let deadline = deadline_after(timeout);
-        let mut pause = Duration::from_millis(1);
+        let mut pause = WAIT_PAUSE_FIRST;
         loop {
             let claim = self.claim(key, fingerprint)?;
             let Claim::InFlight { retry_after } = claim else { return Ok(claim) };
@@ -367,8 +380,8 @@ pub trait KeyStore<R>: Send + Sync {
             if left.is_zero() {
                 return Ok(claim);
             }
-            crate::sync::sleep(pause.min(left).min(retry_after.max(Duration::from_millis(1))));
-            pause = (pause * 2).min(Duration::from_millis(50));
+            crate::sync::sleep(pause.min(left).min(retry_after.max(WAIT_PAUSE_FIRST)));
+            pause = next_wait_pause(pause);
         }
     }
 

@@ -16,6 +16,7 @@ use http_body::Body;
 use http_body_util::BodyExt;
 use idem_core::{
     Claim, Fingerprint, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError,
+    WAIT_PAUSE_FIRST, next_wait_pause,
 };
 use sha2::{Digest, Sha256};
 use tower_layer::Layer;
@@ -606,7 +607,8 @@ where
         self.store_call(move |store| store.claim(&key, &fingerprint)).await
     }
 
-    /// After a first claim answered `in_flight`, naps (1 ms doubling to 50 ms) and claims
+    /// After a first claim answered `in_flight`, naps (idem-core's wait pauses: 1 ms
+    /// doubling to 50 ms) and claims
     /// again until the first request finishes or `wait` passes. At most `waiters_max`
     /// requests wait at once; one more is answered with `in_flight` (409) at once.
     async fn wait_for_first(
@@ -620,7 +622,7 @@ where
             return decision(in_flight, &self.counters);
         };
         let deadline = tokio::time::Instant::now() + wait;
-        let mut pause = Duration::from_millis(1);
+        let mut pause = WAIT_PAUSE_FIRST;
         let mut answer = in_flight;
         loop {
             // The lease the holder has left: never nap past it (it may be recovered then).
@@ -631,9 +633,9 @@ where
             if now >= deadline {
                 return decision(answer, &self.counters);
             }
-            let nap = pause.min(*retry_after).min(deadline - now).max(Duration::from_millis(1));
+            let nap = pause.min(*retry_after).min(deadline - now).max(WAIT_PAUSE_FIRST);
             tokio::time::sleep(nap).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
+            pause = next_wait_pause(pause);
             answer = self.claim(&key, fingerprint).await;
         }
     }
