@@ -31,6 +31,17 @@ impl Default for Limits {
     }
 }
 
+/// How many transfer ids a ledger remembers, from [`Ledger::remembered`]; together they
+/// count against [`Limits::transfers_max`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Remembered {
+    /// Transfers applied: a repeat of one is answered as existing, never applied again.
+    pub transfers: usize,
+    /// Ids of transfers that failed: a repeat of one is answered
+    /// [`IdAlreadyFailed`](crate::TransferResult::IdAlreadyFailed).
+    pub failed: usize,
+}
+
 /// A batch was refused as a whole; nothing in it was applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -143,9 +154,27 @@ impl Ledger {
         lookup(ids, |id| self.transfer(id))
     }
 
-    /// Transfers remembered (applied) and ids remembered as failed.
-    pub fn remembered(&self) -> (usize, usize) {
-        (self.transfers.len(), self.failed.len())
+    /// How many transfer ids the ledger remembers: applied, and failed.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use idem_wallet::{AccountFlags, Ledger, Limits, NewAccount, Remembered, Transfer};
+    ///
+    /// let mut ledger = Ledger::new(Limits::default(), Arc::new(idem_core::SystemClock));
+    /// let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
+    /// let account = |id, flags| NewAccount { id, ledger: 1, code: 1, flags };
+    /// ledger.create_accounts(&[account(1, floor), account(2, AccountFlags::default())])?;
+    /// let t = |id, debit, credit| Transfer {
+    ///     id, debit_account_id: debit, credit_account_id: credit, amount: 5, ledger: 1, code: 1,
+    ///     ..Default::default()
+    /// };
+    /// // One over account 1's floor, one applied, then a repeat of each.
+    /// ledger.create_transfers(&[t(8, 1, 2), t(7, 2, 1), t(8, 1, 2), t(7, 2, 1)])?;
+    /// assert_eq!(ledger.remembered(), Remembered { transfers: 1, failed: 1 });
+    /// # Ok::<(), idem_wallet::BatchError>(())
+    /// ```
+    pub fn remembered(&self) -> Remembered {
+        Remembered { transfers: self.transfers.len(), failed: self.failed.len() }
     }
 
     /// Closes an account: no new transfer may touch it. An assignment, idempotent by its

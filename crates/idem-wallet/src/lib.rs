@@ -90,7 +90,7 @@ mod types;
 mod wallet;
 
 pub use durable::{DurableWallet, LogDevice, LogError, Recovery, TornTail};
-pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits};
+pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits, Remembered};
 pub use types::{
     Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
     Transfer, TransferFlags, TransferId, TransferResult,
