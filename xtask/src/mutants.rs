@@ -427,7 +427,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-early-losers-wait-past-the-lease",
         file: "crates/idem-store-postgres/src/lib.rs",
-        from: "                Claim::InFlight { retry_after: retry_after.min(self.config.lease()) }",
+        from: "                Claim::InFlight { retry_after: \
+               retry_after.min(self.config.lease()) }",
         to: "                Claim::InFlight { retry_after }",
         check: test("idem-store-postgres", "server-tests", "postgres", "losers"),
     },
