@@ -339,7 +339,7 @@ impl<V> Drop for Slot<V> {
     }
 }
 
-/// The handles on a [`Shared`] allocation, counted in one word: bit 0 is `WATCHED` (a
+/// The handles on an [`Allocation`], counted in one word: bit 0 is `WATCHED` (a
 /// `closed()` future waits for the last reader), bits 1 to 31 count the readers among the
 /// handles, bits 32 to 63 count every handle. A reader's drop is one read-modify-write
 /// that leaves both counts at once; the last handle frees the allocation.
@@ -358,16 +358,16 @@ fn handles(refs: u64) -> u64 {
     refs / ONE_HANDLE
 }
 
-/// What the shared state does when the last reader leaves while a `closed()` future
-/// watches (see [`Shared::watch`]); called on the dropping thread, which still holds its
-/// handle.
+/// What the state beside the slot does when the last reader leaves while a `closed()`
+/// future watches (see [`Allocation::watch`]); called on the dropping thread, which still
+/// holds its handle.
 pub(crate) trait Readers {
     fn last_reader_gone(&self);
 }
 
-/// A slot and the state `X` shared with it, in one allocation that the handles count and
-/// the last one frees; reads through to `X`.
-pub(crate) struct Shared<V, X> {
+/// The promise's one heap allocation: a slot and the rest of the state `X` beside it,
+/// counted by the handles and freed by the last one; reads through to `X`.
+pub(crate) struct Allocation<V, X> {
     refs: AtomicU64,
     pub(crate) slot: Slot<V>,
     rest: X,
@@ -376,7 +376,7 @@ pub(crate) struct Shared<V, X> {
     _track: crate::sync::Track,
 }
 
-impl<V, X> Deref for Shared<V, X> {
+impl<V, X> Deref for Allocation<V, X> {
     type Target = X;
 
     fn deref(&self) -> &X {
@@ -384,7 +384,7 @@ impl<V, X> Deref for Shared<V, X> {
     }
 }
 
-impl<V, X> Shared<V, X> {
+impl<V, X> Allocation<V, X> {
     /// Whether every reader is gone. Final once true: readers are only ever cloned from
     /// a reader.
     pub(crate) fn is_closed(&self) -> bool {
@@ -406,13 +406,13 @@ impl<V, X> Shared<V, X> {
     }
 }
 
-/// A counted handle on a [`Shared`] allocation; `READER` handles are also counted as
+/// A counted handle on an [`Allocation`]; `READER` handles are also counted as
 /// readers (the promise's futures), the others are not (completers, `closed()` futures,
 /// callbacks). Cloning keeps the role; [`plain`](Self::plain) makes a non-reader handle.
 pub(crate) struct Handle<V, X: Readers, const READER: bool> {
-    ptr: NonNull<Shared<V, X>>,
+    ptr: NonNull<Allocation<V, X>>,
     /// The handle owns a share of the allocation (for the drop check).
-    _owns: PhantomData<Shared<V, X>>,
+    _owns: PhantomData<Allocation<V, X>>,
 }
 
 /// A handle that is not a reader.
@@ -420,14 +420,14 @@ pub(crate) type Plain<V, X> = Handle<V, X, false>;
 /// A handle that is a reader.
 pub(crate) type Reader<V, X> = Handle<V, X, true>;
 
-// SAFETY: a handle gives `&Shared` to any thread that holds it and may drop the allocation
-// on any thread, as `Arc` does: both need `Shared: Send + Sync`, which holds when `V: Send`
-// (see `Slot`'s impls) and `X: Send + Sync`.
+// SAFETY: a handle gives `&Allocation` to any thread that holds it and may drop the
+// allocation on any thread, as `Arc` does: both need `Allocation: Send + Sync`, which holds
+// when `V: Send` (see `Slot`'s impls) and `X: Send + Sync`.
 unsafe impl<V: Send, X: Readers + Send + Sync, const R: bool> Send for Handle<V, X, R> {}
 // SAFETY: as above.
 unsafe impl<V: Send, X: Readers + Send + Sync, const R: bool> Sync for Handle<V, X, R> {}
 
-// A handle is a pointer: moving it never moves the shared state, as with `Arc`.
+// A handle is a pointer: moving it never moves the allocation, as with `Arc`.
 impl<V, X: Readers, const R: bool> Unpin for Handle<V, X, R> {}
 
 impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
@@ -436,12 +436,12 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
 
     /// One more handle of role `R` on the allocation `ptr`, which the caller keeps alive
     /// with a handle of its own.
-    fn counted<const R: bool>(ptr: NonNull<Shared<V, X>>) -> Handle<V, X, R> {
+    fn counted<const R: bool>(ptr: NonNull<Allocation<V, X>>) -> Handle<V, X, R> {
         // SAFETY: the caller holds a handle, so the allocation is alive.
-        let shared = unsafe { ptr.as_ref() };
+        let allocation = unsafe { ptr.as_ref() };
         // ORDERING: a count of handles, like `Arc`'s clone: an existing handle keeps the
         // allocation alive while we add one, so no ordering with other data is needed.
-        let before = shared.refs.fetch_add(Handle::<V, X, R>::UNIT, Ordering::Relaxed);
+        let before = allocation.refs.fetch_add(Handle::<V, X, R>::UNIT, Ordering::Relaxed);
         if handles(before) >= COUNT_MAX || readers(before) >= COUNT_MAX {
             // As `Arc`: a count this high means handles are being leaked; continuing could
             // wrap the count and free the allocation under live handles.
@@ -459,24 +459,24 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
     /// (still holding this handle), and the last handle out frees the allocation.
     fn release(&mut self) {
         // SAFETY: this handle keeps the allocation alive until its count is given back.
-        let shared = unsafe { self.ptr.as_ref() };
+        let allocation = unsafe { self.ptr.as_ref() };
         let mut unit = Self::UNIT;
         if READER {
             // ORDERING: Relaxed: the compare-and-swap below re-reads with AcqRel.
-            let mut current = shared.refs.load(Ordering::Relaxed);
+            let mut current = allocation.refs.load(Ordering::Relaxed);
             loop {
                 if readers(current) == 1 && current & WATCHED != 0 {
                     // Leave as a reader first and serve the watchers while this handle
                     // keeps the allocation alive; then leave as a handle below.
                     // ORDERING: AcqRel, the read-modify-write `watch` races (see there).
-                    shared.refs.fetch_sub(ONE_READER, Ordering::AcqRel);
-                    shared.rest.last_reader_gone();
+                    allocation.refs.fetch_sub(ONE_READER, Ordering::AcqRel);
+                    allocation.rest.last_reader_gone();
                     unit = ONE_HANDLE;
                     break;
                 }
                 // ORDERING: AcqRel: Release, so that the handle that frees sees this
                 // handle's writes (as `Arc`'s drop); Acquire, as `watch` needs (see there).
-                match shared.refs.compare_exchange_weak(
+                match allocation.refs.compare_exchange_weak(
                     current,
                     current - unit,
                     Ordering::AcqRel,
@@ -489,7 +489,7 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
             }
         }
         // ORDERING: Release, so that the handle that frees sees this handle's writes.
-        if handles(shared.refs.fetch_sub(unit, Ordering::Release)) == 1 {
+        if handles(allocation.refs.fetch_sub(unit, Ordering::Release)) == 1 {
             self.free();
         }
     }
@@ -497,7 +497,7 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
     /// Frees the allocation; called by the last handle only.
     fn free(&mut self) {
         // ORDERING: Acquire pairs with every other handle's Release decrement (as `Arc`'s
-        // drop): their writes to the shared state happen before we drop it.
+        // drop): their writes to the allocation happen before we drop it.
         fence(Ordering::Acquire);
         // SAFETY: the count of handles reached zero on our decrement: no other handle
         // exists and none can be made (a handle is cloned only from a live one). The
@@ -507,9 +507,9 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
 }
 
 impl<V, X: Readers, const READER: bool> Deref for Handle<V, X, READER> {
-    type Target = Shared<V, X>;
+    type Target = Allocation<V, X>;
 
-    fn deref(&self) -> &Shared<V, X> {
+    fn deref(&self) -> &Allocation<V, X> {
         // SAFETY: this handle keeps the allocation alive.
         unsafe { self.ptr.as_ref() }
     }
@@ -536,21 +536,21 @@ pub(crate) struct Owner<V, X: Readers> {
 
 /// A new pending slot beside `rest`: its owner (a reader) and one handle that is not.
 pub(crate) fn owned<V, X: Readers>(rest: X) -> (Owner<V, X>, Plain<V, X>) {
-    let shared = Box::new(Shared {
+    let allocation = Box::new(Allocation {
         refs: AtomicU64::new(2 * ONE_HANDLE + ONE_READER),
         slot: Slot::new(),
         rest,
         #[cfg(loom)]
         _track: crate::sync::Track::new(()),
     });
-    let ptr = NonNull::from(Box::leak(shared));
+    let ptr = NonNull::from(Box::leak(allocation));
     let owner = Owner { reader: Handle { ptr, _owns: PhantomData } };
     (owner, Handle { ptr, _owns: PhantomData })
 }
 
 impl<V, X: Readers> Owner<V, X> {
-    /// The shared state, as every other handle sees it.
-    pub(crate) fn shared(&self) -> &Reader<V, X> {
+    /// The allocation, as every other handle sees it.
+    pub(crate) fn allocation(&self) -> &Reader<V, X> {
         &self.reader
     }
 

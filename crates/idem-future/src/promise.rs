@@ -1,4 +1,4 @@
-//! The promise: shared state, the completer side and the single-owner future.
+//! The promise: its state, the completer side and the single-owner future.
 
 use std::fmt;
 use std::future::Future;
@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::cell::{self, Owner, Plain, Reader, Readers, Shared};
+use crate::cell::{self, Allocation, Owner, Plain, Reader, Readers};
 use crate::sync::{AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering};
 
 /// Why a promise finished without a value.
@@ -97,7 +97,7 @@ pub(crate) struct Rest {
 }
 
 impl Readers for Rest {
-    /// Wakes every `Closed` future that registered (see `Shared::watch`).
+    /// Wakes every `Closed` future that registered (see `Allocation::watch`).
     fn last_reader_gone(&self) {
         let wakers = mem::take(&mut lists(&mut self.waiting.lock()).closed_wakers);
         wakers.into_iter().for_each(|(_, waker)| waker.wake());
@@ -105,8 +105,8 @@ impl Readers for Rest {
 }
 
 /// The state completers and futures share: the outcome, written once (see `cell.rs`), in
-/// `slot`, beside [`Rest`].
-pub(crate) type Inner<T, E> = Shared<Result<T, Error<E>>, Rest>;
+/// `slot`, beside [`Rest`], in one allocation.
+pub(crate) type Inner<T, E> = Allocation<Result<T, Error<E>>, Rest>;
 
 /// The single-owner future's handle: the only one that moves the outcome out.
 type OwnerOf<T, E> = Owner<Result<T, Error<E>>, Rest>;
@@ -239,7 +239,7 @@ impl<T, E> Inner<T, E> {
 
     /// Stores `waker` for the `Closed` future `id`; returns whether every reader is gone
     /// already (then nothing is stored). The waker is stored before the lock is released,
-    /// and `last_reader_gone` takes the lock: see `Shared::watch` for the race.
+    /// and `last_reader_gone` takes the lock: see `Allocation::watch` for the race.
     fn register_closed_waker(&self, id: u64, waker: &Waker) -> bool {
         let mut guard = self.waiting.lock();
         if self.watch() {
@@ -445,7 +445,7 @@ impl<T, E> fmt::Debug for Completer<T, E> {
 /// Resolves once every reader of a promise is gone; made by [`Completer::closed`].
 pub struct Closed<T, E> {
     inner: PlainOf<T, E>,
-    /// This future's waker slot in the shared state.
+    /// This future's place among the promise's waiting lists.
     id: u64,
 }
 
@@ -487,7 +487,7 @@ pub type TryResult<T, E> = Result<Result<T, Error<E>>, PromiseFuture<T, E>>;
 
 impl<T, E> PromiseFuture<T, E> {
     fn inner(&self) -> &Inner<T, E> {
-        self.owner.shared()
+        self.owner.allocation()
     }
 
     /// Moves the published outcome out.

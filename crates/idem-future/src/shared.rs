@@ -29,7 +29,7 @@ use crate::sync::{Duration, Instant};
 /// ```
 pub struct SharedFuture<T, E> {
     inner: ReaderOf<T, E>,
-    /// This clone's waker slot in the shared state.
+    /// This clone's place among the promise's waiting lists.
     id: u64,
 }
 
@@ -82,8 +82,8 @@ impl<T: Clone + Send + Sync, E: Clone + Send + Sync> SharedFuture<T, E> {
         T: 'static,
         E: 'static,
     {
-        // The callback holds the shared state until it runs; completion (at the latest,
-        // abandonment when the last completer drops) runs it and so breaks the cycle.
+        // The callback holds the promise's allocation until it runs; completion (at the
+        // latest, abandonment when the last completer drops) runs it and so breaks the cycle.
         let inner = self.inner.plain();
         self.inner.on_complete(Box::new(move |_| {
             if let Some(outcome) = inner.read_clone() {

@@ -1,7 +1,7 @@
 //! The one place that names synchronisation primitives: parking_lot and std normally,
 //! loom's under `--cfg loom` so the models in `tests/loom.rs` explore the real code.
 //! Under loom the promise's allocation carries a `loom::alloc::Track`, so loom's leak
-//! check sees every promise's shared state.
+//! check sees every promise's allocation.
 
 pub(crate) use std::time::{Duration, Instant};
 
