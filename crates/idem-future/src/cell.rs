@@ -21,7 +21,7 @@
 //! PENDING --set: CAS--> WRITING --set: store--> READY --take: store--> TAKEN
 //!                                                 \--share: CAS sets SHARED (read forever)
 //! WAITING (bit 2): set by anyone who registered under the promise's mutex.
-//! SHARED  (bit 3): readers may borrow the value; `take` is refused from then on.
+//! SHARED  (bit 3): readers may borrow the value; the owner, now a reader, never takes.
 //! kind    (bits 4-5): how it completed, written together with READY.
 //! OWNER   (bit 6): the owner's waker cell holds a waker; only the owner sets or clears it.
 //! ```
@@ -176,6 +176,9 @@ impl<V> Slot<V> {
         // ORDERING: Acquire, so that a done word's value is visible to the owner's `take`.
         let mut current = self.settled(Ordering::Acquire);
         loop {
+            // Only the owner takes, and it registers only after a take that found no value
+            // (`PromiseFuture::poll`): a taken word is a poll after `Ready` let through.
+            assert_ne!(current & PHASE, TAKEN, "the owner registered after it took");
             if current & PHASE >= READY {
                 return true;
             }
@@ -189,6 +192,9 @@ impl<V> Slot<V> {
             if same {
                 return false;
             }
+            // Clearing `OWNER` gives the cell back to the owner only on a word no writer
+            // has claimed (`settled` waits out a write; done words returned above).
+            assert_eq!(current & PHASE, PENDING, "the owner's flag cleared on a claimed word");
             // ORDERING: Acquire on success pairs with nothing new (only this owner writes
             // the cell); on failure the loop re-reads with Acquire semantics as above.
             match self.state.compare_exchange_weak(
@@ -213,7 +219,13 @@ impl<V> Slot<V> {
         // not claimed: a writer reads the cell only if it saw `OWNER` when claiming, so no
         // one reads or writes the cell now but us.
         self.owner.with_mut(|cell| unsafe { (*cell).write(waker.clone()) });
-        if self.set_flag(OWNER, false).is_done() {
+        let before = self.set_flag(OWNER, false);
+        // The cell was written while it was the owner's alone: the word before the flag
+        // had no `OWNER` (only the owner sets it, and it cleared it) and no write in
+        // progress (`set_flag` waits one out, or a writer's publish would drop the flag).
+        assert_eq!(before.0 & OWNER, 0, "the owner's waker was written while announced");
+        assert_ne!(before.0 & PHASE, WRITING, "the owner's flag was set during a write");
+        if before.is_done() {
             // Claimed before our flag: no writer will read the cell, and without `OWNER`
             // `drop` will not either. The waker is ours to drop.
             // SAFETY: written just above; `OWNER` is clear, so no one else reads it.
@@ -278,8 +290,13 @@ impl<V> Slot<V> {
         self.set_flag(WAITING, false)
     }
 
-    /// Moves the value out, once, unless the slot was shared. The word it found instead
-    /// if it is not ready, already taken, or shared (so the caller need not read it again).
+    /// Moves the value out, once. The word it found instead if it is not ready or already
+    /// taken (so the caller need not read it again).
+    ///
+    /// # Panics
+    ///
+    /// If the slot was shared: the owner gives up taking when it shares (a bug in this
+    /// crate, not a refusal: the value may be borrowed).
     ///
     /// # Safety
     ///
@@ -287,7 +304,10 @@ impl<V> Slot<V> {
     unsafe fn take(&self) -> Result<V, Snapshot> {
         // ORDERING: Acquire pairs with the Release in `set`: the value is visible.
         let current = self.state.load(Ordering::Acquire);
-        if current & PHASE != READY || current & SHARED != 0 {
+        // `share` is the owner's last act (`PromiseFuture::shared` consumes it), so the
+        // owner never sees the flag; if it did, readers may hold `&V` (see `read`).
+        assert_eq!(current & SHARED, 0, "the owner took from a shared slot");
+        if current & PHASE != READY {
             return Err(Snapshot(current));
         }
         // A store, not a read-modify-write: after READY the word's other writers are the
@@ -296,24 +316,37 @@ impl<V> Slot<V> {
         // ORDERING: Relaxed: nothing is published by TAKEN; `drop` has `&mut self`.
         self.state.store((current & !PHASE) | TAKEN, Ordering::Relaxed);
         // SAFETY: READY means `set` initialised the value and published it (see ORDERING);
-        // no borrow exists because `read` requires SHARED, which was clear; only the owner
-        // takes (the caller's contract) and it saw READY, not TAKEN. After TAKEN nothing
-        // reads the value again, including `drop`, so moving it out is sound.
+        // no borrow exists because `read` requires SHARED, which was clear (asserted
+        // above); only the owner takes (the caller's contract) and it saw READY, not
+        // TAKEN. After TAKEN nothing reads the value again, including `drop`, so moving it
+        // out is sound.
         Ok(self.value.with(|slot| unsafe { (*slot).assume_init_read() }))
     }
 
-    /// Allows `read`, and refuses `take` from now on. Returns the word as it was.
+    /// Allows `read`; the owner gives up `take` with it (`take` asserts the flag is clear).
+    /// Returns the word as it was.
     pub(crate) fn share(&self) -> Snapshot {
         self.set_flag(SHARED, true)
     }
 
-    /// Runs `f` on a borrow of the value if it is ready and shared; `None` otherwise.
+    /// Runs `f` on a borrow of the value if it is ready; `None` otherwise.
+    ///
+    /// # Panics
+    ///
+    /// If the slot was never shared, or was taken (bugs in this crate: only a shared
+    /// future reads, and a shared slot is never taken).
     pub(crate) fn read<R>(&self, f: impl FnOnce(&V) -> R) -> Option<R>
     where
         V: Sync,
     {
         let now = self.snapshot();
-        if now.0 & PHASE != READY || now.0 & SHARED == 0 {
+        // A reader exists only after `share` set the flag, and its handle came to this
+        // thread after that; no write clears the flag (the publish keeps the flags it
+        // claimed over, and `set_flag` waits out a write). Shared, the slot is never
+        // taken (`take` asserts it): the value stays until `drop`.
+        assert_ne!(now.0 & SHARED, 0, "a read from a slot that was never shared");
+        assert_ne!(now.0 & PHASE, TAKEN, "a read from a taken slot");
+        if now.0 & PHASE != READY {
             return None;
         }
         // SAFETY: READY (seen with Acquire, pairing with `set`'s Release) means the value
@@ -559,8 +592,8 @@ impl<V, X: Readers> Owner<V, X> {
         self.reader
     }
 
-    /// Moves the value out, once; the word found instead if it is not ready, already
-    /// taken, or shared.
+    /// Moves the value out, once; the word found instead if it is not ready or already
+    /// taken.
     pub(crate) fn take(&mut self) -> Result<V, Snapshot> {
         // SAFETY: `&mut self` on the only `Owner` of this slot: no other `take` or
         // `register_owner` runs on it.

@@ -202,6 +202,19 @@ fn polling_after_ready_panics() {
 }
 
 #[test]
+#[should_panic(expected = "PromiseFuture::shared after it returned Ready")]
+fn sharing_after_ready_panics() {
+    let (completer, mut future) = promise::<u32, ()>();
+    completer.complete(1).expect("wins");
+    let (_count, waker) = CountingWaker::new();
+    let mut cx = Context::from_waker(&waker);
+    assert_eq!(std::pin::Pin::new(&mut future).poll(&mut cx), Poll::Ready(Ok(1)));
+    // The outcome was moved out: a shared future would have nothing to read.
+    let shared = future.shared();
+    let _ = shared.try_get();
+}
+
+#[test]
 fn errors_say_what_happened() {
     assert_eq!(Error::Failed("disk full").to_string(), "promise failed: disk full");
     assert_eq!(Error::<&str>::Cancelled.to_string(), "promise was cancelled");
