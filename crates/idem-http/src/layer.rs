@@ -60,10 +60,13 @@ pub const STORED_HEADERS_MAX: usize = 64;
 /// answered with another tenant's stored response. It returns `None` for a request it
 /// cannot attribute, which is answered 400.
 pub struct IdempotencyLayer<St, F> {
-    shared: Arc<Shared<St, F>>,
+    state: Arc<LayerState<St, F>>,
 }
 
-struct Shared<St, F> {
+/// What the layer and every service it made share, behind one `Arc`: the store, the scope,
+/// the configuration and the limits read from the store when the layer was built, the
+/// waiters' count and the counters.
+struct LayerState<St, F> {
     store: St,
     scope: F,
     config: Config,
@@ -137,25 +140,32 @@ where
     fn build(store: St, scope: F, config: Config, response_bytes_max: usize) -> Self {
         let (waiters, counters) = (AtomicUsize::new(0), Counters::default());
         let store_bytes_max = store.result_bytes_max();
-        let shared =
-            Shared { store, scope, config, response_bytes_max, store_bytes_max, waiters, counters };
-        Self { shared: Arc::new(shared) }
+        let state = LayerState {
+            store,
+            scope,
+            config,
+            response_bytes_max,
+            store_bytes_max,
+            waiters,
+            counters,
+        };
+        Self { state: Arc::new(state) }
     }
 
     /// The store the layer claims keys in.
     pub fn store(&self) -> &St {
-        &self.shared.store
+        &self.state.store
     }
 
     /// The largest response body the layer keeps for replays, as checked against the
     /// store when the layer was built.
     pub fn response_bytes_max(&self) -> usize {
-        self.shared.response_bytes_max
+        self.state.response_bytes_max
     }
 
     /// What the layer counted (store failures, lost leases, responses not kept).
     pub fn stats(&self) -> LayerStats {
-        let c = &self.shared.counters;
+        let c = &self.state.counters;
         // ORDERING: counters read for reporting; no data is published through them.
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LayerStats {
@@ -169,13 +179,13 @@ where
 
 impl<St, F> Clone for IdempotencyLayer<St, F> {
     fn clone(&self) -> Self {
-        Self { shared: self.shared.clone() }
+        Self { state: self.state.clone() }
     }
 }
 
 impl<St, F> fmt::Debug for IdempotencyLayer<St, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IdempotencyLayer").field("config", &self.shared.config).finish()
+        f.debug_struct("IdempotencyLayer").field("config", &self.state.config).finish()
     }
 }
 
@@ -183,25 +193,25 @@ impl<S, St, F> Layer<S> for IdempotencyLayer<St, F> {
     type Service = Idempotency<S, St, F>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Idempotency { inner, shared: self.shared.clone() }
+        Idempotency { inner, state: self.state.clone() }
     }
 }
 
 /// The service [`IdempotencyLayer`] wraps around a handler.
 pub struct Idempotency<S, St, F> {
     inner: S,
-    shared: Arc<Shared<St, F>>,
+    state: Arc<LayerState<St, F>>,
 }
 
 impl<S: Clone, St, F> Clone for Idempotency<S, St, F> {
     fn clone(&self) -> Self {
-        Self { inner: self.inner.clone(), shared: self.shared.clone() }
+        Self { inner: self.inner.clone(), state: self.state.clone() }
     }
 }
 
 impl<S, St, F> fmt::Debug for Idempotency<S, St, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Idempotency").field("config", &self.shared.config).finish_non_exhaustive()
+        f.debug_struct("Idempotency").field("config", &self.state.config).finish_non_exhaustive()
     }
 }
 
@@ -228,7 +238,7 @@ where
         // The service that was polled ready serves this request; a clone waits for the next.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        Box::pin(handle(self.shared.clone(), inner, request))
+        Box::pin(handle(self.state.clone(), inner, request))
     }
 }
 
@@ -241,7 +251,7 @@ enum Decision {
 }
 
 async fn handle<S, St, F, B, RB>(
-    shared: Arc<Shared<St, F>>,
+    state: Arc<LayerState<St, F>>,
     mut inner: S,
     request: Request<B>,
 ) -> Result<Response<ResponseBody<RB>>, S::Error>
@@ -254,7 +264,7 @@ where
     RB: Body<Data = Bytes>,
     RB::Error: Into<BoxError>,
 {
-    let config = &shared.config;
+    let config = &state.config;
     let pass = |response: Response<RB>| response.map(ResponseBody::inner);
     if !config.methods.contains(request.method()) {
         return inner.call(request).await.map(pass);
@@ -266,7 +276,7 @@ where
         Err(error) => return Ok(malformed_key(&error).response()),
     };
     let (mut parts, body) = request.into_parts();
-    let scoped = match scoped_key(&shared, &parts, key) {
+    let scoped = match scoped_key(&state, &parts, key) {
         Ok(scoped) => scoped,
         Err(problem) => return Ok(problem.response()),
     };
@@ -275,7 +285,7 @@ where
         Err(problem) => return Ok(problem.response()),
     };
     let fingerprint = fingerprint(&parts, config, &body_sha256);
-    let (lease, recovering) = match shared.decide(scoped, fingerprint).await {
+    let (lease, recovering) = match state.decide(scoped, fingerprint).await {
         Decision::Run(lease, recovering) => (lease, recovering),
         Decision::Replay(stored) => return Ok(replay(stored)),
         Decision::Answer(problem) => {
@@ -290,7 +300,7 @@ where
     // the handler panics, nothing settles it: it stays in flight until its lease runs
     // out, and the next request with the key gets `Recovering`.
     let response = inner.call(Request::from_parts(parts, B::from(bytes))).await?;
-    Ok(shared.finish(lease, response).await)
+    Ok(state.finish(lease, response).await)
 }
 
 fn missing_key() -> Problem {
@@ -314,14 +324,14 @@ fn malformed_key(error: &HeaderError) -> Problem {
 
 /// The request's key under its principal's scope.
 fn scoped_key<St, F>(
-    shared: &Shared<St, F>,
+    state: &LayerState<St, F>,
     parts: &Parts,
     key: IdempotencyKey,
 ) -> Result<ScopedKey, Problem>
 where
     F: Fn(&Parts) -> Option<String>,
 {
-    let Some(principal) = (shared.scope)(parts) else {
+    let Some(principal) = (state.scope)(parts) else {
         let detail = "the server cannot tell whose key this is; authenticate first";
         return Err(Problem::new(
             StatusCode::BAD_REQUEST,
@@ -582,7 +592,7 @@ where
 }
 
 /// The layer's steps that use its store.
-impl<St, F> Shared<St, F>
+impl<St, F> LayerState<St, F>
 where
     St: KeyStore<StoredResponse> + 'static,
     F: Send + Sync + 'static,
@@ -648,8 +658,8 @@ where
         match self.config.store_calls {
             StoreCalls::Inline => op(&self.store),
             StoreCalls::SpawnBlocking => {
-                let shared = Arc::clone(self);
-                match tokio::task::spawn_blocking(move || op(&shared.store)).await {
+                let state = Arc::clone(self);
+                match tokio::task::spawn_blocking(move || op(&state.store)).await {
                     Ok(value) => value,
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
                     Err(_) => panic!("the tokio runtime shut down during a store call"),
