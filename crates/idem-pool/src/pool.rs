@@ -196,7 +196,7 @@ impl<M: Manager> Pool<M> {
             }
             self.lender().backoff.notify_all();
             let idle = std::mem::take(&mut state.idle);
-            idle.into_iter().filter_map(|i| state.discard(i)).collect::<Vec<_>>()
+            idle.into_iter().map(|i| state.discard(i)).collect::<Vec<_>>()
         };
         // Connections are closed outside the lock: closing one may be slow.
         drop(idle);
@@ -321,7 +321,7 @@ impl<M: Manager> Lender<M> {
         if !fifo || state.waiters.iter().all(|w| w.grant.is_some()) {
             if let Some(slot) = state.idle.pop() {
                 if self.expired(&state.slots[slot], now) {
-                    trash.extend(state.discard(slot));
+                    trash.push(state.discard(slot));
                     return Step::Retry;
                 }
                 let (conn, id) = state.lend(slot, now);
@@ -640,7 +640,7 @@ impl<M: Manager> Lender<M> {
             let idle = std::mem::take(&mut state.idle);
             for slot in idle {
                 if self.expired(&state.slots[slot], now) {
-                    trash.extend(state.discard(slot));
+                    trash.push(state.discard(slot));
                 } else {
                     state.idle.push(slot);
                 }

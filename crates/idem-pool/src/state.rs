@@ -166,8 +166,19 @@ impl<C> State<C> {
 
     /// Puts a healthy connection back: straight to the longest waiter if there is one
     /// (lent again under a new generation), else onto the idle list.
+    ///
+    /// # Panics
+    ///
+    /// If the slot is not lent or being filled, or holds a connection already (a bug in
+    /// this crate: a connection would be given back twice).
     pub(crate) fn give_idle(&mut self, slot: usize, conn: C, now: Timestamp, fairness: Fairness) {
         let s = &mut self.slots[slot];
+        assert!(
+            matches!(s.phase, Phase::Lent | Phase::Creating) && s.conn.is_none(),
+            "give_idle of slot {slot} in phase {:?}, holding a connection: {}",
+            s.phase,
+            s.conn.is_some()
+        );
         s.conn = Some(conn);
         s.returned_at = now;
         let next_generation = s.generation + 1;
@@ -181,6 +192,7 @@ impl<C> State<C> {
                 waiter.woken = true;
                 waiter.cv.notify_one();
             }
+            self.debug_assert_given(slot);
             return;
         }
         match self.waiters.iter_mut().find(|w| w.grant.is_none()) {
@@ -197,6 +209,29 @@ impl<C> State<C> {
                 self.idle.push(slot);
             }
         }
+        self.debug_assert_given(slot);
+    }
+
+    /// `give_idle`'s postcondition: the slot holds its connection and is in exactly one
+    /// place, once on the idle list or in one waiter's grant. Counting both is linear in
+    /// the pool's size, so only debug builds pay for it on this path.
+    fn debug_assert_given(&self, slot: usize) {
+        if cfg!(debug_assertions) {
+            let s = &self.slots[slot];
+            let listed = self.idle.iter().filter(|&&i| i == slot).count();
+            let id = LoanId::new(slot, s.generation);
+            let grants = self.waiters.iter().filter(|w| w.grant == Some(Grant::Conn(id))).count();
+            let placed = match s.phase {
+                Phase::Idle => (listed, grants) == (1, 0),
+                Phase::Granted => (listed, grants) == (0, 1),
+                _ => false,
+            };
+            assert!(
+                placed && s.conn.is_some(),
+                "given slot {slot}: {:?}, listed {listed}, granted {grants}",
+                s.phase
+            );
+        }
     }
 
     /// Lends slot `slot` (idle or granted): bumps its generation unless a grant already
@@ -204,9 +239,12 @@ impl<C> State<C> {
     ///
     /// # Panics
     ///
-    /// If the slot holds no connection (a bug in this crate).
+    /// If the slot is neither idle nor granted, or holds no connection (a bug in this
+    /// crate).
     pub(crate) fn lend(&mut self, slot: usize, now: Timestamp) -> (C, LoanId) {
         let s = &mut self.slots[slot];
+        let phase = s.phase;
+        assert!(matches!(phase, Phase::Idle | Phase::Granted), "lend of slot {slot} in {phase:?}");
         if s.phase == Phase::Idle {
             s.generation += 1;
         }
@@ -214,16 +252,36 @@ impl<C> State<C> {
         s.leak_counted = false;
         s.phase = Phase::Lent;
         let conn = s.conn.take().expect("an idle or granted slot holds its connection");
-        (conn, LoanId::new(slot, s.generation))
+        let id = LoanId::new(slot, s.generation);
+        // Callers take the slot off the idle list first; a lent slot left on it would be
+        // lent again to the next caller while this one holds it.
+        debug_assert!(!self.idle.contains(&slot), "lent slot {slot} is still on the idle list");
+        (conn, id)
     }
 
-    /// Empties a slot whose connection is being discarded, and hands the place on.
-    pub(crate) fn discard(&mut self, slot: usize) -> Option<C> {
+    /// Empties an idle slot whose connection is being discarded, and hands the place on.
+    ///
+    /// # Panics
+    ///
+    /// If the slot is not idle or holds no connection (a bug in this crate).
+    pub(crate) fn discard(&mut self, slot: usize) -> C {
         let s = &mut self.slots[slot];
-        let conn = s.conn.take();
+        assert!(
+            s.phase == Phase::Idle && s.conn.is_some(),
+            "discard of slot {slot} in phase {:?}, holding a connection: {}",
+            s.phase,
+            s.conn.is_some()
+        );
+        let conn = s.conn.take().expect("an idle slot holds its connection");
         s.phase = Phase::Empty;
         self.counters.discarded += 1;
         self.give_free(slot);
+        // Callers take the slot off the idle list first; an emptied slot left on it
+        // would be lent with no connection.
+        debug_assert!(!self.idle.contains(&slot), "discarded slot {slot} is on the idle list");
+        let s = &self.slots[slot];
+        let emptied = s.conn.is_none() && matches!(s.phase, Phase::Empty | Phase::Creating);
+        debug_assert!(emptied, "discarded slot {slot} ends in phase {:?}", s.phase);
         conn
     }
 
