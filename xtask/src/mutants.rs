@@ -289,7 +289,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "notify-refused-settle-uncounted",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "        add(&shared.counters.settle_failed);",
+        from: "        add(&state.counters.settle_failed);",
         to: "",
         check: test("idem-notify", "", "it", "completion_the_id_store"),
     },
@@ -367,7 +367,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "notify-recovery-starts-not-delivered",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "let mut may_have_delivered = job.recovering && shared.config.unknown() == \
+        from: "let mut may_have_delivered = job.recovering && state.config.unknown() == \
                UnknownPolicy::Resend;",
         to: "let mut may_have_delivered = false;",
         check: test("idem-notify", "", "it", "may_have_delivered"),

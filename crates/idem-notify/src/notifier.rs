@@ -170,7 +170,10 @@ struct Counters {
     settle_failed: AtomicU64,
 }
 
-struct Shared<P, S> {
+/// What the notifier and its workers share, behind one `Arc`: the provider, the id store,
+/// the configuration, the counters, the reports and the read set, and the shutdown's
+/// deadline and leftovers.
+struct NotifierState<P, S> {
     provider: P,
     store: S,
     config: Config,
@@ -185,7 +188,7 @@ struct Shared<P, S> {
 
 /// A bounded queue and worker threads that send each message id at most once.
 pub struct Notifier<P: Provider, S: KeyStore<Outcome> + 'static> {
-    shared: Arc<Shared<P, S>>,
+    state: Arc<NotifierState<P, S>>,
     /// `None` once shut down. A submission holds the read lock from its shutdown check to
     /// its send instead of cloning the sender per message; `shutdown` takes the write lock
     /// to drop it, after the submissions under way.
@@ -196,7 +199,7 @@ pub struct Notifier<P: Provider, S: KeyStore<Outcome> + 'static> {
 impl<P: Provider, S: KeyStore<Outcome> + 'static> std::fmt::Debug for Notifier<P, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Notifier")
-            .field("config", &self.shared.config)
+            .field("config", &self.state.config)
             .field("stats", &self.stats())
             .finish()
     }
@@ -218,7 +221,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// started are stopped, and nothing was queued.
     pub fn start(provider: P, store: S, config: Config) -> Result<Self, std::io::Error> {
         let (sender, receiver) = crossbeam_channel::bounded(config.queue_capacity());
-        let shared = Arc::new(Shared {
+        let state = Arc::new(NotifierState {
             provider,
             store,
             config,
@@ -229,13 +232,13 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             deadline: Mutex::new(None),
             left: Mutex::new(Vec::new()),
         });
-        let mut workers = Vec::with_capacity(shared.config.workers());
-        for i in 0..shared.config.workers() {
-            let (shared, receiver) = (shared.clone(), receiver.clone());
-            let seed = shared.config.retry().seed.wrapping_add(i as u64);
+        let mut workers = Vec::with_capacity(state.config.workers());
+        for i in 0..state.config.workers() {
+            let (state, receiver) = (state.clone(), receiver.clone());
+            let seed = state.config.retry().seed.wrapping_add(i as u64);
             let spawned = std::thread::Builder::new()
                 .name(format!("idem-notify-worker-{i}"))
-                .spawn(move || work(&shared, &receiver, Jitter::new(seed)));
+                .spawn(move || work(&state, &receiver, Jitter::new(seed)));
             match spawned {
                 Ok(worker) => workers.push(worker),
                 Err(error) => {
@@ -246,7 +249,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                 }
             }
         }
-        Ok(Self { shared, sender: RwLock::new(Some(sender)), workers: Mutex::new(workers) })
+        Ok(Self { state, sender: RwLock::new(Some(sender)), workers: Mutex::new(workers) })
     }
 
     /// Submits a notification; returns at once. The message id is claimed before it is
@@ -267,9 +270,9 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
         );
         let result = self.try_submit(notification);
         match &result {
-            Ok(Submitted::Accepted | Submitted::Recovering) => add(&self.shared.counters.accepted),
-            Ok(_) => add(&self.shared.counters.duplicates),
-            Err(_) => add(&self.shared.counters.refused),
+            Ok(Submitted::Accepted | Submitted::Recovering) => add(&self.state.counters.accepted),
+            Ok(_) => add(&self.state.counters.duplicates),
+            Err(_) => add(&self.state.counters.refused),
         }
         result
     }
@@ -279,7 +282,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
         let sender = sender.as_ref().ok_or(SubmitError::ShutDown)?;
         let key = notification.key();
         let claim =
-            self.shared.store.claim(key, &notification.fingerprint()).map_err(|e| match e {
+            self.state.store.claim(key, &notification.fingerprint()).map_err(|e| match e {
                 StoreError::KeyReused { key } => SubmitError::ContentMismatch(key),
                 other => SubmitError::Store(other),
             })?;
@@ -297,12 +300,12 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                 let (job, error) = match refused {
                     TrySendError::Full(job) => (
                         job,
-                        SubmitError::QueueFull { capacity: self.shared.config.queue_capacity() },
+                        SubmitError::QueueFull { capacity: self.state.config.queue_capacity() },
                     ),
                     TrySendError::Disconnected(job) => (job, SubmitError::ShutDown),
                 };
                 // Nothing was sent: give the id back so a later submission is accepted.
-                settled(&self.shared, "release", self.shared.store.release(&job.lease));
+                settled(&self.state, "release", self.state.store.release(&job.lease));
                 Err(error)
             }
         }
@@ -320,11 +323,11 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
         let recipient = Scope::new(recipient).map_err(InvalidNotification::Recipient)?;
         let id = IdempotencyKey::new(message_id).map_err(InvalidNotification::MessageId)?;
         let key = ScopedKey::new(recipient, id);
-        let mut read = self.shared.read.lock();
+        let mut read = self.state.read.lock();
         if read.contains(&key) {
             return Ok(false);
         }
-        let read_max = self.shared.config.read_max();
+        let read_max = self.state.config.read_max();
         if read.len() >= read_max {
             return Err(MarkReadError::ReadSetFull { read_max });
         }
@@ -333,12 +336,12 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
 
     /// Whether a message was marked read.
     pub fn is_read(&self, recipient: &str, message_id: &str) -> bool {
-        ScopedKey::parse(recipient, message_id).is_ok_and(|k| self.shared.read.lock().contains(&k))
+        ScopedKey::parse(recipient, message_id).is_ok_and(|k| self.state.read.lock().contains(&k))
     }
 
     /// The counters.
     pub fn stats(&self) -> Stats {
-        let c = &self.shared.counters;
+        let c = &self.state.counters;
         // ORDERING: counters read for reporting; each stands alone and publishes nothing.
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Stats {
@@ -357,24 +360,24 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// Notifications given up on, with their reasons: the latest `reports_max`, oldest
     /// first.
     pub fn dead_letters(&self) -> Vec<DeadLetter> {
-        self.shared.dead.lock().iter().cloned().collect()
+        self.state.dead.lock().iter().cloned().collect()
     }
 
     /// Notifications whose delivery is unknown and the provider cannot say: left
     /// pending, never resent blindly. A replay after the lease runs out asks again. The
     /// latest `reports_max`, oldest first.
     pub fn unresolved(&self) -> Vec<Notification> {
-        self.shared.unresolved.lock().iter().cloned().collect()
+        self.state.unresolved.lock().iter().cloned().collect()
     }
 
     /// The provider (for tests and the demo).
     pub fn provider(&self) -> &P {
-        &self.shared.provider
+        &self.state.provider
     }
 
     /// The id store (for tests and the demo).
     pub fn store(&self) -> &S {
-        &self.shared.store
+        &self.state.store
     }
 
     /// Stops accepting, lets the workers drain the queue until `deadline` from now, and
@@ -382,14 +385,14 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
         // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
         let drain_until = Instant::now().checked_add(deadline);
-        *self.shared.deadline.lock() = drain_until;
+        *self.state.deadline.lock() = drain_until;
         drop(self.sender.write().take());
         let workers = std::mem::take(&mut *self.workers.lock());
         for worker in workers {
             // A worker that panicked has already lost its job; the rest are reported.
             let _ = worker.join();
         }
-        let left = std::mem::take(&mut *self.shared.left.lock());
+        let left = std::mem::take(&mut *self.state.left.lock());
         ShutdownReport { drained: left.is_empty(), left }
     }
 }
@@ -405,23 +408,23 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Drop for Notifier<P, S> {
 /// A worker: takes jobs until the queue is closed and empty; past the shutdown deadline
 /// it gives each remaining job's id back instead of sending.
 fn work<P: Provider, S: KeyStore<Outcome>>(
-    shared: &Shared<P, S>,
+    state: &NotifierState<P, S>,
     jobs: &Receiver<Job>,
     mut jitter: Jitter,
 ) {
     for job in jobs.iter() {
-        let past_deadline = shared.deadline.lock().is_some_and(|d| Instant::now() >= d);
+        let past_deadline = state.deadline.lock().is_some_and(|d| Instant::now() >= d);
         if past_deadline {
-            settled(shared, "release", shared.store.release(&job.lease));
-            shared.left.lock().push(job.notification.message_id().to_string());
+            settled(state, "release", state.store.release(&job.lease));
+            state.left.lock().push(job.notification.message_id().to_string());
             continue;
         }
-        process(shared, job, &mut jitter);
+        process(state, job, &mut jitter);
     }
 }
 
 fn process<P: Provider, S: KeyStore<Outcome>>(
-    shared: &Shared<P, S>,
+    state: &NotifierState<P, S>,
     job: Job,
     jitter: &mut Jitter,
 ) {
@@ -436,70 +439,74 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
     if job.recovering {
         idem_core::trace_event!(WARN, "recover: asking the provider before sending");
         // An earlier attempt lost its lease: it may have delivered. Ask first.
-        match shared.provider.status(n) {
-            DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
+        match state.provider.status(n) {
+            DeliveryStatus::Delivered => return finish(state, &job, Outcome::Delivered),
             DeliveryStatus::NotDelivered => {}
-            DeliveryStatus::Unknown if shared.config.unknown() == UnknownPolicy::Resend => {}
-            DeliveryStatus::Unknown => return unresolved(shared, job),
+            DeliveryStatus::Unknown if state.config.unknown() == UnknownPolicy::Resend => {}
+            DeliveryStatus::Unknown => return unresolved(state, job),
         }
     }
-    let policy = shared.config.retry();
+    let policy = state.config.retry();
     let mut last = String::new();
     // Set once an attempt may have delivered; then a dead letter is final.
-    let mut may_have_delivered = job.recovering && shared.config.unknown() == UnknownPolicy::Resend;
+    let mut may_have_delivered = job.recovering && state.config.unknown() == UnknownPolicy::Resend;
     for attempt in 0..policy.attempts_max {
         if attempt > 0 {
-            add(&shared.counters.retries);
+            add(&state.counters.retries);
         }
-        match shared.provider.send(n) {
-            Ok(()) => return finish(shared, &job, Outcome::Delivered),
+        match state.provider.send(n) {
+            Ok(()) => return finish(state, &job, Outcome::Delivered),
             Err(SendError::Permanent(reason)) => {
-                return dead(shared, &job, reason, may_have_delivered);
+                return dead(state, &job, reason, may_have_delivered);
             }
             Err(SendError::Transient(reason)) => last = reason,
-            Err(SendError::Ambiguous(reason)) => match ambiguous(shared, n) {
-                DeliveryStatus::Delivered => return finish(shared, &job, Outcome::Delivered),
+            Err(SendError::Ambiguous(reason)) => match ambiguous(state, n) {
+                DeliveryStatus::Delivered => return finish(state, &job, Outcome::Delivered),
                 DeliveryStatus::NotDelivered => last = reason,
-                DeliveryStatus::Unknown if shared.config.unknown() == UnknownPolicy::Resend => {
+                DeliveryStatus::Unknown if state.config.unknown() == UnknownPolicy::Resend => {
                     may_have_delivered = true;
                     last = reason
                 }
-                DeliveryStatus::Unknown => return unresolved(shared, job),
+                DeliveryStatus::Unknown => return unresolved(state, job),
             },
         }
         if attempt + 1 < policy.attempts_max {
-            shared.config.sleeper().sleep(policy.delay(attempt, jitter));
+            state.config.sleeper().sleep(policy.delay(attempt, jitter));
         }
     }
     let reason = format!("gave up after {} attempts: {last}", policy.attempts_max);
-    dead(shared, &job, reason, may_have_delivered);
+    dead(state, &job, reason, may_have_delivered);
 }
 
 /// Asks the provider about a send that got no answer.
 fn ambiguous<P: Provider, S: KeyStore<Outcome>>(
-    shared: &Shared<P, S>,
+    state: &NotifierState<P, S>,
     n: &Notification,
 ) -> DeliveryStatus {
-    let status = shared.provider.status(n);
+    let status = state.provider.status(n);
     idem_core::trace_event!(WARN, ?status, "ambiguous send: asked the provider");
     status
 }
 
-fn finish<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: &Job, outcome: Outcome) {
+fn finish<P: Provider, S: KeyStore<Outcome>>(
+    state: &NotifierState<P, S>,
+    job: &Job,
+    outcome: Outcome,
+) {
     let delivered = outcome == Outcome::Delivered;
     // LeaseLost: another submission recovered the id meanwhile; it asks the provider
     // before sending, so nothing is sent twice. Counted and traced, nothing more.
-    settled(shared, "complete", shared.store.complete(&job.lease, outcome));
+    settled(state, "complete", state.store.complete(&job.lease, outcome));
     // Counted after the store write: a caller who sees the count sees the stored outcome.
     if delivered {
-        add(&shared.counters.sent);
+        add(&state.counters.sent);
     }
 }
 
 /// Gives up on a message. Final (stored as dead-lettered) if an attempt may have
 /// delivered it; otherwise the id is given back, so a resubmission sends it again.
 fn dead<P: Provider, S: KeyStore<Outcome>>(
-    shared: &Shared<P, S>,
+    state: &NotifierState<P, S>,
     job: &Job,
     reason: String,
     may_have_delivered: bool,
@@ -507,21 +514,21 @@ fn dead<P: Provider, S: KeyStore<Outcome>>(
     idem_core::trace_event!(WARN, %reason, may_have_delivered, "dead letter");
     let notification = job.notification.clone();
     let letter = DeadLetter { notification, reason: reason.clone(), may_have_delivered };
-    report(shared, &shared.dead, letter);
+    report(state, &state.dead, letter);
     let settle = if may_have_delivered {
-        shared.store.complete(&job.lease, Outcome::DeadLettered(reason))
+        state.store.complete(&job.lease, Outcome::DeadLettered(reason))
     } else {
-        shared.store.release(&job.lease)
+        state.store.release(&job.lease)
     };
-    settled(shared, "dead letter", settle);
-    add(&shared.counters.dead_lettered);
+    settled(state, "dead letter", settle);
+    add(&state.counters.dead_lettered);
 }
 
 /// Counts and traces a settle the id store refused or failed: the id stays in flight
 /// until its lease runs out, and a replay then asks the provider before sending.
-fn settled<P, S>(shared: &Shared<P, S>, op: &'static str, result: Result<(), StoreError>) {
+fn settled<P, S>(state: &NotifierState<P, S>, op: &'static str, result: Result<(), StoreError>) {
     if let Err(error) = result {
-        add(&shared.counters.settle_failed);
+        add(&state.counters.settle_failed);
         idem_core::trace_event!(WARN, op, %error, "the id store refused a settle");
         #[cfg(not(feature = "tracing"))]
         let _ = (op, error);
@@ -530,22 +537,22 @@ fn settled<P, S>(shared: &Shared<P, S>, op: &'static str, result: Result<(), Sto
 
 /// Leaves the id pending (its lease runs out; a replay then asks the provider again) and
 /// reports the notification.
-fn unresolved<P: Provider, S: KeyStore<Outcome>>(shared: &Shared<P, S>, job: Job) {
+fn unresolved<P: Provider, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, job: Job) {
     idem_core::trace_event!(WARN, "unresolved: the provider cannot say; left pending");
-    add(&shared.counters.unresolved);
-    report(shared, &shared.unresolved, job.notification);
+    add(&state.counters.unresolved);
+    report(state, &state.unresolved, job.notification);
 }
 
 /// Appends to a report list, dropping (and counting) the oldest entry past `reports_max`.
 fn report<P: Provider, S: KeyStore<Outcome>, T>(
-    shared: &Shared<P, S>,
+    state: &NotifierState<P, S>,
     list: &Mutex<VecDeque<T>>,
     entry: T,
 ) {
     let mut list = list.lock();
-    if list.len() >= shared.config.reports_max() {
+    if list.len() >= state.config.reports_max() {
         list.pop_front();
-        add(&shared.counters.reports_dropped);
+        add(&state.counters.reports_dropped);
     }
     list.push_back(entry);
 }
