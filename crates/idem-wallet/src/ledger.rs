@@ -64,7 +64,7 @@ fn lookup<T>(ids: &[u128], find: impl Fn(u128) -> Option<T>) -> Result<Vec<T>, B
     Ok(ids.iter().filter_map(|id| find(*id)).collect())
 }
 
-/// One change, recorded so a failed linked chain can be rolled back.
+/// An undo record: one change, recorded so a failed linked chain can be rolled back.
 #[derive(Debug)]
 enum Undo {
     Account(Account),
@@ -77,7 +77,7 @@ enum Undo {
 #[derive(Debug)]
 pub struct Ledger {
     accounts: HashMap<AccountId, Account>,
-    transfers: TransferLog,
+    transfers: TransferArena,
     failed: HashSet<TransferId>,
     /// Pending transfers with a timeout, as (expiry ms, id, timestamp). The timestamp names
     /// the exact transfer: an entry left by a rolled-back chain must not expire a later
@@ -88,10 +88,10 @@ pub struct Ledger {
     last_timestamp: u64,
     /// The clock, read once per batch (milliseconds).
     batch_now_ms: u64,
-    /// Changes of the linked chain being applied, for its rollback; empty otherwise.
+    /// Undo records of the linked chain being applied, for its rollback; empty otherwise.
     undo: Vec<Undo>,
-    /// Whether changes are being logged (inside a linked chain).
-    logging: bool,
+    /// Whether changes get an undo record (inside a linked chain).
+    recording_undo: bool,
 }
 
 impl Ledger {
@@ -99,7 +99,7 @@ impl Ledger {
     pub fn new(limits: Limits, clock: Arc<dyn Clock>) -> Self {
         Self {
             accounts: HashMap::new(),
-            transfers: TransferLog::default(),
+            transfers: TransferArena::default(),
             failed: HashSet::new(),
             expiry: BinaryHeap::new(),
             limits,
@@ -107,7 +107,7 @@ impl Ledger {
             last_timestamp: 0,
             batch_now_ms: 0,
             undo: Vec::new(),
-            logging: false,
+            recording_undo: false,
         }
     }
 
@@ -119,8 +119,9 @@ impl Ledger {
         self.last_timestamp
     }
 
-    fn log(&mut self, change: Undo) {
-        if self.logging {
+    /// Keeps an undo record of `change` while a linked chain is applied.
+    fn record_undo(&mut self, change: Undo) {
+        if self.recording_undo {
             self.undo.push(change);
         }
     }
@@ -343,7 +344,7 @@ impl Ledger {
 
     fn apply_chain(&mut self, chain: &[Transfer], results: &mut Vec<TransferResult>) {
         let linked = chain.len() > 1;
-        self.logging = linked;
+        self.recording_undo = linked;
         self.undo.clear();
         let first = results.len();
         for (offset, t) in chain.iter().enumerate() {
@@ -351,7 +352,7 @@ impl Ledger {
             results.push(result);
             if linked && result != TransferResult::Created {
                 let undo = std::mem::take(&mut self.undo);
-                self.logging = false;
+                self.recording_undo = false;
                 self.rollback(undo);
                 for (i, r) in results[first..].iter_mut().enumerate() {
                     if i != offset {
@@ -419,7 +420,7 @@ impl Ledger {
         };
         if result != R::Created && result.uses_up_id() && !linked {
             self.failed.insert(t.id);
-            self.log(Undo::Failed(t.id));
+            self.record_undo(Undo::Failed(t.id));
         }
         result
     }
@@ -445,15 +446,15 @@ impl Ledger {
             // apply_amounts changes nothing when it fails.
             return r;
         }
-        self.log(Undo::Account(before.0));
-        self.log(Undo::Account(before.1));
+        self.record_undo(Undo::Account(before.0));
+        self.record_undo(Undo::Account(before.1));
         let timestamp = self.timestamp();
         let state = pending.then_some(PendingState::Pending);
         self.transfers.insert(
             t.id,
             StoredTransfer { transfer: *t, amount_applied: t.amount, timestamp, pending: state },
         );
-        self.log(Undo::Transfer(t.id));
+        self.record_undo(Undo::Transfer(t.id));
         if pending && t.timeout > 0 {
             let expires_ms = self.batch_now_ms + u64::from(t.timeout) * 1000;
             self.expiry.push(Reverse((expires_ms, t.id, timestamp)));
@@ -506,20 +507,20 @@ impl Ledger {
         if let Some(pending) = self.transfers.get_mut(&t.pending_id) {
             pending.pending = Some(settled);
         }
-        self.log(Undo::Pending(t.pending_id, PendingState::Pending));
+        self.record_undo(Undo::Pending(t.pending_id, PendingState::Pending));
         let applied = if post { amount } else { 0 };
         self.transfers.insert(
             t.id,
             StoredTransfer { transfer: *t, amount_applied: applied, timestamp, pending: None },
         );
-        self.log(Undo::Transfer(t.id));
+        self.record_undo(Undo::Transfer(t.id));
         R::Created
     }
 
     fn commit(&mut self, debit: Account, credit: Account) {
         for account in [debit, credit] {
             if let Some(before) = self.accounts.insert(account.id, account) {
-                self.log(Undo::Account(before));
+                self.record_undo(Undo::Account(before));
             }
         }
     }
@@ -765,17 +766,17 @@ fn apply_amounts(
     Ok(())
 }
 
-/// Every applied transfer, in order, in fixed-size chunks (growing never moves a stored
-/// transfer), and an index from id to position. Entries of 144 bytes in a hash map made
-/// each rehash copy them all; the index's entries are 32 bytes.
+/// An arena of every applied transfer, in order, in fixed-size chunks (growing never moves
+/// a stored transfer), and an index from id to position. Entries of 144 bytes in a hash
+/// map made each rehash copy them all; the index's entries are 32 bytes.
 #[derive(Debug, Default)]
-struct TransferLog {
+struct TransferArena {
     index: HashMap<TransferId, u32>,
     chunks: Vec<Vec<StoredTransfer>>,
     len: usize,
 }
 
-impl TransferLog {
+impl TransferArena {
     const CHUNK: usize = 1 << 16;
 
     fn position(&self, at: u32) -> (usize, usize) {
@@ -797,9 +798,9 @@ impl TransferLog {
     ///
     /// # Panics
     ///
-    /// If the log holds `u32::MAX` transfers (the ledger's limit is far below).
+    /// If the arena holds `u32::MAX` transfers (the ledger's limit is far below).
     fn insert(&mut self, id: TransferId, stored: StoredTransfer) {
-        let at = u32::try_from(self.len).expect("transfers_max keeps the log below u32::MAX");
+        let at = u32::try_from(self.len).expect("transfers_max keeps the arena below u32::MAX");
         if self.chunks.last().is_none_or(|c| c.len() == Self::CHUNK) {
             self.chunks.push(Vec::with_capacity(Self::CHUNK));
         }
