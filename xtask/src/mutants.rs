@@ -90,7 +90,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "wallet-replayed-results-unchecked",
         file: "crates/idem-wallet/src/durable/recovery.rs",
-        from: "if result_codes(&answer) != record.results {",
+        from: "if codes != record.results {",
         to: "if false {",
         check: test("idem-crash", "", "wallet", "other_limits"),
     },

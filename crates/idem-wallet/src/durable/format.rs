@@ -27,33 +27,42 @@ const KIND_TRANSFERS: u8 = 2;
 const KIND_CLOSE: u8 = 3;
 const ACCOUNT_BYTES: usize = 24;
 const TRANSFER_BYTES: usize = 108;
+const CLOSE_BYTES: usize = 16;
 const PAYLOAD_PREFIX: usize = 1 + 8 + 4;
 /// The largest legal payload: a full batch of transfers and their results.
 pub(crate) const PAYLOAD_MAX: usize = PAYLOAD_PREFIX + BATCH_MAX * (TRANSFER_BYTES + 1);
 
 // The record layout, checked when the crate compiles: an account is its id (16), ledger
 // (4), code (2) and flags (2); a transfer six 128-bit fields, timeout and ledger (4 each),
-// code and flags (2 each); the prefix is kind (1), clock (8) and count (4); the largest
-// payload's length fits the header's 32 bits.
+// code and flags (2 each); a close its account id (16); the prefix is kind (1), clock (8)
+// and count (4); the largest payload's length fits the header's 32 bits.
 const _: () = assert!(ACCOUNT_BYTES == 16 + 4 + 2 + 2);
 const _: () = assert!(TRANSFER_BYTES == 6 * 16 + 4 + 4 + 2 + 2);
+const _: () = assert!(CLOSE_BYTES == size_of::<AccountId>());
 const _: () = assert!(PAYLOAD_PREFIX == 1 + 8 + 4);
 const _: () = assert!(RECORD_HEADER == 3 * 4);
 const _: () = assert!(PAYLOAD_MAX <= u32::MAX as usize);
 
-/// A batch as the log stores it.
+/// Closing one account, as the log holds it: the third kind of record, beside a batch of
+/// accounts and a batch of transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CloseAccount(pub(crate) AccountId);
+
+/// A batch read back from the log. Only the record's kind byte says which it is, so the
+/// reader needs one type for all three; the writer never builds one (each request to it
+/// carries its own batch type).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Op {
+pub(crate) enum Decoded {
     Accounts(Vec<NewAccount>),
     Transfers(Vec<Transfer>),
-    Close(AccountId),
+    Close(CloseAccount),
 }
 
 /// A decoded record: the batch, the clock it ran at, and the result codes it was
 /// answered with.
 #[derive(Debug)]
 pub(crate) struct Record {
-    pub(crate) op: Op,
+    pub(crate) batch: Decoded,
     pub(crate) now_ms: u64,
     pub(crate) results: Vec<u8>,
 }
@@ -92,30 +101,65 @@ fn checksum(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
 
-/// Encodes `op`, run at `now_ms` and answered with `results`, as one record.
-pub(crate) fn encode(op: &Op, now_ms: u64, results: &[u8]) -> Vec<u8> {
-    let count = match op {
-        Op::Accounts(a) => a.len(),
-        Op::Transfers(t) => t.len(),
-        Op::Close(_) => 1,
+/// The record of a batch of accounts, run at `now_ms` and answered with `results`.
+pub(crate) fn encode_accounts(accounts: &[NewAccount], now_ms: u64, results: &[u8]) -> Vec<u8> {
+    let events = |payload: &mut Vec<u8>| {
+        for a in accounts {
+            payload.extend_from_slice(&a.id.to_le_bytes());
+            payload.extend_from_slice(&a.ledger.to_le_bytes());
+            payload.extend_from_slice(&a.code.to_le_bytes());
+            payload.extend_from_slice(&a.flags.bits().to_le_bytes());
+        }
     };
-    debug_assert_eq!(results.len(), count, "one result per event");
-    let event_bytes = match op {
-        Op::Accounts(_) => ACCOUNT_BYTES,
-        Op::Transfers(_) => TRANSFER_BYTES,
-        Op::Close(_) => 16,
+    let batch = Batch { kind: KIND_ACCOUNTS, count: accounts.len(), event_bytes: ACCOUNT_BYTES };
+    encode(batch, now_ms, events, results)
+}
+
+/// The record of a batch of transfers, run at `now_ms` and answered with `results`.
+pub(crate) fn encode_transfers(transfers: &[Transfer], now_ms: u64, results: &[u8]) -> Vec<u8> {
+    let events = |payload: &mut Vec<u8>| {
+        for t in transfers {
+            let wide = [t.id, t.debit_account_id, t.credit_account_id, t.amount];
+            for field in wide.into_iter().chain([t.pending_id, t.user_data]) {
+                payload.extend_from_slice(&field.to_le_bytes());
+            }
+            payload.extend_from_slice(&t.timeout.to_le_bytes());
+            payload.extend_from_slice(&t.ledger.to_le_bytes());
+            payload.extend_from_slice(&t.code.to_le_bytes());
+            payload.extend_from_slice(&t.flags.bits().to_le_bytes());
+        }
     };
-    let mut payload = Vec::with_capacity(PAYLOAD_PREFIX + count * (event_bytes + 1));
-    let kind = match op {
-        Op::Accounts(_) => KIND_ACCOUNTS,
-        Op::Transfers(_) => KIND_TRANSFERS,
-        Op::Close(_) => KIND_CLOSE,
-    };
-    payload.push(kind);
+    let count = transfers.len();
+    let batch = Batch { kind: KIND_TRANSFERS, count, event_bytes: TRANSFER_BYTES };
+    encode(batch, now_ms, events, results)
+}
+
+/// The record of closing one account, run at `now_ms` and answered with `results`.
+pub(crate) fn encode_close(close: CloseAccount, now_ms: u64, results: &[u8]) -> Vec<u8> {
+    let events = |payload: &mut Vec<u8>| payload.extend_from_slice(&close.0.to_le_bytes());
+    let batch = Batch { kind: KIND_CLOSE, count: 1, event_bytes: CLOSE_BYTES };
+    encode(batch, now_ms, events, results)
+}
+
+/// What the payload prefix says about a batch, and the size of each of its events.
+#[derive(Debug, Clone, Copy)]
+struct Batch {
+    kind: u8,
+    count: usize,
+    event_bytes: usize,
+}
+
+/// One record: the payload (prefix, the events `events` writes, the results), its length
+/// and its two checksums.
+fn encode(batch: Batch, now_ms: u64, events: impl FnOnce(&mut Vec<u8>), results: &[u8]) -> Vec<u8> {
+    debug_assert_eq!(results.len(), batch.count, "one result per event");
+    let mut payload = Vec::with_capacity(PAYLOAD_PREFIX + batch.count * (batch.event_bytes + 1));
+    payload.push(batch.kind);
     payload.extend_from_slice(&now_ms.to_le_bytes());
     // A batch is at most BATCH_MAX events, checked before it reaches the log.
-    payload.extend_from_slice(&u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
-    encode_events(op, &mut payload);
+    payload.extend_from_slice(&u32::try_from(batch.count).unwrap_or(u32::MAX).to_le_bytes());
+    events(&mut payload);
+    debug_assert_eq!(payload.len(), PAYLOAD_PREFIX + batch.count * batch.event_bytes);
     payload.extend_from_slice(results);
     assert!(payload.len() <= PAYLOAD_MAX, "a batch larger than BATCH_MAX reached the log");
     let mut record = Vec::with_capacity(RECORD_HEADER + payload.len());
@@ -125,32 +169,6 @@ pub(crate) fn encode(op: &Op, now_ms: u64, results: &[u8]) -> Vec<u8> {
     record.extend_from_slice(&header_checksum.to_le_bytes());
     record.extend_from_slice(&payload);
     record
-}
-
-fn encode_events(op: &Op, payload: &mut Vec<u8>) {
-    match op {
-        Op::Accounts(accounts) => {
-            for a in accounts {
-                payload.extend_from_slice(&a.id.to_le_bytes());
-                payload.extend_from_slice(&a.ledger.to_le_bytes());
-                payload.extend_from_slice(&a.code.to_le_bytes());
-                payload.extend_from_slice(&a.flags.bits().to_le_bytes());
-            }
-        }
-        Op::Transfers(transfers) => {
-            for t in transfers {
-                let wide = [t.id, t.debit_account_id, t.credit_account_id, t.amount];
-                for field in wide.into_iter().chain([t.pending_id, t.user_data]) {
-                    payload.extend_from_slice(&field.to_le_bytes());
-                }
-                payload.extend_from_slice(&t.timeout.to_le_bytes());
-                payload.extend_from_slice(&t.ledger.to_le_bytes());
-                payload.extend_from_slice(&t.code.to_le_bytes());
-                payload.extend_from_slice(&t.flags.bits().to_le_bytes());
-            }
-        }
-        Op::Close(id) => payload.extend_from_slice(&id.to_le_bytes()),
-    }
 }
 
 /// Reads the record at `at`: the record and the offset after it, or why it is not one.
@@ -205,15 +223,17 @@ fn decode(payload: &[u8]) -> Option<Record> {
     if count > BATCH_MAX {
         return None;
     }
-    let op = match kind {
-        KIND_ACCOUNTS => Op::Accounts((0..count).map(|_| account(&mut f)).collect::<Option<_>>()?),
-        KIND_TRANSFERS => {
-            Op::Transfers((0..count).map(|_| transfer(&mut f)).collect::<Option<_>>()?)
+    let batch = match kind {
+        KIND_ACCOUNTS => {
+            Decoded::Accounts((0..count).map(|_| account(&mut f)).collect::<Option<_>>()?)
         }
-        KIND_CLOSE if count == 1 => Op::Close(f.u128()?),
+        KIND_TRANSFERS => {
+            Decoded::Transfers((0..count).map(|_| transfer(&mut f)).collect::<Option<_>>()?)
+        }
+        KIND_CLOSE if count == 1 => Decoded::Close(CloseAccount(f.u128()?)),
         _ => return None,
     };
-    (f.0.len() == count).then(|| Record { op, now_ms, results: f.0.to_vec() })
+    (f.0.len() == count).then(|| Record { batch, now_ms, results: f.0.to_vec() })
 }
 
 fn account(f: &mut Fields<'_>) -> Option<NewAccount> {

@@ -6,7 +6,7 @@
 //!   a payload checksum, each batch with its results).
 //! * [`recovery`]: the replay, and the rule that tells a torn tail (cut, kept aside,
 //!   reported) from corruption (refused, with its offset).
-//! * [`writer`]: the log writer, on idem-core's group-commit writer.
+//! * [`writer`]: the log writer, on idem-durable's group-commit writer.
 //!
 //! The log goes through a [`LogDevice`]: a [`File`] normally; a crash test passes a
 //! device that throws away what was written since the last sync, as a power loss does.
@@ -24,7 +24,7 @@ use idem_core::{Clock, SystemClock};
 use idem_durable::group_commit::{CommitError, GroupCommit};
 use parking_lot::Mutex;
 
-pub(crate) use format::Op;
+use format::CloseAccount;
 
 use crate::ledger::{BATCH_MAX, BatchError, Ledger, Limits};
 use crate::types::{Account, AccountId, AccountResult, NewAccount, StoredTransfer};
@@ -172,27 +172,70 @@ pub struct TornTail {
     pub saved_to: PathBuf,
 }
 
-/// A decided batch, as answered.
-pub(crate) enum Answer {
-    Accounts(Vec<AccountResult>),
-    Transfers(Vec<TransferResult>),
-    Close(bool),
+/// One kind of batch the log holds: how the ledger decides it, the result codes its
+/// record keeps, and the record's bytes. A request to the log writer is one of these and
+/// is answered with its own `Results`, so no answer is matched back to its request.
+pub(crate) trait Logged: Send + 'static {
+    /// What the batch is answered with.
+    type Results: Send + 'static;
+
+    /// Decides the batch on `ledger` at the clock value `now_ms` (the one its record
+    /// keeps, so that replay decides alike).
+    fn decide(&self, ledger: &mut Ledger, now_ms: u64) -> Result<Self::Results, BatchError>;
+
+    /// The results as the log stores them: one byte per event, the result's code.
+    fn codes(results: &Self::Results) -> Vec<u8>;
+
+    /// The batch's record, run at `now_ms` and answered with `codes`.
+    fn record(&self, now_ms: u64, codes: &[u8]) -> Vec<u8>;
 }
 
-pub(crate) fn apply(ledger: &mut Ledger, op: &Op, now_ms: u64) -> Result<Answer, BatchError> {
-    Ok(match op {
-        Op::Accounts(a) => Answer::Accounts(ledger.create_accounts_at(a, now_ms)?),
-        Op::Transfers(t) => Answer::Transfers(ledger.create_transfers_at(t, now_ms)?),
-        Op::Close(id) => Answer::Close(ledger.close_account(*id)),
-    })
+impl Logged for Vec<NewAccount> {
+    type Results = Vec<AccountResult>;
+
+    fn decide(&self, ledger: &mut Ledger, now_ms: u64) -> Result<Self::Results, BatchError> {
+        ledger.create_accounts_at(self, now_ms)
+    }
+
+    fn codes(results: &Self::Results) -> Vec<u8> {
+        results.iter().map(|r| *r as u8).collect()
+    }
+
+    fn record(&self, now_ms: u64, codes: &[u8]) -> Vec<u8> {
+        format::encode_accounts(self, now_ms, codes)
+    }
 }
 
-/// The results as the log stores them: one byte per event, the result's code.
-pub(crate) fn result_codes(answer: &Answer) -> Vec<u8> {
-    match answer {
-        Answer::Accounts(results) => results.iter().map(|r| *r as u8).collect(),
-        Answer::Transfers(results) => results.iter().map(|r| *r as u8).collect(),
-        Answer::Close(existed) => vec![u8::from(*existed)],
+impl Logged for Vec<Transfer> {
+    type Results = Vec<TransferResult>;
+
+    fn decide(&self, ledger: &mut Ledger, now_ms: u64) -> Result<Self::Results, BatchError> {
+        ledger.create_transfers_at(self, now_ms)
+    }
+
+    fn codes(results: &Self::Results) -> Vec<u8> {
+        results.iter().map(|r| *r as u8).collect()
+    }
+
+    fn record(&self, now_ms: u64, codes: &[u8]) -> Vec<u8> {
+        format::encode_transfers(self, now_ms, codes)
+    }
+}
+
+impl Logged for CloseAccount {
+    /// Whether the account exists.
+    type Results = bool;
+
+    fn decide(&self, ledger: &mut Ledger, _now_ms: u64) -> Result<bool, BatchError> {
+        Ok(ledger.close_account(self.0))
+    }
+
+    fn codes(existed: &bool) -> Vec<u8> {
+        vec![u8::from(*existed)]
+    }
+
+    fn record(&self, now_ms: u64, codes: &[u8]) -> Vec<u8> {
+        format::encode_close(*self, now_ms, codes)
     }
 }
 
@@ -292,16 +335,17 @@ impl DurableWallet {
         &self.recovery
     }
 
-    /// Decides `op` in the writer's next group and answers once the group is synced.
-    fn ask(&self, op: Op) -> Result<Answer, LogError> {
-        let decided =
-            self.writer.submit(move |w: &mut writer::LogWriter<Box<dyn LogDevice>>| w.decide(&op));
-        match decided {
-            Ok(answer) => Ok(answer?),
+    /// Decides `batch` in the writer's next group and answers with its own results once
+    /// the group is synced.
+    fn ask<B: Logged>(&self, batch: B) -> Result<B::Results, LogError> {
+        let decide = move |w: &mut writer::LogWriter<Box<dyn LogDevice>>| w.decide(&batch);
+        match self.writer.submit(decide) {
+            Ok(results) => Ok(results?),
+            Err(CommitError::Stopped) => Err(LogError::Stopped),
             Err(CommitError::Failed(why)) => Err(LogError::WriterFailed(Box::new(why))),
-            Err(CommitError::Lost) => Err(LogError::WriterFailed(Box::new(CommitError::Lost))),
-            // Stopped, or a reason added later: the writer gave no answer.
-            Err(_) => Err(LogError::Stopped),
+            // Lost (the batch's own work panicked), or a reason added later: the writer
+            // failed this batch, and the error says how.
+            Err(other) => Err(LogError::WriterFailed(Box::new(other))),
         }
     }
 
@@ -316,13 +360,9 @@ impl DurableWallet {
         }
         let _span = idem_core::trace_span!(INFO, "create_accounts", len = batch.len());
         // The batch is copied once, to travel to the writer thread.
-        match self.ask(Op::Accounts(batch.to_vec()))? {
-            Answer::Accounts(results) => {
-                trace_batch(&results, AccountResult::Created, AccountResult::Exists);
-                Ok(results)
-            }
-            _ => Err(LogError::Stopped),
-        }
+        let results = self.ask(batch.to_vec())?;
+        trace_batch(&results, AccountResult::Created, AccountResult::Exists);
+        Ok(results)
     }
 
     /// Applies transfers, durably: the results are returned only after the batch and its
@@ -336,13 +376,9 @@ impl DurableWallet {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }
         let _span = idem_core::trace_span!(INFO, "create_transfers", len = batch.len());
-        match self.ask(Op::Transfers(batch.to_vec()))? {
-            Answer::Transfers(results) => {
-                trace_batch(&results, TransferResult::Created, TransferResult::Exists);
-                Ok(results)
-            }
-            _ => Err(LogError::Stopped),
-        }
+        let results = self.ask(batch.to_vec())?;
+        trace_batch(&results, TransferResult::Created, TransferResult::Exists);
+        Ok(results)
     }
 
     /// Closes an account, durably; idempotent by its shape.
@@ -351,10 +387,7 @@ impl DurableWallet {
     ///
     /// I/O errors.
     pub fn close_account(&self, id: AccountId) -> Result<bool, LogError> {
-        match self.ask(Op::Close(id))? {
-            Answer::Close(existed) => Ok(existed),
-            _ => Err(LogError::Stopped),
-        }
+        self.ask(CloseAccount(id))
     }
 
     /// Looks up an account. Reads see only synced batches: the writer holds the ledger

@@ -17,9 +17,9 @@
 //! not fill it) was written whole, so it is never a torn append: the log is refused at its
 //! offset wherever it sits, and nothing is cut.
 
-use crate::durable::format::{self, Bad, FILE_HEADER};
-use crate::durable::{LogError, apply, result_codes};
-use crate::ledger::Ledger;
+use crate::durable::format::{self, Bad, Decoded, FILE_HEADER};
+use crate::durable::{LogError, Logged};
+use crate::ledger::{BatchError, Ledger};
 
 /// What a replay found.
 #[derive(Debug)]
@@ -52,8 +52,8 @@ pub(crate) fn replay(bytes: &[u8], ledger: &mut Ledger) -> Result<Replayed, LogE
         let offset = at as u64;
         match format::read(bytes, at) {
             Ok((record, next)) => {
-                let answer = apply(ledger, &record.op, record.now_ms)?;
-                if result_codes(&answer) != record.results {
+                let codes = decide(&record.batch, ledger, record.now_ms)?;
+                if codes != record.results {
                     return Err(LogError::Diverged { offset });
                 }
                 records += 1;
@@ -72,6 +72,19 @@ pub(crate) fn replay(bytes: &[u8], ledger: &mut Ledger) -> Result<Replayed, LogE
         return Err(LogError::Inconsistent(broken));
     }
     Ok(Replayed { valid_len: at as u64, records, tail })
+}
+
+/// Decides a batch read back from the log, as the writer decided it, and returns the
+/// result codes it decides now.
+fn decide(batch: &Decoded, ledger: &mut Ledger, now_ms: u64) -> Result<Vec<u8>, BatchError> {
+    fn codes<B: Logged>(b: &B, ledger: &mut Ledger, now_ms: u64) -> Result<Vec<u8>, BatchError> {
+        Ok(B::codes(&b.decide(ledger, now_ms)?))
+    }
+    match batch {
+        Decoded::Accounts(accounts) => codes(accounts, ledger, now_ms),
+        Decoded::Transfers(transfers) => codes(transfers, ledger, now_ms),
+        Decoded::Close(close) => codes(close, ledger, now_ms),
+    }
 }
 
 /// The bad record at `at` is a tail to cut, or corruption if a valid record follows.

@@ -1,4 +1,4 @@
-//! The log writer, on idem-core's group-commit writer: a group begins by taking the
+//! The log writer, on idem-durable's group-commit writer: a group begins by taking the
 //! ledger, each batch of the group is decided on it and its record (results included)
 //! appended to the group's bytes, and the commit appends them and syncs once. The ledger
 //! is held from deciding until the sync returns, so no reader sees a batch that a crash
@@ -10,8 +10,8 @@ use std::sync::Arc;
 use idem_durable::group_commit::{AfterFailure, Committer, GroupLimits};
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex};
 
-use crate::durable::format::{self, FILE_HEADER, Op};
-use crate::durable::{Answer, LogDevice, apply, recovery, result_codes};
+use crate::durable::format::FILE_HEADER;
+use crate::durable::{LogDevice, Logged, recovery};
 use crate::ledger::{BatchError, Ledger};
 
 /// Batches queued for the writer (a caller past it waits to queue), and batches decided
@@ -36,12 +36,12 @@ impl<D: LogDevice> LogWriter<D> {
         Self { device, ledger, held: None, bytes: Vec::new(), now_ms: 0, synced_len }
     }
 
-    /// Decides `op` on the held ledger and adds its record to the group.
-    pub(crate) fn decide(&mut self, op: &Op) -> Result<Answer, BatchError> {
+    /// Decides `batch` on the held ledger and adds its record to the group.
+    pub(crate) fn decide<B: Logged>(&mut self, batch: &B) -> Result<B::Results, BatchError> {
         let ledger = self.held.as_mut().expect("a group holds the ledger");
-        let answer = apply(ledger, op, self.now_ms)?;
-        self.bytes.extend(format::encode(op, self.now_ms, &result_codes(&answer)));
-        Ok(answer)
+        let results = batch.decide(ledger, self.now_ms)?;
+        self.bytes.extend(batch.record(self.now_ms, &B::codes(&results)));
+        Ok(results)
     }
 }
 
