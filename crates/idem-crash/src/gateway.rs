@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use idem_payments::{
-    Amount, Charge, ChargeId, Currency, Gateway, GatewayError, GatewayKey, Lookup,
+    Amount, Charge, ChargeId, Currency, Gateway, GatewayError, GatewayKey, Lookup, PaymentRequest,
 };
 use parking_lot::Mutex;
 
@@ -68,17 +68,13 @@ impl FileGateway {
 }
 
 impl Gateway for FileGateway {
-    fn charge(
-        &self,
-        key: &GatewayKey,
-        customer: &str,
-        amount: Amount,
-        currency: Currency,
-    ) -> Result<Charge, GatewayError> {
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError> {
         let mut file = self.file.lock();
         let id = Self::charges(&self.path).map_err(|e| GatewayError::Refused(e.to_string()))?.len()
             as u64
             + 1;
+        let (amount, currency, customer) =
+            (request.amount(), request.currency(), request.customer());
         let (key, minor, code) = (key.as_str(), amount.minor(), currency.code());
         let line = format!("{key} {minor} {code} {id} {customer}\n");
         file.write_all(line.as_bytes()).map_err(|e| GatewayError::Ambiguous(e.to_string()))?;

@@ -53,15 +53,7 @@ impl Payer for Seed {
         if let Some(outcome) = done.get(&scoped) {
             return outcome.clone();
         }
-        let charge = self
-            .gateway
-            .charge(
-                &GatewayKey::derive(&scoped),
-                request.customer(),
-                request.amount(),
-                request.currency(),
-            )
-            .expect("charge");
+        let charge = self.gateway.charge(&GatewayKey::derive(&scoped), request).expect("charge");
         let outcome = PaymentOutcome::Charged(charge);
         done.insert(scoped, outcome.clone());
         outcome

@@ -77,7 +77,7 @@ fn naive_charges(list: &[u64]) -> u64 {
             )
             .expect("key"),
         );
-        naive.charge(&key, r.customer(), r.amount(), r.currency()).expect("charge");
+        naive.charge(&key, &r).expect("charge");
     });
     naive.totals().0
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::money::{Amount, Currency};
+use crate::money::{Amount, Currency, PaymentRequest};
 
 /// The key the gateway deduplicates by: derived from the claimed key (never from the
 /// attempt), so every retry and every recovery of one payment sends the same key.
@@ -91,21 +91,17 @@ pub enum Lookup {
 /// A payment gateway. It is handed the gateway key with every charge, deduplicates by it,
 /// and can be asked afterwards what happened to a key.
 pub trait Gateway: Send + Sync {
-    /// Charges `customer` `amount` in `currency`, once per `key`: a repeat with the same
-    /// key returns the first charge (or decline) instead of charging again. The charge
-    /// returned names the customer, amount and currency actually charged; the processor
-    /// holds them against the request and never stores a charge that differs.
+    /// Charges the request's customer its amount in its currency, once per `key`: a
+    /// repeat with the same key returns the first charge (or decline) instead of charging
+    /// again. The request was validated when it was made, so a gateway never sees a
+    /// negative amount or an unknown currency. The charge returned names the customer,
+    /// amount and currency actually charged; the processor holds them against the request
+    /// and never stores a charge that differs.
     ///
     /// # Errors
     ///
     /// [`GatewayError`]: declined, refused before sending, or ambiguous.
-    fn charge(
-        &self,
-        key: &GatewayKey,
-        customer: &str,
-        amount: Amount,
-        currency: Currency,
-    ) -> Result<Charge, GatewayError>;
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError>;
 
     /// What happened to `key`.
     fn lookup(&self, key: &GatewayKey) -> Lookup;
@@ -117,14 +113,8 @@ pub trait Gateway: Send + Sync {
 
 /// A shared gateway is a gateway: several processors can hold one through an `Arc`.
 impl<G: Gateway + ?Sized> Gateway for std::sync::Arc<G> {
-    fn charge(
-        &self,
-        key: &GatewayKey,
-        customer: &str,
-        amount: Amount,
-        currency: Currency,
-    ) -> Result<Charge, GatewayError> {
-        (**self).charge(key, customer, amount, currency)
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError> {
+        (**self).charge(key, request)
     }
 
     fn lookup(&self, key: &GatewayKey) -> Lookup {

@@ -311,12 +311,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         lease: &Lease,
     ) -> Result<Payment, PayError> {
         let gateway_key = GatewayKey::derive(scoped);
-        let answer = self.gateway.charge(
-            &gateway_key,
-            request.customer(),
-            request.amount(),
-            request.currency(),
-        );
+        let answer = self.gateway.charge(&gateway_key, request);
         let outcome = match answer {
             // A charge that is not this request's is never stored: the claim stays
             // pending, as after an ambiguous answer.

@@ -9,7 +9,7 @@ use idem_core::{Clock, SystemClock, Timestamp};
 use parking_lot::Mutex;
 
 use crate::gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
-use crate::money::{Amount, Currency};
+use crate::money::PaymentRequest;
 
 /// A failure to inject into the next charge call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,13 +176,7 @@ impl SimulatedGateway {
 }
 
 impl Gateway for SimulatedGateway {
-    fn charge(
-        &self,
-        key: &GatewayKey,
-        customer: &str,
-        amount: Amount,
-        currency: Currency,
-    ) -> Result<Charge, GatewayError> {
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError> {
         if !self.latency.is_zero() {
             std::thread::sleep(self.latency);
         }
@@ -207,12 +201,12 @@ impl Gateway for SimulatedGateway {
                     _ => {
                         state.next_id += 1;
                         *state.charges.entry(key.clone()).or_default() += 1;
-                        state.charged_minor += amount.minor();
+                        state.charged_minor += request.amount().minor();
                         Ok(Charge {
                             id: ChargeId(state.next_id),
-                            customer: customer.to_string(),
-                            amount,
-                            currency,
+                            customer: request.customer().to_string(),
+                            amount: request.amount(),
+                            currency: request.currency(),
                         })
                     }
                 };

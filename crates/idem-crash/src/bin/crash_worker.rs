@@ -18,7 +18,7 @@ use idem_core::{
 use idem_crash::FileGateway;
 use idem_crash::payments::{ack_line, intent};
 use idem_payments::{
-    Amount, Charge, ChargeId, Currency, Gateway, GatewayError, GatewayKey, Lookup, PaymentOutcome,
+    Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup, PaymentOutcome, PaymentRequest,
     Processor,
 };
 use idem_store_sqlite::SqliteStore;
@@ -93,14 +93,8 @@ struct CrashGateway<'a> {
 }
 
 impl Gateway for CrashGateway<'_> {
-    fn charge(
-        &self,
-        key: &GatewayKey,
-        customer: &str,
-        amount: Amount,
-        currency: Currency,
-    ) -> Result<Charge, GatewayError> {
-        let charge = self.inner.charge(key, customer, amount, currency)?;
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError> {
+        let charge = self.inner.charge(key, request)?;
         if self.target.as_ref() == Some(key) {
             self.plan.hit(Point::AfterCharge, &self.plan.key);
         }

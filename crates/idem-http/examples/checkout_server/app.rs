@@ -165,7 +165,7 @@ async fn checkout(
 }
 
 fn charge(shop: &Shop, key: &GatewayKey, order: &PaymentRequest) -> Response {
-    match shop.gateway.charge(key, order.customer(), order.amount(), order.currency()) {
+    match shop.gateway.charge(key, order) {
         Ok(charge) => charged(StatusCode::CREATED, &charge, "charged"),
         Err(GatewayError::Declined(reason)) => {
             (StatusCode::PAYMENT_REQUIRED, reason).into_response()

@@ -34,10 +34,7 @@ fn crash_after_charge_before_record_is_settled_by_reconcile() {
         panic!("fresh key")
     };
     // The worker charges and dies before storing the outcome: the ambiguous window.
-    let charge = p
-        .gateway()
-        .charge(&GatewayKey::derive(&scoped), r.customer(), r.amount(), r.currency())
-        .expect("charged");
+    let charge = p.gateway().charge(&GatewayKey::derive(&scoped), &r).expect("charged");
     clock.advance(LEASE);
     let report = p.reconcile(10);
     assert_eq!((report.completed, report.released), (1, 0));

@@ -74,14 +74,8 @@ struct Lying {
 }
 
 impl Gateway for Lying {
-    fn charge(
-        &self,
-        key: &GatewayKey,
-        customer: &str,
-        amount: Amount,
-        currency: Currency,
-    ) -> Result<Charge, GatewayError> {
-        let mut charge = self.inner.charge(key, customer, amount, currency)?;
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError> {
+        let mut charge = self.inner.charge(key, request)?;
         (self.lie)(&mut charge);
         Ok(charge)
     }
