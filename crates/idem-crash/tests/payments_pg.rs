@@ -68,7 +68,8 @@ fn two_workers_on_one_server_one_killed_charge_once() {
             Processor::new("shop", FileGateway::open(&gateway).expect("gateway"), store)
                 .expect("merchant");
         let report = processor.reconcile(1000);
-        assert!(report.unresolved.is_empty() && report.failed.is_empty(), "{report:?}");
+        let clean = report.unresolved.is_empty() && report.failed.is_empty();
+        assert!(clean && report.listing_failed.is_none(), "{report:?}");
         let mut final_charge = HashMap::new();
         for i in 0..INTENTS {
             let (key, request) = intent(i);

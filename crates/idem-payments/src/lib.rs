@@ -68,5 +68,8 @@ mod simulated;
 
 pub use gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 pub use money::{Amount, Currency, PaymentRequest, ValidationError};
-pub use processor::{ChargeField, PayError, Payment, PaymentOutcome, Processor, ReconcileReport};
+pub use processor::{
+    ChargeField, FailedClaim, MismatchedCharge, PayError, Payment, PaymentOutcome, Processor,
+    ReconcileReport,
+};
 pub use simulated::{Fault, FaultPlan, SimulatedGateway};

@@ -138,9 +138,32 @@ pub struct ReconcileReport {
     pub skipped: usize,
     /// Pending claims the gateway reports charged with another customer, amount or
     /// currency than the claim's request: left pending, never completed with that charge.
-    pub mismatched: Vec<(ScopedKey, Charge)>,
+    pub mismatched: Vec<MismatchedCharge>,
     /// Claims whose store operation failed; the rest of the batch went on.
-    pub failed: Vec<(ScopedKey, String)>,
+    pub failed: Vec<FailedClaim>,
+    /// The store could not list its pending claims (its error, as text): no claim was
+    /// looked at in this pass, and every count and list above is empty.
+    pub listing_failed: Option<String>,
+}
+
+/// A pending claim the gateway reports charged with another customer, amount or currency
+/// than the claim's request (in [`ReconcileReport::mismatched`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MismatchedCharge {
+    /// The claim's key.
+    pub key: ScopedKey,
+    /// What the gateway reports it charged under that key.
+    pub charge: Charge,
+}
+
+/// A pending claim the reconciler could not settle because a store operation failed (in
+/// [`ReconcileReport::failed`]); the claim stays pending for the next pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedClaim {
+    /// The claim's key.
+    pub key: ScopedKey,
+    /// Why, as text: the store's error.
+    pub error: String,
 }
 
 /// A payment processor over a [`Gateway`] and a claimed-key store.
@@ -350,13 +373,16 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         let pending = match self.store.pending(batch_max) {
             Ok(pending) => pending,
             Err(error) => {
-                report.failed.push((dummy_key(), error.to_string()));
+                idem_core::trace_event!(ERROR, %error, "listing the pending claims failed");
+                report.listing_failed = Some(error.to_string());
                 return report;
             }
         };
         for claim in pending {
             if let Err(error) = self.reconcile_one(&claim, &mut report) {
-                report.failed.push((claim.key.clone(), error.to_string()));
+                report
+                    .failed
+                    .push(FailedClaim { key: claim.key.clone(), error: error.to_string() });
             }
         }
         idem_core::trace_event!(
@@ -393,7 +419,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         let gateway_key = GatewayKey::derive(&pending.key);
         let outcome = match self.gateway.lookup(&gateway_key) {
             Lookup::Charged(charge) if !matches_fingerprint(&charge, &pending.fingerprint) => {
-                report.mismatched.push((pending.key.clone(), charge));
+                report.mismatched.push(MismatchedCharge { key: pending.key.clone(), charge });
                 return Ok(());
             }
             Lookup::Charged(charge) => PaymentOutcome::Charged(charge),
@@ -434,10 +460,4 @@ fn checked(
             Err(PayError::GatewayMismatch { key: scoped.clone(), field, charge })
         }
     }
-}
-
-/// The key reported when the listing itself failed.
-fn dummy_key() -> ScopedKey {
-    // Both parts are valid constants.
-    ScopedKey::parse("reconcile", "pending-listing").unwrap_or_else(|_| unreachable!())
 }

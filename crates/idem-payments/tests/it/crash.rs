@@ -97,18 +97,21 @@ fn reconcile_leaves_unknown_claims_and_reports_them() {
     assert_eq!(charges(&p, &k, &r), 1);
 }
 
-/// A store that records which thread completed each lease, and fails the completes of
-/// one key (`broken`) as a full disk would.
+/// A store that records which thread completed each lease, fails the completes of one
+/// key (`broken`) as a full disk would, and fails every listing of pending claims while
+/// `listing_broken` is set.
 #[derive(Debug)]
 struct Witness {
     inner: std::sync::Arc<idem_core::MemoryStore<PaymentOutcome>>,
     completed_by: std::sync::Mutex<Vec<std::thread::ThreadId>>,
     broken: Option<idem_core::ScopedKey>,
+    listing_broken: std::sync::atomic::AtomicBool,
 }
 
 impl Witness {
     fn new(inner: std::sync::Arc<idem_core::MemoryStore<PaymentOutcome>>) -> Self {
-        Self { inner, completed_by: std::sync::Mutex::default(), broken: None }
+        let (completed_by, listing_broken) = Default::default();
+        Self { inner, completed_by, broken: None, listing_broken }
     }
 }
 
@@ -139,6 +142,9 @@ impl KeyStore<PaymentOutcome> for Witness {
         self.inner.sweep()
     }
     fn pending(&self, max: usize) -> Result<Vec<idem_core::PendingClaim>, idem_core::StoreError> {
+        if self.listing_broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(idem_core::StoreError::Storage("index unreadable".into()));
+        }
         self.inner.pending(max)
     }
     fn lookup(
@@ -211,5 +217,30 @@ fn one_failing_claim_does_not_stop_the_batch() {
     let report = p.reconcile(10);
     assert_eq!(report.completed, 2, "{report:?}");
     assert_eq!(report.failed.len(), 1);
-    assert_eq!(report.failed[0].0, broken);
+    assert_eq!(report.failed[0].key, broken);
+    assert!(report.failed[0].error.contains("disk full"), "{report:?}");
+    assert_eq!(report.listing_failed, None);
+}
+
+/// A store that cannot list its pending claims: the report says the listing failed, with
+/// the store's error, and names no claim; the claim stays pending and the next pass, on a
+/// store that lists again, settles it.
+#[test]
+fn a_failed_listing_is_reported_as_the_listing() {
+    let (p, clock) = witnessed();
+    let (k, r) = (key("k"), request(10));
+    p.gateway().inject(Fault::ChargeThenTimeout);
+    assert!(matches!(p.pay(&k, &r), Err(PayError::Pending(_))));
+    clock.advance(LEASE);
+    p.store().listing_broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let report = p.reconcile(10);
+    let error = report.listing_failed.as_deref().expect("the listing failed");
+    assert!(error.contains("index unreadable"), "{report:?}");
+    assert!(report.failed.is_empty() && report.unresolved.is_empty(), "{report:?}");
+    assert_eq!((report.completed, report.released, report.skipped), (0, 0, 0));
+    p.store().listing_broken.store(false, std::sync::atomic::Ordering::SeqCst);
+    let report = p.reconcile(10);
+    assert_eq!((report.completed, report.listing_failed.as_deref()), (1, None), "{report:?}");
+    let scoped = p.scoped_key(&k, &r).expect("scope");
+    assert_eq!(p.gateway().charges(&GatewayKey::derive(&scoped)), 1);
 }
