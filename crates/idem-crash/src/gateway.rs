@@ -10,6 +10,15 @@ use idem_payments::{
 };
 use parking_lot::Mutex;
 
+/// One line of a [`FileGateway`]'s file: a charge and the gateway key it was made with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeRecord {
+    /// The gateway key, as text.
+    pub key: String,
+    /// The charge.
+    pub charge: Charge,
+}
+
 /// A gateway whose every charge is a line appended (and fsync'd) to a file before the
 /// charge returns, so the record of side effects outlives the process that made them.
 /// It does not deduplicate: every charge call charges, so a double charge shows as two
@@ -32,13 +41,13 @@ impl FileGateway {
         Ok(Self { path: path.to_path_buf(), file: Mutex::new(file) })
     }
 
-    /// Every charge in the file, in order: (gateway key, charge).
+    /// Every charge in the file, in order.
     ///
     /// # Errors
     ///
     /// The I/O error if the file cannot be read; malformed lines (a torn last write) are
     /// skipped: they were never acknowledged.
-    pub fn charges(path: &Path) -> std::io::Result<Vec<(String, Charge)>> {
+    pub fn charges(path: &Path) -> std::io::Result<Vec<ChargeRecord>> {
         let file = match File::open(path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -59,9 +68,9 @@ impl FileGateway {
             ) else {
                 continue;
             };
-            let customer = customer.to_string();
-            charges
-                .push((key.to_string(), Charge { id: ChargeId(id), customer, amount, currency }));
+            let charge =
+                Charge { id: ChargeId(id), customer: customer.to_string(), amount, currency };
+            charges.push(ChargeRecord { key: key.to_string(), charge });
         }
         Ok(charges)
     }
@@ -85,8 +94,8 @@ impl Gateway for FileGateway {
     fn lookup(&self, key: &GatewayKey) -> Lookup {
         let _serialised = self.file.lock();
         match Self::charges(&self.path) {
-            Ok(charges) => match charges.into_iter().find(|(k, _)| k == key.as_str()) {
-                Some((_, charge)) => Lookup::Charged(charge),
+            Ok(charges) => match charges.into_iter().find(|record| record.key == key.as_str()) {
+                Some(record) => Lookup::Charged(record.charge),
                 None => Lookup::NotCharged,
             },
             Err(_) => Lookup::Unknown,

@@ -28,7 +28,7 @@
 
 mod gateway;
 
-pub use gateway::FileGateway;
+pub use gateway::{ChargeRecord, FileGateway};
 
 /// The payment crash plan: intents, crash points, the restarted clock, the ACK line.
 pub mod payments {
@@ -56,28 +56,48 @@ pub mod payments {
         }
     }
 
-    /// The line a worker prints when it answers intent `i` with charge `charge`.
-    pub fn ack_line(i: u64, charge: u64) -> String {
-        format!("ACK {i} {charge}")
+    /// What a worker told its client: intent `intent` was answered with the gateway's
+    /// charge `charge` (0 for a decline).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Ack {
+        /// The intent's number (see [`intent`]).
+        pub intent: u64,
+        /// The charge id it was answered with.
+        pub charge: u64,
     }
 
-    /// Reads back an [`ack_line`]: `(intent, charge)`, or `None` for any other line.
+    /// The line a worker prints for `ack`.
+    pub fn ack_line(ack: Ack) -> String {
+        format!("ACK {} {}", ack.intent, ack.charge)
+    }
+
+    /// Reads back an [`ack_line`], or `None` for any other line.
     ///
     /// ```
-    /// use idem_crash::payments::{ack_line, parse_ack};
+    /// use idem_crash::payments::{Ack, ack_line, parse_ack};
     ///
-    /// assert_eq!(parse_ack(&ack_line(7, 42)), Some((7, 42)));
+    /// let ack = Ack { intent: 7, charge: 42 };
+    /// assert_eq!(parse_ack(&ack_line(ack)), Some(ack));
     /// assert_eq!(parse_ack("ACK 7"), None);
     /// assert_eq!(parse_ack("ACK 7 42 extra"), None);
     /// ```
-    pub fn parse_ack(line: &str) -> Option<(u64, u64)> {
+    pub fn parse_ack(line: &str) -> Option<Ack> {
         let mut parts = line.split(' ');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
-            (Some("ACK"), Some(i), Some(charge), None) => {
-                Some((i.parse().ok()?, charge.parse().ok()?))
+            (Some("ACK"), Some(intent), Some(charge), None) => {
+                Some(Ack { intent: intent.parse().ok()?, charge: charge.parse().ok()? })
             }
             _ => None,
         }
+    }
+
+    /// One intended payment: its key, made once, and the request every attempt sends.
+    #[derive(Debug, Clone)]
+    pub struct Intent {
+        /// The idempotency key of every attempt.
+        pub key: IdempotencyKey,
+        /// What it pays.
+        pub request: PaymentRequest,
     }
 
     /// Intent `i`: its key and its request.
@@ -85,12 +105,12 @@ pub mod payments {
     /// # Panics
     ///
     /// Never for the constants used (valid key, customer, amount and currency).
-    pub fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
+    pub fn intent(i: u64) -> Intent {
         let key = IdempotencyKey::new(&format!("intent-{i}")).expect("valid key");
         let amount = 100 + i64::try_from(i % 1_000_000).unwrap_or(0);
         let request =
             PaymentRequest::new(&format!("cus_{}", i % 7), amount, "EUR").expect("valid request");
-        (key, request)
+        Intent { key, request }
     }
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use idem_core::{KeyStore, StoreConfig};
 use idem_crash::FileGateway;
-use idem_crash::payments::{INTENTS, Later, POINTS, intent, parse_ack};
+use idem_crash::payments::{INTENTS, Intent, Later, POINTS, intent, parse_ack};
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_sqlite::SqliteStore;
 
@@ -62,6 +62,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| parse_ack(&l))
+        .map(|ack| (ack.intent, ack.charge))
         .collect();
     let status = child.wait().expect("the worker ends");
     tally.crashes += u64::from(!status.success());
@@ -82,7 +83,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         tally.without_reconcile += 1;
     }
     for i in 0..INTENTS {
-        let (key, request) = intent(i);
+        let Intent { key, request } = intent(i);
         let payment =
             processor.pay(&key, &request).expect("every intent settles after the restart");
         let PaymentOutcome::Charged(charge) = payment.outcome else { panic!("no declines here") };
@@ -94,8 +95,8 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     }
     assert!(processor.store().pending(1000).expect("pending").is_empty(), "nothing left pending");
     let mut per_key: HashMap<String, u64> = HashMap::new();
-    for (key, _) in FileGateway::charges(&gateway_path).expect("gateway file") {
-        *per_key.entry(key).or_default() += 1;
+    for record in FileGateway::charges(&gateway_path).expect("gateway file") {
+        *per_key.entry(record.key).or_default() += 1;
     }
     assert_eq!(per_key.len() as u64, INTENTS, "every intent charged");
     tally.double_effects += per_key.values().filter(|n| **n > 1).count() as u64;
@@ -151,7 +152,8 @@ fn two_processes_racing_on_one_file_charge_once() {
         let output = child.wait_with_output().expect("the worker ends");
         assert!(output.status.success());
         for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let Some((i, charge)) = parse_ack(line) else { continue };
+            let Some(ack) = parse_ack(line) else { continue };
+            let (i, charge) = (ack.intent, ack.charge);
             if let Some(other) = answers.insert(i, charge) {
                 assert_eq!(other, charge, "intent {i}: the two workers answered different charges");
             }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use idem_core::{KeyStore, StoreConfig};
 use idem_crash::FileGateway;
-use idem_crash::payments::{INTENTS, Later, POINTS, intent, parse_ack};
+use idem_crash::payments::{INTENTS, Intent, Later, POINTS, intent, parse_ack};
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_postgres::PgStore;
 
@@ -31,7 +31,8 @@ fn worker(url: &str, schema: &str, gateway: &PathBuf, crash: Option<(&str, u64)>
 
 fn acks(child: &mut Child) -> HashMap<u64, u64> {
     let stdout = child.stdout.take().expect("piped");
-    BufReader::new(stdout).lines().map_while(Result::ok).filter_map(|l| parse_ack(&l)).collect()
+    let lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    lines.filter_map(|l| parse_ack(&l)).map(|ack| (ack.intent, ack.charge)).collect()
 }
 
 #[test]
@@ -72,7 +73,7 @@ fn two_workers_on_one_server_one_killed_charge_once() {
         assert!(clean && report.listing_failed.is_none(), "{report:?}");
         let mut final_charge = HashMap::new();
         for i in 0..INTENTS {
-            let (key, request) = intent(i);
+            let Intent { key, request } = intent(i);
             let PaymentOutcome::Charged(charge) =
                 processor.pay(&key, &request).expect("settles").outcome
             else {
@@ -83,8 +84,8 @@ fn two_workers_on_one_server_one_killed_charge_once() {
         lost += answers.iter().filter(|(i, c)| final_charge[i] != *c).count();
         assert!(processor.store().pending(1000).expect("pending").is_empty());
         let mut per_key: HashMap<String, u64> = HashMap::new();
-        for (key, _) in FileGateway::charges(&gateway).expect("gateway") {
-            *per_key.entry(key).or_default() += 1;
+        for record in FileGateway::charges(&gateway).expect("gateway") {
+            *per_key.entry(record.key).or_default() += 1;
         }
         assert_eq!(per_key.len() as u64, INTENTS);
         double += per_key.values().filter(|c| **c > 1).count();

@@ -16,7 +16,7 @@ use idem_core::{
     Claim, Fingerprint, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig, StoreError,
 };
 use idem_crash::FileGateway;
-use idem_crash::payments::{ack_line, intent};
+use idem_crash::payments::{Ack, Intent, ack_line, intent};
 use idem_payments::{
     Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup, PaymentOutcome, PaymentRequest,
     Processor,
@@ -142,9 +142,9 @@ fn main() {
         StoreConfig::builder().lease(Duration::from_secs(60)).build().expect("valid config");
     let inner = open_store(store, config);
     let gateway_target = target.map(|t| {
-        let (k, r) = intent(t);
-        let scope = idem_core::Scope::new(&format!("shop/{}", r.customer())).expect("scope");
-        GatewayKey::derive(&ScopedKey::new(scope, k))
+        let Intent { key, request } = intent(t);
+        let scope = idem_core::Scope::new(&format!("shop/{}", request.customer())).expect("scope");
+        GatewayKey::derive(&ScopedKey::new(scope, key))
     });
     let processor = Processor::new(
         "shop",
@@ -158,14 +158,14 @@ fn main() {
     .expect("valid merchant");
     let mut out = std::io::stdout().lock();
     for i in first..first + count {
-        let (key, request) = intent(i);
+        let Intent { key, request } = intent(i);
         if let Ok(payment) = processor.pay(&key, &request) {
             plan.hit(Point::BeforeReply, key.as_str());
             let charge = match payment.outcome {
                 PaymentOutcome::Charged(c) => c.id.0,
                 PaymentOutcome::Declined(_) => 0,
             };
-            writeln!(out, "{}", ack_line(i, charge)).expect("stdout");
+            writeln!(out, "{}", ack_line(Ack { intent: i, charge })).expect("stdout");
             out.flush().expect("stdout");
             plan.hit(Point::AfterAck, key.as_str());
         }
