@@ -84,7 +84,7 @@ async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
         client.await.expect("a client");
     }
     server.abort();
-    shop.gateway.totals().0
+    shop.gateway.totals().charges
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -79,7 +79,7 @@ fn naive_charges(list: &[u64]) -> u64 {
         );
         naive.charge(&key, &r).expect("charge");
     });
-    naive.totals().0
+    naive.totals().charges
 }
 
 /// Every attempt pays with its intent's key; hiccups after charging; then settle.
@@ -115,7 +115,7 @@ fn idem_charges(list: &[u64], durable: bool) -> (u64, std::path::PathBuf) {
         let (k, r) = intent(i);
         processor.pay(&k, &r).expect("every intent is settled by now");
     }
-    let (idem_charges, _) = processor.gateway().totals();
+    let idem_charges = processor.gateway().totals().charges;
     assert_eq!(idem_charges, INTENTS, "exactly one charge per intended payment");
     (idem_charges, path)
 }

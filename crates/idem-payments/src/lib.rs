@@ -72,4 +72,4 @@ pub use processor::{
     ChargeField, FailedClaim, MismatchedCharge, PayError, Payment, PaymentOutcome, Processor,
     ReconcileReport,
 };
-pub use simulated::{Fault, FaultPlan, SimulatedGateway};
+pub use simulated::{ChargeTotals, Fault, FaultPlan, SimulatedGateway};

@@ -54,6 +54,15 @@ struct State {
     rng: u64,
 }
 
+/// What a [`SimulatedGateway`] charged in all, from [`SimulatedGateway::totals`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ChargeTotals {
+    /// Real charges made (a repeat answered from the gateway's memory is not one).
+    pub charges: u64,
+    /// Their amounts summed, in minor units, whatever their currencies.
+    pub charged_minor: u64,
+}
+
 /// A card network in memory. It deduplicates by [`GatewayKey`] for `forget_after` (by
 /// its clock; default: forever), counts every real charge per key, and fails as told:
 /// injected faults first, then the random [`FaultPlan`].
@@ -134,10 +143,11 @@ impl SimulatedGateway {
         self.state.lock().charges.get(key).copied().unwrap_or(0)
     }
 
-    /// Real charges made in all, and their sum in minor units.
-    pub fn totals(&self) -> (u64, u64) {
+    /// Real charges made in all, and their sum.
+    pub fn totals(&self) -> ChargeTotals {
         let state = self.state.lock();
-        (state.charges.values().map(|n| u64::from(*n)).sum(), state.charged_minor)
+        let charges = state.charges.values().map(|n| u64::from(*n)).sum();
+        ChargeTotals { charges, charged_minor: state.charged_minor }
     }
 
     /// Whether `charge` was marked refunded.

@@ -27,7 +27,7 @@ async fn main() -> std::io::Result<()> {
         let _ = tokio::signal::ctrl_c().await;
     });
     served.await?;
-    let (charges, minor) = shop.gateway.totals();
-    println!("charges made: {charges} ({minor} minor units)");
+    let totals = shop.gateway.totals();
+    println!("charges made: {} ({} minor units)", totals.charges, totals.charged_minor);
     Ok(())
 }

@@ -85,7 +85,7 @@ async fn concurrent_duplicates_over_sockets_charge_once() {
     }
     bodies.dedup();
     assert_eq!(bodies.len(), 1, "every duplicate got the one charge: {bodies:?}");
-    assert_eq!(shop.gateway.totals().0, 1);
+    assert_eq!(shop.gateway.totals().charges, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +101,7 @@ async fn a_client_that_retries_on_timeouts_charges_once_per_intent() {
         assert!(attempts >= 2, "the first attempt (5 ms) gave up on a 20 ms gateway");
         requests += attempts;
     }
-    assert_eq!(shop.gateway.totals().0, 4, "one charge per intent, for {requests} requests");
+    assert_eq!(shop.gateway.totals().charges, 4, "one charge per intent, for {requests} requests");
 }
 
 /// A request on a new connection with any method, key and body: status and body.
@@ -133,7 +133,7 @@ async fn a_payment_without_a_key_is_400_and_charges_nothing() {
     let (status, body) = send_raw(addr, http::Method::POST, None).await.expect("an answer");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("key-missing"), "{body}");
-    assert_eq!(shop.gateway.totals().0, 0);
+    assert_eq!(shop.gateway.totals().charges, 0);
 }
 
 /// The router's own 405 (a PATCH to the POST-only route) is never stored under the key:
@@ -145,7 +145,7 @@ async fn a_patch_to_the_post_route_is_405_and_never_kept_under_its_key() {
     assert_eq!(status, 405);
     let (status, body) = send_raw(addr, http::Method::POST, Some("k1")).await.expect("answer");
     assert_eq!(status, 201, "the key is fresh for the POST: {body}");
-    assert_eq!(shop.gateway.totals().0, 1);
+    assert_eq!(shop.gateway.totals().charges, 1);
 }
 
 /// A gateway that charges and loses its answer: the customer is told the outcome is not
@@ -171,5 +171,5 @@ async fn a_charge_whose_answer_was_lost_is_recovered_not_stored_as_a_failure() {
     let (status, _, body) = post(addr, "order-9").await.expect("an answer");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"how\":\"recovered\""), "{body}");
-    assert_eq!(shop.gateway.totals().0, 1, "one charge");
+    assert_eq!(shop.gateway.totals().charges, 1, "one charge");
 }

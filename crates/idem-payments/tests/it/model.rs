@@ -102,7 +102,11 @@ fn check(ops: &[Op]) {
             None => panic!("intent {i} unresolved after settling"),
         }
     }
-    assert_eq!(p.gateway().totals().1, charged_sum, "money charged = money of charged intents");
+    assert_eq!(
+        p.gateway().totals().charged_minor,
+        charged_sum,
+        "money charged = money of charged intents"
+    );
 }
 
 proptest! {

@@ -158,7 +158,7 @@ fn a_gateway_in_an_arc_is_a_gateway() {
     let b = Processor::new("b", Arc::clone(&gateway), store()).expect("valid");
     a.pay(&key("k"), &request("c", 1)).expect("a pays");
     b.pay(&key("k"), &request("c", 1)).expect("b pays");
-    assert_eq!(gateway.totals().0, 2, "two charges of 1 minor unit");
+    assert_eq!(gateway.totals().charges, 2, "two charges of 1 minor unit");
 }
 
 /// Scope parts from a tiny alphabet rich in separators, so that an ambiguous joining
