@@ -567,8 +567,16 @@ pub(crate) struct Owner<V, X: Readers> {
     reader: Reader<V, X>,
 }
 
+/// The first two handles on a new allocation, from [`owned`].
+pub(crate) struct FirstHandles<V, X: Readers> {
+    /// The owner: a reader, and the only handle that takes.
+    pub(crate) owner: Owner<V, X>,
+    /// A handle that is not a reader (the first completer's).
+    pub(crate) plain: Plain<V, X>,
+}
+
 /// A new pending slot beside `rest`: its owner (a reader) and one handle that is not.
-pub(crate) fn owned<V, X: Readers>(rest: X) -> (Owner<V, X>, Plain<V, X>) {
+pub(crate) fn owned<V, X: Readers>(rest: X) -> FirstHandles<V, X> {
     let allocation = Box::new(Allocation {
         refs: AtomicU64::new(2 * ONE_HANDLE + ONE_READER),
         slot: Slot::new(),
@@ -578,7 +586,7 @@ pub(crate) fn owned<V, X: Readers>(rest: X) -> (Owner<V, X>, Plain<V, X>) {
     });
     let ptr = NonNull::from(Box::leak(allocation));
     let owner = Owner { reader: Handle { ptr, _owns: PhantomData } };
-    (owner, Handle { ptr, _owns: PhantomData })
+    FirstHandles { owner, plain: Handle { ptr, _owns: PhantomData } }
 }
 
 impl<V, X: Readers> Owner<V, X> {

@@ -298,13 +298,13 @@ fn run_callbacks(callbacks: Vec<Callback>, completion: Completion) {
 /// assert_eq!(future.wait(), Ok(1));
 /// ```
 pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
-    let (owner, inner) = cell::owned(Rest {
+    let cell::FirstHandles { owner, plain } = cell::owned(Rest {
         completers: AtomicUsize::new(1),
         next_shared_id: AtomicUsize::new(0),
         waiting: Mutex::new(None),
         changed: Condvar::default(),
     });
-    (Completer { inner }, PromiseFuture { owner })
+    (Completer { inner: plain }, PromiseFuture { owner })
 }
 
 /// The writing side of a promise. Clones race: the first completion (value, failure or
