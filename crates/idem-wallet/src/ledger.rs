@@ -67,9 +67,11 @@ fn lookup<T>(ids: &[u128], find: impl Fn(u128) -> Option<T>) -> Result<Vec<T>, B
 /// An undo record: one change, recorded so a failed linked chain can be rolled back.
 #[derive(Debug)]
 enum Undo {
+    /// An account as it was before the chain changed it.
     Account(Account),
+    /// A transfer the chain stored (the arena's last).
     Transfer(TransferId),
-    Failed(TransferId),
+    /// A pending transfer the chain settled, and its state before.
     Pending(TransferId, PendingState),
 }
 
@@ -347,13 +349,14 @@ impl Ledger {
         self.recording_undo = linked;
         self.undo.clear();
         let first = results.len();
+        let transfers_before = self.transfers.len();
         for (offset, t) in chain.iter().enumerate() {
             let result = self.apply(t, linked);
             results.push(result);
             if linked && result != TransferResult::Created {
                 let undo = std::mem::take(&mut self.undo);
                 self.recording_undo = false;
-                self.rollback(undo);
+                self.rollback(undo, transfers_before);
                 for (i, r) in results[first..].iter_mut().enumerate() {
                     if i != offset {
                         *r = TransferResult::LinkedEventFailed;
@@ -368,31 +371,39 @@ impl Ledger {
         }
     }
 
-    fn rollback(&mut self, mut undo: Vec<Undo>) {
+    /// Undoes a failed chain's changes, newest first, back to the ledger it started from
+    /// (which held `transfers_before` transfers).
+    ///
+    /// # Panics
+    ///
+    /// If an undo record names what the chain cannot have changed (a bug in this crate).
+    fn rollback(&mut self, mut undo: Vec<Undo>, transfers_before: usize) {
         for change in undo.drain(..).rev() {
             match change {
                 Undo::Account(before) => {
-                    self.accounts.insert(before.id, before);
+                    // A transfer changes accounts, never creates one.
+                    let changed = self.accounts.insert(before.id, before);
+                    assert!(changed.is_some(), "rollback of account {} it never had", before.id);
                 }
-                Undo::Transfer(id) => {
-                    self.transfers.remove(&id);
-                }
-                Undo::Failed(id) => {
-                    self.failed.remove(&id);
-                }
+                Undo::Transfer(id) => self.transfers.remove(&id),
                 Undo::Pending(id, state) => {
-                    if let Some(stored) = self.transfers.get_mut(&id) {
-                        stored.pending = Some(state);
-                    }
+                    let stored = self.transfers.get_mut(&id);
+                    let stored = stored.expect("a settled pending transfer stays stored");
+                    let settled =
+                        matches!(stored.pending, Some(PendingState::Posted | PendingState::Voided));
+                    assert!(settled, "rollback of {id}, which the chain did not settle");
+                    stored.pending = Some(state);
                 }
             }
         }
+        assert_eq!(self.transfers.len(), transfers_before, "a rolled-back chain stores none");
     }
 
     /// Applies one transfer. `linked`: inside a chain, failures record nothing (the chain
     /// rolls back as a whole).
     fn apply(&mut self, t: &Transfer, linked: bool) -> TransferResult {
         use TransferResult as R;
+        assert_eq!(self.recording_undo, linked, "undo records are kept inside chains only");
         if t.id == 0 {
             return R::IdMustNotBeZero;
         }
@@ -418,16 +429,34 @@ impl Ledger {
         } else {
             self.move_money(t)
         };
-        if result != R::Created && result.uses_up_id() && !linked {
+        let uses_up = result != R::Created && result.uses_up_id() && !linked;
+        if uses_up {
+            // Outside a chain: there is no rollback, so no undo record.
             self.failed.insert(t.id);
-            self.record_undo(Undo::Failed(t.id));
         }
+        // The id was neither stored nor failed on entry: now it is stored exactly when
+        // created, and failed exactly when its failure used it up (a lookup each, so debug
+        // builds only); the arena and the failed set stay within their limit.
+        let (id, created) = (t.id, result == R::Created);
+        debug_assert_eq!(self.transfers.get(&id).is_some(), created, "{id} stored iff created");
+        debug_assert_eq!(self.failed.contains(&id), uses_up, "{id} failed iff used up");
+        assert!(self.transfers.len() + self.failed.len() <= self.limits.transfers_max);
         result
     }
 
-    /// A plain or pending transfer.
+    /// A plain or pending transfer, well formed, under an id not seen yet.
+    ///
+    /// # Panics
+    ///
+    /// If the amount did not move exactly once, from one side of each account.
     fn move_money(&mut self, t: &Transfer) -> TransferResult {
         use TransferResult as R;
+        debug_assert!(validate(t).is_ok(), "move_money of malformed transfer {}", t.id);
+        debug_assert!(
+            self.transfers.get(&t.id).is_none() && !self.failed.contains(&t.id),
+            "move_money of transfer {}, whose id is known",
+            t.id
+        );
         let pending = t.flags.contains(TransferFlags::PENDING);
         let [debit, credit] =
             self.accounts.get_disjoint_mut([&t.debit_account_id, &t.credit_account_id]);
@@ -446,6 +475,11 @@ impl Ledger {
             // apply_amounts changes nothing when it fails.
             return r;
         }
+        let (debited, credited) = moved_sides(&before.0, &before.1, pending);
+        let (debits, credits) = moved_sides(debit, credit, pending);
+        let once = |before: u128, after: u128| before.checked_add(t.amount) == Some(after);
+        let moved = once(debited, debits) && once(credited, credits);
+        assert!(moved, "transfer {} did not move its amount exactly once", t.id);
         self.record_undo(Undo::Account(before.0));
         self.record_undo(Undo::Account(before.1));
         let timestamp = self.timestamp();
@@ -495,18 +529,20 @@ impl Ledger {
         {
             return R::AccountClosed;
         }
-        debit.debits_pending -= stored.amount_applied;
-        credit.credits_pending -= stored.amount_applied;
+        release_reservation(&mut debit, &mut credit, stored.amount_applied, t.pending_id);
         if post {
-            debit.debits_posted += amount;
-            credit.credits_posted += amount;
+            // The reservation was counted with the posted sides when it was made, and
+            // `amount` is at most the reservation: no sum passes what was checked then.
+            let posted = debit.debits_posted.checked_add(amount);
+            debit.debits_posted = posted.expect("a post fits where its reservation did");
+            let posted = credit.credits_posted.checked_add(amount);
+            credit.credits_posted = posted.expect("a post fits where its reservation did");
         }
         let timestamp = self.timestamp();
         self.commit(debit, credit);
         let settled = if post { PendingState::Posted } else { PendingState::Voided };
-        if let Some(pending) = self.transfers.get_mut(&t.pending_id) {
-            pending.pending = Some(settled);
-        }
+        let pending = self.transfers.get_mut(&t.pending_id);
+        pending.expect("the pending transfer read above is stored").pending = Some(settled);
         self.record_undo(Undo::Pending(t.pending_id, PendingState::Pending));
         let applied = if post { amount } else { 0 };
         self.transfers.insert(
@@ -539,12 +575,13 @@ impl Ledger {
             }
             stored.pending = Some(PendingState::Expired);
             let (amount, p) = (stored.amount_applied, stored.transfer);
-            if let Some(debit) = self.accounts.get_mut(&p.debit_account_id) {
-                debit.debits_pending -= amount;
-            }
-            if let Some(credit) = self.accounts.get_mut(&p.credit_account_id) {
-                credit.credits_pending -= amount;
-            }
+            // A pending transfer's accounts exist: accounts are never removed.
+            let [debit, credit] =
+                self.accounts.get_disjoint_mut([&p.debit_account_id, &p.credit_account_id]);
+            let (Some(debit), Some(credit)) = (debit, credit) else {
+                panic!("pending transfer {id} names an account the ledger lacks");
+            };
+            release_reservation(debit, credit, amount, id);
         }
     }
 
@@ -728,6 +765,35 @@ fn check_accounts(debit: &Account, credit: &Account, ledger: u32) -> Result<(), 
     Ok(())
 }
 
+/// Takes a pending transfer's reservation of `amount` off its accounts' pending sides.
+///
+/// # Panics
+///
+/// If the accounts hold less in pending than the reservation (a bug in this crate: every
+/// reservation is counted there until it is posted, voided or expired, once).
+fn release_reservation(debit: &mut Account, credit: &mut Account, amount: u128, id: TransferId) {
+    let debits = debit.debits_pending.checked_sub(amount);
+    let credits = credit.credits_pending.checked_sub(amount);
+    let (Some(debits), Some(credits)) = (debits, credits) else {
+        panic!(
+            "pending transfer {id} reserves {amount}, its accounts hold {} and {} pending",
+            debit.debits_pending, credit.credits_pending
+        );
+    };
+    debit.debits_pending = debits;
+    credit.credits_pending = credits;
+}
+
+/// The two sides a transfer moves: pending or posted debits of the debit account, and the
+/// same credits of the credit account.
+fn moved_sides(debit: &Account, credit: &Account, pending: bool) -> (u128, u128) {
+    if pending {
+        (debit.debits_pending, credit.credits_pending)
+    } else {
+        (debit.debits_posted, credit.credits_posted)
+    }
+}
+
 /// Adds `amount` to the debit and credit sides (pending or posted), checking overflow and
 /// the balance limits.
 fn apply_amounts(
@@ -814,9 +880,14 @@ impl TransferArena {
 
     /// Removes the most recently appended transfer (a linked chain's rollback, which
     /// undoes in reverse order).
+    ///
+    /// # Panics
+    ///
+    /// If `id` is not the last transfer appended.
     fn remove(&mut self, id: &TransferId) {
         let at = self.index.remove(id);
-        debug_assert_eq!(at, Some((self.len - 1) as u32), "rollback removes the last transfer");
+        let last = self.len.checked_sub(1).and_then(|last| u32::try_from(last).ok());
+        assert!(at.is_some() && at == last, "rollback removes the last transfer, not {id}");
         if let Some(chunk) = self.chunks.last_mut() {
             chunk.pop();
             if chunk.is_empty() {
