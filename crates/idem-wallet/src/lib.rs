@@ -36,6 +36,10 @@
 //! # Ok::<(), idem_wallet::BatchError>(())
 //! ```
 //!
+//! [`Wallet`] keeps its ledger in memory; [`DurableWallet`], a `Wallet<`[`Durable`]`>`,
+//! also writes every batch to a write-ahead log before it answers. Both answer lookups
+//! through the same methods, written once.
+//!
 //! # Which operations need an id, and the two failure classes
 //!
 //! * **Need an id:** every transfer. The client generates it once per intended transfer
@@ -89,10 +93,10 @@ mod ledger;
 mod types;
 mod wallet;
 
-pub use durable::{DurableWallet, LogDevice, LogError, Recovery, TornTail};
+pub use durable::{Durable, DurableWallet, LogDevice, LogError, Recovery, TornTail};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits, Remembered};
 pub use types::{
     Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
     Transfer, TransferFlags, TransferId, TransferResult,
 };
-pub use wallet::Wallet;
+pub use wallet::{Memory, Wallet};

@@ -1,5 +1,8 @@
-//! The shared handle: any number of threads submit batches to one ledger.
+//! The shared handle: any number of threads submit batches to one ledger, kept in memory
+//! ([`Memory`]) or behind a write-ahead log ([`Durable`](crate::Durable)). The lookups are
+//! written once, for both.
 
+use std::fmt;
 use std::sync::Arc;
 
 use idem_core::{Clock, SystemClock};
@@ -11,9 +14,12 @@ use crate::types::{
     TransferResult,
 };
 
-/// A ledger shared by threads. Each batch is applied under one lock acquisition, in the
-/// order batches arrive: nothing deadlocks (one lock, never held while waiting for
-/// anything else) and no update is lost (a batch sees every batch before it).
+/// A ledger shared by threads, kept by `S`: in memory alone ([`Memory`], the default), or
+/// in memory behind a write-ahead log ([`Durable`](crate::Durable), named
+/// [`DurableWallet`](crate::DurableWallet)). Each batch is applied under one lock
+/// acquisition, in the order batches arrive: nothing deadlocks (one lock, never held
+/// while waiting for anything else) and no update is lost (a batch sees every batch
+/// before it). Both kinds answer lookups alike, from one implementation.
 ///
 /// ```
 /// use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferResult, Wallet};
@@ -33,9 +39,22 @@ use crate::types::{
 /// assert_eq!(wallet.account(2).map(|a| a.credits_posted), Some(500));
 /// # Ok::<(), idem_wallet::BatchError>(())
 /// ```
-#[derive(Debug)]
-pub struct Wallet {
-    ledger: Mutex<Ledger>,
+pub struct Wallet<S = Memory> {
+    /// The ledger; a durable wallet's writer thread holds it too.
+    pub(crate) ledger: Arc<Mutex<Ledger>>,
+    /// Where batches go besides the ledger.
+    pub(crate) storage: S,
+}
+
+/// How a [`Wallet`] keeps its batches: in memory alone, gone with the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Memory;
+
+impl fmt::Debug for Wallet<Memory> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wallet").field("ledger", &self.ledger).finish()
+    }
 }
 
 impl Default for Wallet {
@@ -52,7 +71,7 @@ impl Wallet {
 
     /// An empty wallet with these limits, reading time from `clock`.
     pub fn with(limits: Limits, clock: Arc<dyn Clock>) -> Self {
-        Self { ledger: Mutex::new(Ledger::new(limits, clock)) }
+        Self { ledger: Arc::new(Mutex::new(Ledger::new(limits, clock))), storage: Memory }
     }
 
     /// Creates accounts; see [`Ledger::create_accounts`].
@@ -79,6 +98,16 @@ impl Wallet {
         Ok(results)
     }
 
+    /// Closes an account; idempotent by its shape. Returns whether it exists.
+    pub fn close_account(&self, id: AccountId) -> bool {
+        self.ledger.lock().close_account(id)
+    }
+}
+
+/// The lookups, one implementation for every kind of wallet. A durable wallet's reads see
+/// only synced batches: its writer holds the ledger from deciding a group until the
+/// group's sync returns.
+impl<S> Wallet<S> {
     /// Looks up an account.
     pub fn account(&self, id: AccountId) -> Option<Account> {
         self.ledger.lock().account(id)
@@ -105,11 +134,6 @@ impl Wallet {
     /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`](crate::BATCH_MAX) ids.
     pub fn lookup_transfers(&self, ids: &[TransferId]) -> Result<Vec<StoredTransfer>, BatchError> {
         self.ledger.lock().lookup_transfers(ids)
-    }
-
-    /// Closes an account; idempotent by its shape. Returns whether it exists.
-    pub fn close_account(&self, id: AccountId) -> bool {
-        self.ledger.lock().close_account(id)
     }
 
     /// Checks the ledger's invariants; see [`Ledger::assert_invariants`].

@@ -27,9 +27,9 @@ use parking_lot::Mutex;
 use format::CloseAccount;
 
 use crate::ledger::{BATCH_MAX, BatchError, Ledger, Limits};
-use crate::types::{Account, AccountId, AccountResult, NewAccount, StoredTransfer};
-use crate::types::{Transfer, TransferId, TransferResult};
-use crate::wallet::trace_batch;
+use crate::types::{AccountId, AccountResult, NewAccount};
+use crate::types::{Transfer, TransferResult};
+use crate::wallet::{Wallet, trace_batch};
 
 /// Why the log could not be opened or written.
 #[derive(Debug, thiserror::Error)]
@@ -242,6 +242,7 @@ impl Logged for CloseAccount {
 /// A wallet whose every acknowledged batch is on disk. Batches from all threads go to one
 /// log writer: those arriving while a sync is in progress share the next one (group
 /// commit); each batch is answered only after its record, results included, is synced.
+/// Its lookups are every [`Wallet`]'s.
 ///
 /// ```
 /// use idem_wallet::{AccountFlags, DurableWallet, NewAccount, Transfer, TransferResult};
@@ -260,21 +261,34 @@ impl Logged for CloseAccount {
 /// let reopened = DurableWallet::open(&path)?;
 /// assert_eq!(reopened.recovery().records, 2);
 /// assert_eq!(reopened.create_transfers(&[t])?, vec![TransferResult::Exists]);
+/// assert_eq!(reopened.account(2).map(|a| a.credits_posted), Some(5));
 /// # drop(reopened); std::fs::remove_file(&path).ok();
 /// # Ok::<(), idem_wallet::LogError>(())
 /// ```
-pub struct DurableWallet {
-    ledger: Arc<Mutex<Ledger>>,
+pub type DurableWallet = Wallet<Durable>;
+
+/// How a [`DurableWallet`] keeps its batches: a write-ahead log at `path`, written by one
+/// group-commit writer, and what opening the log found.
+pub struct Durable {
     writer: GroupCommit<writer::LogWriter<Box<dyn LogDevice>>>,
     path: PathBuf,
     recovery: Recovery,
 }
 
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable")
+            .field("path", &self.path)
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for DurableWallet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DurableWallet")
-            .field("path", &self.path)
-            .field("recovery", &self.recovery)
+            .field("path", &self.storage.path)
+            .field("recovery", &self.storage.recovery)
             .finish_non_exhaustive()
     }
 }
@@ -327,19 +341,19 @@ impl DurableWallet {
         let device: Box<dyn LogDevice> = Box::new(device);
         let state = writer::LogWriter::new(device, ledger.clone(), synced_len);
         let writer = GroupCommit::start("idem-wallet-log", state, writer::LIMITS)?;
-        Ok(Self { ledger, writer, path: path.to_path_buf(), recovery })
+        Ok(Self { ledger, storage: Durable { writer, path: path.to_path_buf(), recovery } })
     }
 
     /// What opening the log found: records replayed, and a torn tail if one was cut.
     pub fn recovery(&self) -> &Recovery {
-        &self.recovery
+        &self.storage.recovery
     }
 
     /// Decides `batch` in the writer's next group and answers with its own results once
     /// the group is synced.
     fn ask<B: Logged>(&self, batch: B) -> Result<B::Results, LogError> {
         let decide = move |w: &mut writer::LogWriter<Box<dyn LogDevice>>| w.decide(&batch);
-        match self.writer.submit(decide) {
+        match self.storage.writer.submit(decide) {
             Ok(results) => Ok(results?),
             Err(CommitError::Stopped) => Err(LogError::Stopped),
             Err(CommitError::Failed(why)) => Err(LogError::WriterFailed(Box::new(why))),
@@ -388,46 +402,6 @@ impl DurableWallet {
     /// I/O errors.
     pub fn close_account(&self, id: AccountId) -> Result<bool, LogError> {
         self.ask(CloseAccount(id))
-    }
-
-    /// Looks up an account. Reads see only synced batches: the writer holds the ledger
-    /// from deciding a group until its sync returns.
-    pub fn account(&self, id: AccountId) -> Option<Account> {
-        self.ledger.lock().account(id)
-    }
-
-    /// Looks up a transfer (as [`account`](Self::account), synced batches only).
-    pub fn transfer(&self, id: TransferId) -> Option<StoredTransfer> {
-        self.ledger.lock().transfer(id)
-    }
-
-    /// Looks up a batch of accounts (synced batches only); see
-    /// [`Ledger::lookup_accounts`].
-    ///
-    /// # Errors
-    ///
-    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] ids.
-    pub fn lookup_accounts(&self, ids: &[AccountId]) -> Result<Vec<Account>, BatchError> {
-        self.ledger.lock().lookup_accounts(ids)
-    }
-
-    /// Looks up a batch of transfers (synced batches only); see
-    /// [`Ledger::lookup_transfers`].
-    ///
-    /// # Errors
-    ///
-    /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`] ids.
-    pub fn lookup_transfers(&self, ids: &[TransferId]) -> Result<Vec<StoredTransfer>, BatchError> {
-        self.ledger.lock().lookup_transfers(ids)
-    }
-
-    /// Checks the ledger's invariants; see [`Ledger::assert_invariants`].
-    ///
-    /// # Panics
-    ///
-    /// If an invariant is broken (a bug in this crate).
-    pub fn assert_invariants(&self) {
-        self.ledger.lock().assert_invariants();
     }
 }
 
