@@ -233,16 +233,29 @@ fn ms(t: Timestamp) -> i64 {
     i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// How long a statement waits for a lock another connection holds (another process's
+/// writer on the same file, a checkpoint) before SQLite answers `SQLITE_BUSY`, which the
+/// store reports as a storage error. A bound chosen, not measured: far longer than a
+/// group's commit (a few fsyncs), so another process's writes never fail a caller, and
+/// short enough that a lock nobody gives back (a process stopped while it held it, a
+/// `sqlite3` shell left in a transaction) fails calls instead of hanging them.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How many times opening retries its set-up while another handle holds the file's
 /// write lock (two processes creating one file at once).
 const OPEN_ATTEMPTS_MAX: u32 = 50;
+/// The pause before set-up attempt `n + 1` is `n` steps, at most [`OPEN_PAUSE_MAX`]: at
+/// most 790 ms of pauses over [`OPEN_ATTEMPTS_MAX`] attempts before opening gives up.
+const OPEN_PAUSE_STEP: Duration = Duration::from_millis(1);
+/// The longest pause between two set-up attempts.
+const OPEN_PAUSE_MAX: Duration = Duration::from_millis(20);
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let cannot_open = |error: rusqlite::Error| -> StoreError {
         SqliteError::Open { path: path.to_path_buf(), reason: error.to_string() }.into()
     };
     let conn = Connection::open(path).map_err(cannot_open)?;
-    conn.busy_timeout(Duration::from_secs(30)).map_err(cannot_open)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(cannot_open)?;
     let mut attempt = 1;
     // A lock upgrade that could deadlock, or switching the journal mode, answers BUSY at
     // once instead of waiting for the busy timeout: retry the whole set-up, with a pause.
@@ -250,7 +263,7 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         if attempt >= OPEN_ATTEMPTS_MAX || !is_busy(&error) {
             return Err(cannot_open(error));
         }
-        std::thread::sleep(Duration::from_millis(u64::from(attempt.min(20))));
+        std::thread::sleep((OPEN_PAUSE_STEP * attempt).min(OPEN_PAUSE_MAX));
         attempt += 1;
     }
     let found: i64 = conn
