@@ -148,12 +148,16 @@ fn describe(error: &postgres::Error) -> String {
     text
 }
 
+/// The longest namespace name: PostgreSQL's identifier limit (`NAMEDATALEN` - 1 bytes). The
+/// server would cut a longer name silently, and two long names could then meet.
+const SCHEMA_NAME_BYTES_MAX: usize = 63;
+
 /// Checks a namespace name: a plain lowercase identifier that is not PostgreSQL's own
 /// (`pg_*`, `information_schema`) nor the default one applications share (`public`).
 /// Reserved words (`select`, `user`) are fine: every statement quotes the name.
 fn check_schema_name(name: &str) -> Result<(), PgError> {
     let refuse = |why| Err(PgError::SchemaName { name: name.to_string(), why });
-    if name.is_empty() || name.len() > 63 {
+    if name.is_empty() || name.len() > SCHEMA_NAME_BYTES_MAX {
         return refuse("use 1 to 63 characters");
     }
     let plain = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
@@ -209,6 +213,16 @@ const CLIENTS: usize = 4;
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest a call waits for one of the store's connections to come back.
 const CLIENT_WAIT_MAX: Duration = Duration::from_secs(10);
+/// The advisory lock every migration holds for its transaction, so that processes that
+/// migrate one database at once run one after another: `CREATE ... IF NOT EXISTS` is not
+/// safe against itself (two sessions can both find a table absent, and the second then
+/// fails on the catalogue's unique index). The number means nothing in itself; it was
+/// picked once and must never change: a process of an earlier release and one of this
+/// release starting together on a new database serialise only if they take the same
+/// lock (the server test that holds it pins the value). Advisory locks are shared by
+/// every application on the database: one that held this id for longer than the
+/// statement timeout would make `connect` fail, never a migration run twice at once.
+const MIGRATION_LOCK_ID: i64 = 4242;
 
 /// Where and how the store connects: the server's address, and TLS if asked for.
 struct Connector {
@@ -254,7 +268,7 @@ fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
     );
     // Two processes migrating at once: serialise on an advisory lock.
     let mut tx = client.transaction().map_err(pg)?;
-    tx.execute("SELECT pg_advisory_xact_lock(4242)", &[]).map_err(pg)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_ID]).map_err(pg)?;
     tx.batch_execute(&sql).map_err(pg)?;
     let found: i32 = tx
         .query_one(&format!("SELECT version FROM {schema}.meta WHERE id = 1"), &[])

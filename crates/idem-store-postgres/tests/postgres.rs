@@ -113,6 +113,33 @@ fn two_instances_racing_on_one_schema_give_one_owner() {
     assert_eq!(claims.iter().filter(|c| matches!(c, Claim::Acquired(_))).count(), 30);
 }
 
+/// The migration holds advisory lock 4242, the id every release takes (so that processes
+/// of two releases starting together still migrate one after the other): while another
+/// session holds it, `connect` waits on it, seen by the server; released, it connects.
+#[test]
+fn a_migration_waits_for_the_advisory_lock_every_release_takes() {
+    let mut holder = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
+    holder.execute("SELECT pg_advisory_lock(4242)", &[]).expect("the lock");
+    let guard = Namespace::new();
+    let name = format!("idem_lock_test_{}", std::process::id());
+    let separator = if url().contains('?') { '&' } else { '?' };
+    let store_url = format!("{}{separator}application_name={name}", url());
+    let namespace = guard.0.clone();
+    let connecting = std::thread::spawn(move || {
+        PgStore::<String>::connect(&store_url, &namespace, StoreConfig::default()).map(drop)
+    });
+    // A bigint advisory key shows as classid (high half), objid (low half), objsubid 1.
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                   WHERE l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 4242 \
+                   AND l.objsubid = 1 AND NOT l.granted AND a.application_name = $1";
+    idem_testkit::wait_until("the migration to wait on lock 4242", Duration::from_secs(4), || {
+        let row = holder.query_one(waiting, &[&name]).expect("pg_locks");
+        row.get::<_, i64>(0) == 1
+    });
+    holder.execute("SELECT pg_advisory_unlock(4242)", &[]).expect("unlock");
+    connecting.join().expect("the connecting thread").expect("connects once the lock is free");
+}
+
 #[test]
 fn a_bad_schema_name_is_refused() {
     let refused =
@@ -229,11 +256,13 @@ fn schema_names_are_checked_and_quoted() {
     store.complete(&lease, "done".into()).expect("complete");
     drop(store);
     drop(Namespace(reserved.into()));
+    let too_long = "a".repeat(64);
     for (name, why) in [
         ("public", "public is shared"),
         ("pg_idem", "reserved for PostgreSQL"),
         ("information_schema", "reserved for PostgreSQL"),
         ("", "1 to 63"),
+        (too_long.as_str(), "1 to 63"),
         ("Upper", "lowercase"),
         ("1st", "not starting with a digit"),
     ] {
