@@ -99,8 +99,12 @@ pub enum ConfigError {
         /// The largest accepted value.
         max: usize,
     },
-    /// `wait_for_first` was zero or longer than [`ConfigBuilder::WAIT_LIMIT`].
-    #[error("wait_for_first must be between 1ms and {max:?}, got {value:?}")]
+    /// `wait_for_first` was shorter than [`ConfigBuilder::WAIT_MIN`] or longer than
+    /// [`ConfigBuilder::WAIT_LIMIT`].
+    #[error(
+        "wait_for_first must be between {:?} and {max:?}, got {value:?}",
+        ConfigBuilder::WAIT_MIN
+    )]
     Wait {
         /// The refused value.
         value: Duration,
@@ -177,9 +181,9 @@ impl Default for ConfigBuilder {
             config: Config {
                 methods: vec![Method::POST, Method::PATCH],
                 require_key: false,
-                body_bytes_max: 1 << 20,
+                body_bytes_max: ConfigBuilder::BODY_BYTES_DEFAULT,
                 response_bytes_max: None,
-                waiters_max: 1024,
+                waiters_max: ConfigBuilder::WAITERS_DEFAULT,
                 wait: None,
                 fingerprint_headers: vec![http::header::CONTENT_TYPE],
                 replay_headers: vec![http::header::CONTENT_TYPE, http::header::LOCATION],
@@ -192,10 +196,18 @@ impl Default for ConfigBuilder {
 impl ConfigBuilder {
     /// The largest body or stored response limit: 64 MiB.
     pub const BYTES_LIMIT: usize = 64 << 20;
-    /// The default body and stored response limit: 1 MiB.
+    /// The default request body limit: 1 MiB.
+    pub const BODY_BYTES_DEFAULT: usize = 1 << 20;
+    /// The default stored response limit: 1 MiB (lowered to what the store keeps).
     pub const RESPONSE_BYTES_DEFAULT: usize = 1 << 20;
+    /// The default `waiters_max`: 1,024.
+    pub const WAITERS_DEFAULT: usize = 1024;
     /// The most requests that may wait for a first request at once.
     pub const WAITERS_LIMIT: usize = 1 << 20;
+    /// The shortest `wait_for_first`: one pause of its claim loop (idem-core's
+    /// [`WAIT_PAUSE_FIRST`](idem_core::WAIT_PAUSE_FIRST), 1 ms), which a shorter wait
+    /// would sleep anyway.
+    pub const WAIT_MIN: Duration = idem_core::WAIT_PAUSE_FIRST;
     /// The longest `wait_for_first`: one hour.
     pub const WAIT_LIMIT: Duration = Duration::from_secs(3600);
 
@@ -216,7 +228,8 @@ impl ConfigBuilder {
     }
 
     /// The largest request body read and fingerprinted; one byte more is answered 413
-    /// before anything is claimed. Default 1 MiB.
+    /// before anything is claimed. Default [`BODY_BYTES_DEFAULT`](Self::BODY_BYTES_DEFAULT),
+    /// 1 MiB.
     #[must_use]
     pub fn body_bytes_max(mut self, bytes: usize) -> Self {
         self.config.body_bytes_max = bytes;
@@ -226,7 +239,8 @@ impl ConfigBuilder {
     /// The largest response body stored for replays. A larger response still reaches
     /// its caller whole (the layer reads up to the limit, then streams the rest on
     /// without holding it); what is stored (and replayed) is its status, its headers and
-    /// a problem body saying it was too large to keep. Default 1 MiB, or less if the
+    /// a problem body saying it was too large to keep. Default
+    /// [`RESPONSE_BYTES_DEFAULT`](Self::RESPONSE_BYTES_DEFAULT), 1 MiB, or less if the
     /// store keeps less ([`KeyStore::result_bytes_max`](idem_core::KeyStore)). A value
     /// the store cannot keep is refused when the layer is built
     /// ([`ConfigError::StoreLimit`]).
@@ -238,7 +252,7 @@ impl ConfigBuilder {
 
     /// The most duplicates that may wait for a first request at once (with
     /// [`wait_for_first`](Self::wait_for_first)); one more is answered 409 at once.
-    /// Default 1,024.
+    /// Default [`WAITERS_DEFAULT`](Self::WAITERS_DEFAULT), 1,024.
     #[must_use]
     pub fn waiters_max(mut self, waiters: usize) -> Self {
         self.config.waiters_max = waiters;
@@ -246,7 +260,8 @@ impl ConfigBuilder {
     }
 
     /// How long a duplicate of a request in flight waits for it to finish and then
-    /// replays its response; `None` answers 409 with `Retry-After` at once. Default `None`.
+    /// replays its response; `None` answers 409 with `Retry-After` at once. Default `None`;
+    /// a wait is between [`WAIT_MIN`](Self::WAIT_MIN) and [`WAIT_LIMIT`](Self::WAIT_LIMIT).
     #[must_use]
     pub fn wait_for_first(mut self, wait: Option<Duration>) -> Self {
         self.config.wait = wait;
@@ -296,9 +311,7 @@ impl ConfigBuilder {
         if c.waiters_max == 0 || c.waiters_max > Self::WAITERS_LIMIT {
             return Err(ConfigError::Waiters { value: c.waiters_max, max: Self::WAITERS_LIMIT });
         }
-        if let Some(wait) =
-            c.wait.filter(|w| *w < Duration::from_millis(1) || *w > Self::WAIT_LIMIT)
-        {
+        if let Some(wait) = c.wait.filter(|w| *w < Self::WAIT_MIN || *w > Self::WAIT_LIMIT) {
             return Err(ConfigError::Wait { value: wait, max: Self::WAIT_LIMIT });
         }
         if c.methods.is_empty() {

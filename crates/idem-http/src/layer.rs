@@ -26,7 +26,10 @@ use crate::body::{BoxError, ResponseBody};
 use crate::config::{Config, ConfigError, StoreCalls};
 use crate::header::{HeaderError, IDEMPOTENT_REPLAYED, parse_key};
 use crate::problem::Problem;
-use crate::stored::{STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, StoredResponse, headers_len};
+use crate::stored::{
+    NOT_KEPT_BODY_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,
+    StoredResponse, headers_len,
+};
 
 /// Put in a response's extensions by a handler that did nothing (it refused before any
 /// side effect, say a dependency was down): the claim is released instead of stored, so
@@ -49,9 +52,6 @@ pub struct OutcomeUnknown;
 /// acting (ask the payment gateway by key, look the order up) instead of acting blindly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Recovering;
-
-/// The most response headers stored with a key (the allow-list's values, in order).
-pub const STORED_HEADERS_MAX: usize = 64;
 
 /// The `Idempotency-Key` layer over a [`KeyStore`]; see the crate docs.
 ///
@@ -533,7 +533,11 @@ fn stored_response(
     let mut kept: Vec<_> = headers.into_iter().filter(|_| headers_fit).collect();
     kept.retain(|(name, _)| !describes_the_body(name));
     kept.push(json.clone());
-    let stand_in = StoredResponse { status: parts.status, headers: kept, body: problem.body() };
+    let body = problem.body();
+    // Every store the layer accepts keeps a stand-in this large (`NOT_KEPT_BYTES_MAX`); a
+    // longer one could be refused at completion, and its handler would run again.
+    assert!(body.len() <= NOT_KEPT_BODY_BYTES_MAX, "a stand-in body of {} bytes", body.len());
+    let stand_in = StoredResponse { status: parts.status, headers: kept, body };
     if fits_store(stand_in.encoded_len()) {
         return (stand_in, false);
     }

@@ -86,8 +86,8 @@ pub use config::{Config, ConfigBuilder, ConfigError, StoreCalls};
 pub use header::HeaderError;
 pub use layer::{
     Idempotency, IdempotencyLayer, LayerStats, NothingHappened, OutcomeUnknown, Recovering,
-    STORED_HEADERS_MAX,
 };
 pub use stored::{
-    NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, StoredResponse,
+    NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,
+    StoredResponse,
 };

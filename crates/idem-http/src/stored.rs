@@ -20,6 +20,9 @@ pub struct StoredResponse {
 /// The encoding's version: the first byte of every stored response.
 const VERSION: u8 = 1;
 
+/// The most response headers stored with a key (the allow-list's values, in order).
+pub const STORED_HEADERS_MAX: usize = 64;
+
 /// The most bytes a stored response's headers take in its encoding (each name and value
 /// with their lengths): 4 KiB. A response whose replayed headers take more is kept as a
 /// problem saying it was too large to keep, as one whose body is over the limit.
@@ -29,11 +32,21 @@ pub const STORED_HEADER_BYTES_MAX: usize = 4 << 10;
 /// status, header count, body length.
 pub const STORED_ENVELOPE_BYTES: usize = 1 + 2 + 2 + 4;
 
+/// What one header takes in the encoding beside its name and value: the name's length
+/// (`u16`) and the value's (`u32`).
+const HEADER_ENCODING_BYTES: usize = 2 + 4;
+
+/// The largest problem body that stands in for a response too large to keep; the layer
+/// asserts every stand-in it builds is within it (the tests' stand-ins take 227 to 245
+/// bytes).
+pub(crate) const NOT_KEPT_BODY_BYTES_MAX: usize = 512;
+
 /// The largest problem kept in place of a response too large to keep, with only its
 /// content type: the least a store must be able to keep (an idempotency layer on a store
 /// that keeps less is refused when it is built).
-pub const NOT_KEPT_BYTES_MAX: usize =
-    STORED_ENVELOPE_BYTES + (6 + "content-type".len() + "application/problem+json".len()) + 512;
+pub const NOT_KEPT_BYTES_MAX: usize = STORED_ENVELOPE_BYTES
+    + (HEADER_ENCODING_BYTES + "content-type".len() + "application/problem+json".len())
+    + NOT_KEPT_BODY_BYTES_MAX;
 
 impl StoredResponse {
     /// The bytes this response takes in a durable store ([`Durable::encode`]'s length).
@@ -44,7 +57,7 @@ impl StoredResponse {
 
 /// The bytes `headers` take in a stored response's encoding.
 pub(crate) fn headers_len(headers: &[(HeaderName, HeaderValue)]) -> usize {
-    headers.iter().map(|(n, v)| 6 + n.as_str().len() + v.len()).sum()
+    headers.iter().map(|(n, v)| HEADER_ENCODING_BYTES + n.as_str().len() + v.len()).sum()
 }
 
 /// Stable across releases, as [`Durable`] requires: version, status, headers (count, then
@@ -75,7 +88,8 @@ impl Durable for StoredResponse {
         let status = r.u16().ok_or_else(|| corrupt("no status"))?;
         let status = StatusCode::from_u16(status).map_err(|_| corrupt("invalid status"))?;
         let count = r.u16().ok_or_else(|| corrupt("no header count"))?;
-        let mut headers = Vec::with_capacity(usize::from(count).min(64));
+        // A hostile count allocates no more than the layer ever keeps.
+        let mut headers = Vec::with_capacity(usize::from(count).min(STORED_HEADERS_MAX));
         for _ in 0..count {
             let name_len = r.u16().ok_or_else(|| corrupt("header cut short"))?;
             let name = r.take(usize::from(name_len)).ok_or_else(|| corrupt("header cut short"))?;

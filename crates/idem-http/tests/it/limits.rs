@@ -89,11 +89,13 @@ async fn past_waiters_max_a_duplicate_is_answered_409_at_once() {
 
 #[test]
 fn settings_out_of_range_are_refused_by_name() {
+    let short = idem_http::ConfigBuilder::WAIT_MIN - Duration::from_nanos(1);
     let cases = [
         (Config::builder().body_bytes_max(0).build(), "body_bytes_max"),
         (Config::builder().response_bytes_max((64 << 20) + 1).build(), "response_bytes_max"),
         (Config::builder().waiters_max(0).build(), "waiters_max"),
         (Config::builder().wait_for_first(Some(Duration::ZERO)).build(), "wait_for_first"),
+        (Config::builder().wait_for_first(Some(short)).build(), "wait_for_first"),
         (Config::builder().wait_for_first(Some(Duration::MAX)).build(), "wait_for_first"),
         (Config::builder().methods([]).build(), "methods"),
     ];
