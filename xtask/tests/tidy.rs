@@ -604,8 +604,51 @@ fn every_allow_list_entry_is_still_needed() {
     assert!(stale.is_empty(), "stale allow-list entries:\n{}", stale.join("\n"));
 }
 
+// ---- rule: retired names stay retired --------------------------------------------------
+
+/// Names the glossary (docs/ARCHITECTURE.md) retired, and why: (text, why).
+const RETIRED: &[(&str, &str)] = &[
+    ("struct Shared<", "four types had this name: say what it is (SharedFuture keeps the word)"),
+    ("struct Shared {", "four types had this name: say what it is (SharedFuture keeps the word)"),
+    ("TransferLog", "the wallet's transfers live in a TransferArena; log means the WAL"),
+    ("fn detach(", "sqlx's detach takes a connection out of its pool: the pool's is into_loan"),
+    ("dummy_key", "a made-up key in a report hides what failed: report it as what it is"),
+];
+/// A type the store's claim owns the name of (`idem_core::Lease`); elsewhere, a loan.
+const LEASE_TYPES: &[&str] = &["struct Lease", "enum Lease", "type Lease "];
+
+fn retired_names(path: &str, text: &str) -> Violations {
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        for (name, why) in RETIRED {
+            if code.contains(name) {
+                found.push(format!("{path}:{}: retired name `{name}`: {why}", i + 1));
+            }
+        }
+        if !path.starts_with("crates/idem-core/") && LEASE_TYPES.iter().any(|t| code.contains(t)) {
+            found.push(format!("{path}:{}: `Lease` is idem-core's claim; name this a loan", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn retired_names_stay_retired() {
+    let mut paths = files("crates", &[".rs"]);
+    paths.retain(|p| !relative(p).starts_with("xtask/"));
+    check(&paths, retired_names);
+}
+
 #[test]
 fn each_rule_catches_a_planted_violation() {
+    let old = "pub(crate) struct Shared<P, S> {\npub struct Lease {\n    fn detach(self) {}\n";
+    assert_eq!(retired_names("crates/idem-pool/src/x.rs", old).len(), 3, "retired names");
+    let core = "pub struct Lease {\n";
+    assert!(retired_names("crates/idem-core/src/store.rs", core).is_empty(), "core's Lease");
     let planted = "fn f() {\n    #![allow(unsafe_code)]\n    unsafe { g() }\n}\n";
     assert_eq!(unargued("crates/idem-notify/src/retry.rs", planted).len(), 3, "unsafe");
     let argued_block = "    // SAFETY: g needs nothing.\n    unsafe { g() }\n";
