@@ -45,6 +45,13 @@ pub mod payments {
     pub const POINTS: [&str; 5] =
         ["after_claim", "after_charge", "after_record", "before_reply", "after_ack"];
 
+    /// The lease every worker claims with, and every restart too.
+    pub const LEASE: Duration = Duration::from_secs(60);
+
+    /// How far [`Later`] runs ahead of the system clock: past [`LEASE`].
+    pub const LATER_BY: Duration = Duration::from_secs(3600);
+    const _: () = assert!(LATER_BY.as_secs() > LEASE.as_secs(), "Later must pass every lease");
+
     /// The system clock moved ahead by more than the worker's lease: the restarted process
     /// sees every lease of a dead worker as run out, without waiting for it.
     #[derive(Debug)]
@@ -52,7 +59,7 @@ pub mod payments {
 
     impl Clock for Later {
         fn now(&self) -> Timestamp {
-            SystemClock.now().saturating_add(Duration::from_secs(3600))
+            SystemClock.now().saturating_add(LATER_BY)
         }
     }
 

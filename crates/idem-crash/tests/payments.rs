@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use idem_core::{KeyStore, StoreConfig};
 use idem_crash::FileGateway;
-use idem_crash::payments::{INTENTS, Intent, Later, POINTS, intent, parse_ack};
+use idem_crash::payments::{INTENTS, Intent, LEASE, Later, POINTS, intent, parse_ack};
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_sqlite::SqliteStore;
 
@@ -68,8 +68,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     tally.crashes += u64::from(!status.success());
 
     // Restart: the same files, a clock past every lease.
-    let config =
-        StoreConfig::builder().lease(Duration::from_secs(60)).build().expect("valid config");
+    let config = StoreConfig::builder().lease(LEASE).build().expect("valid config");
     let store =
         SqliteStore::<PaymentOutcome>::open_with_clock(&store_path, config, Arc::new(Later))
             .expect("the store file opens cleanly after the crash");

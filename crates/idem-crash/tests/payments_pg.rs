@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use idem_core::{KeyStore, StoreConfig};
 use idem_crash::FileGateway;
-use idem_crash::payments::{INTENTS, Intent, Later, POINTS, intent, parse_ack};
+use idem_crash::payments::{INTENTS, Intent, LEASE, Later, POINTS, intent, parse_ack};
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_postgres::PgStore;
 
@@ -61,7 +61,7 @@ fn two_workers_on_one_server_one_killed_charge_once() {
         crashes += u64::from(!a.wait().expect("a ends").success());
         assert!(b.wait().expect("b ends").success(), "the surviving worker finishes");
 
-        let config = StoreConfig::builder().lease(Duration::from_secs(60)).build().expect("valid");
+        let config = StoreConfig::builder().lease(LEASE).build().expect("valid");
         let store =
             PgStore::<PaymentOutcome>::connect_with_clock(&url, &schema, config, Arc::new(Later))
                 .expect("connect");

@@ -10,13 +10,12 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
 use idem_core::{
     Claim, Fingerprint, KeyStore, Lease, PendingClaim, ScopedKey, StoreConfig, StoreError,
 };
 use idem_crash::FileGateway;
-use idem_crash::payments::{Ack, Intent, ack_line, intent};
+use idem_crash::payments::{self, Ack, Intent, ack_line, intent};
 use idem_payments::{
     Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup, PaymentOutcome, PaymentRequest,
     Processor,
@@ -138,8 +137,7 @@ fn main() {
     };
     let target: Option<u64> = rest.get(1).and_then(|t| t.parse().ok());
     let plan = Plan { point, key: target.map(|t| format!("intent-{t}")).unwrap_or_default() };
-    let config =
-        StoreConfig::builder().lease(Duration::from_secs(60)).build().expect("valid config");
+    let config = StoreConfig::builder().lease(payments::LEASE).build().expect("valid config");
     let inner = open_store(store, config);
     let gateway_target = target.map(|t| {
         let Intent { key, request } = intent(t);
