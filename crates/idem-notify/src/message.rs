@@ -70,9 +70,13 @@ impl std::str::FromStr for Channel {
         [Self::Email, Self::Sms, Self::Push]
             .into_iter()
             .find(|c| c.name() == name)
-            .ok_or_else(|| UnknownChannel { name: name.chars().take(64).collect() })
+            .ok_or_else(|| UnknownChannel { name: name.chars().take(ECHOED_CHARS_MAX).collect() })
     }
 }
+
+/// The most of a refused channel name an error repeats: enough to recognise it, never a
+/// whole hostile input copied into a log line.
+const ECHOED_CHARS_MAX: usize = 64;
 
 /// A channel name that is none of `email`, `sms` or `push`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -111,9 +111,17 @@ impl std::str::FromStr for Amount {
     }
 }
 
-/// At most the first 64 bytes of hostile text, cut at a character boundary, for an error.
+/// The most of a caller's text an error repeats: enough to recognise it, never a whole
+/// hostile input copied into a log line.
+const ECHOED_BYTES_MAX: usize = 64;
+
+/// At most the first [`ECHOED_BYTES_MAX`] bytes of hostile text, cut at a character
+/// boundary, for an error.
 fn clip(text: &str) -> String {
-    let end = (0..=text.len().min(64)).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    let end = (0..=text.len().min(ECHOED_BYTES_MAX))
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
     text[..end].to_string()
 }
 
