@@ -152,28 +152,26 @@ pub struct StoreConfig {
     scope_in_flight_max: Option<usize>,
 }
 
-/// The configuration was refused.
+/// A setting was refused: which one, the value given, and what it accepts. Every idem
+/// crate's configuration is refused in this one shape (the pool's, the HTTP layer's, the
+/// notifier's re-export it), so a caller reads any of them the same way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting} is {value}; it must be {accepted}")]
 #[non_exhaustive]
-pub enum ConfigError {
-    /// A duration was shorter than one millisecond, the store's resolution.
-    #[error("{name} must be at least 1ms, got {value:?}")]
-    TooShort {
-        /// Which setting.
-        name: &'static str,
-        /// The refused value.
-        value: Duration,
-    },
-    /// A count was zero or above its limit.
-    #[error("{name} must be between 1 and {max}, got {value}")]
-    OutOfRange {
-        /// Which setting.
-        name: &'static str,
-        /// The refused value.
-        value: usize,
-        /// The largest accepted value.
-        max: usize,
-    },
+pub struct ConfigError {
+    /// Which setting (`lease`, `max_size`, `response_bytes_max`, ...).
+    pub setting: &'static str,
+    /// The refused value, as given.
+    pub value: String,
+    /// What the setting accepts (`between 1 and 1024`, `at least 1ms`, ...).
+    pub accepted: String,
+}
+
+impl ConfigError {
+    /// `setting` was given `value`; it accepts `accepted`.
+    pub fn new(setting: &'static str, value: impl fmt::Debug, accepted: impl Into<String>) -> Self {
+        Self { setting, value: format!("{value:?}"), accepted: accepted.into() }
+    }
 }
 
 impl Default for StoreConfig {
@@ -302,7 +300,7 @@ impl StoreConfigBuilder {
         let c = self.config;
         for (name, value) in [("result_ttl", c.result_ttl), ("lease", c.lease)] {
             if value < Duration::from_millis(1) {
-                return Err(ConfigError::TooShort { name, value });
+                return Err(ConfigError::new(name, value, "at least 1ms"));
             }
         }
         let counts = [
@@ -312,7 +310,7 @@ impl StoreConfigBuilder {
         ];
         for (name, value, max) in counts {
             if value == 0 || value > max {
-                return Err(ConfigError::OutOfRange { name, value, max });
+                return Err(ConfigError::new(name, value, format!("between 1 and {max}")));
             }
         }
         Ok(c)

@@ -47,8 +47,8 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::StoreLimit`] if the one set does not fit, or the store cannot keep
-    /// even the problem that stands in for a response too large to keep.
+    /// [`ConfigError`] naming `response_bytes_max` if the one set does not fit, or the
+    /// store cannot keep even the problem that stands in for a response too large to keep.
     pub(crate) fn response_limit(&self, store_max: Option<usize>) -> Result<usize, ConfigError> {
         use crate::stored::{NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES};
         let Some(store_max) = store_max else {
@@ -61,13 +61,13 @@ impl Config {
         if needed <= store_max {
             return Ok(limit);
         }
-        Err(ConfigError::StoreLimit {
-            response_bytes_max: limit,
-            store_bytes_max: store_max,
-            overhead: STORED_ENVELOPE_BYTES,
-            fits,
-            needed,
-        })
+        let accepted = format!(
+            "at most {fits} for a store that keeps {store_max} bytes (a stored response \
+             takes {STORED_ENVELOPE_BYTES} bytes beside its headers and body, and at least \
+             {NOT_KEPT_BYTES_MAX} in all), or raise the store's limit (with_result_bytes_max) \
+             to at least {needed}"
+        );
+        Err(ConfigError::new("response_bytes_max", limit, accepted))
     }
 }
 
@@ -77,73 +77,12 @@ impl Default for Config {
     }
 }
 
-/// A setting was out of range; the error names it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// A byte limit was zero or above [`ConfigBuilder::BYTES_LIMIT`].
-    #[error("{name} must be between 1 and {max} bytes, got {value}")]
-    Bytes {
-        /// Which setting.
-        name: &'static str,
-        /// The refused value.
-        value: usize,
-        /// The largest accepted value.
-        max: usize,
-    },
-    /// `waiters_max` was zero or above [`ConfigBuilder::WAITERS_LIMIT`].
-    #[error("waiters_max must be between 1 and {max}, got {value}")]
-    Waiters {
-        /// The refused value.
-        value: usize,
-        /// The largest accepted value.
-        max: usize,
-    },
-    /// `wait_for_first` was shorter than [`ConfigBuilder::WAIT_MIN`] or longer than
-    /// [`ConfigBuilder::WAIT_LIMIT`].
-    #[error(
-        "wait_for_first must be between {:?} and {max:?}, got {value:?}",
-        ConfigBuilder::WAIT_MIN
-    )]
-    Wait {
-        /// The refused value.
-        value: Duration,
-        /// The longest accepted wait.
-        max: Duration,
-    },
-    /// No method was given: the layer would apply to nothing.
-    #[error("methods must name at least one method")]
-    NoMethods,
-    /// A header that frames the message (its length, its transfer coding, the connection)
-    /// was named in `replay_headers`: it belongs to each response as it is sent, and a
-    /// replayed one would contradict the replayed body.
-    #[error("replay_headers must not name {name}: it frames each message as it is sent")]
-    FramingHeader {
-        /// The refused header.
-        name: HeaderName,
-    },
-    /// The store cannot keep a response as large as `response_bytes_max` allows: such a
-    /// response would be refused at completion time, and its handler run again after
-    /// the lease. Lower `response_bytes_max`, or raise the store's limit.
-    #[error(
-        "response_bytes_max is {response_bytes_max} bytes, but the store keeps results of at \
-         most {store_bytes_max} bytes, and a stored response needs {overhead} bytes beside \
-         its headers and body: set response_bytes_max to at most {fits}, or raise the \
-         store's limit (with_result_bytes_max) to at least {needed}"
-    )]
-    StoreLimit {
-        /// The layer's stored-response limit.
-        response_bytes_max: usize,
-        /// The store's limit ([`KeyStore::result_bytes_max`](idem_core::KeyStore)).
-        store_bytes_max: usize,
-        /// The bytes a stored response takes beside its headers and body.
-        overhead: usize,
-        /// The largest `response_bytes_max` this store can take.
-        fits: usize,
-        /// The smallest store limit this `response_bytes_max` needs.
-        needed: usize,
-    },
-}
+/// A setting was refused, named, with the value given and what it accepts: the shape
+/// every idem crate's configuration errors have (idem-core's). A `response_bytes_max` the
+/// store cannot keep is refused by [`IdempotencyLayer::with_config`](crate::IdempotencyLayer)
+/// in this shape too, naming both limits and what to set: a response refused at completion
+/// would leave its key in flight and its handler run again.
+pub use idem_core::ConfigError;
 
 /// Headers that frame one message on one connection: never stored, never replayed.
 const FRAMING: &[&str] = &[
@@ -243,7 +182,7 @@ impl ConfigBuilder {
     /// [`RESPONSE_BYTES_DEFAULT`](Self::RESPONSE_BYTES_DEFAULT), 1 MiB, or less if the
     /// store keeps less ([`KeyStore::result_bytes_max`](idem_core::KeyStore)). A value
     /// the store cannot keep is refused when the layer is built
-    /// ([`ConfigError::StoreLimit`]).
+    /// ([`ConfigError`] naming `response_bytes_max`).
     #[must_use]
     pub fn response_bytes_max(mut self, bytes: usize) -> Self {
         self.config.response_bytes_max = Some(bytes);
@@ -305,20 +244,24 @@ impl ConfigBuilder {
             [("body_bytes_max", c.body_bytes_max), ("response_bytes_max", response)]
         {
             if value == 0 || value > Self::BYTES_LIMIT {
-                return Err(ConfigError::Bytes { name, value, max: Self::BYTES_LIMIT });
+                let accepted = format!("between 1 and {} bytes", Self::BYTES_LIMIT);
+                return Err(ConfigError::new(name, value, accepted));
             }
         }
         if c.waiters_max == 0 || c.waiters_max > Self::WAITERS_LIMIT {
-            return Err(ConfigError::Waiters { value: c.waiters_max, max: Self::WAITERS_LIMIT });
+            let accepted = format!("between 1 and {}", Self::WAITERS_LIMIT);
+            return Err(ConfigError::new("waiters_max", c.waiters_max, accepted));
         }
         if let Some(wait) = c.wait.filter(|w| *w < Self::WAIT_MIN || *w > Self::WAIT_LIMIT) {
-            return Err(ConfigError::Wait { value: wait, max: Self::WAIT_LIMIT });
+            let accepted = format!("between {:?} and {:?}", Self::WAIT_MIN, Self::WAIT_LIMIT);
+            return Err(ConfigError::new("wait_for_first", wait, accepted));
         }
         if c.methods.is_empty() {
-            return Err(ConfigError::NoMethods);
+            return Err(ConfigError::new("methods", &c.methods, "at least one method"));
         }
         if let Some(name) = c.replay_headers.iter().find(|n| FRAMING.contains(&n.as_str())) {
-            return Err(ConfigError::FramingHeader { name: name.clone() });
+            let accepted = "no header that frames the message (each response frames itself)";
+            return Err(ConfigError::new("replay_headers", name, accepted));
         }
         Ok(c)
     }

@@ -128,7 +128,7 @@ where
     ///
     /// # Errors
     ///
-    /// [`ConfigError::StoreLimit`] if the store cannot keep a response as large as
+    /// [`ConfigError`] naming `response_bytes_max` if the store cannot keep a response as large as
     /// `config` allows ([`ConfigBuilder::response_bytes_max`](crate::ConfigBuilder)): it
     /// names both limits. A response the store refused at completion would leave its key
     /// in flight and its handler would run again; this refuses that configuration first.

@@ -2,7 +2,6 @@
 //! range by name, so a `Config` that exists is one `Notifier::start` can run.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::retry::{RetryPolicy, Sleeper, ThreadSleeper};
 
@@ -22,34 +21,9 @@ pub enum UnknownPolicy {
     Resend,
 }
 
-/// A setting out of range, named, with the value given and the range allowed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// `workers` must be 1 to [`WORKERS_MAX`].
-    #[error("workers is {0}; it must be 1 to {WORKERS_MAX}")]
-    Workers(usize),
-    /// `queue_capacity` must be 1 to [`QUEUE_CAPACITY_MAX`].
-    #[error("queue_capacity is {0}; it must be 1 to {QUEUE_CAPACITY_MAX}")]
-    QueueCapacity(usize),
-    /// `retry.attempts_max` must be 1 to [`ATTEMPTS_MAX`].
-    #[error("retry.attempts_max is {0}; it must be 1 to {ATTEMPTS_MAX}")]
-    AttemptsMax(u32),
-    /// `retry.base` must not exceed `retry.cap`.
-    #[error("retry.base ({base:?}) must not exceed retry.cap ({cap:?})")]
-    RetryBase {
-        /// The first backoff's bound given.
-        base: Duration,
-        /// The largest backoff given.
-        cap: Duration,
-    },
-    /// `read_max` must be at least 1.
-    #[error("read_max is 0; it must be at least 1")]
-    ReadMax,
-    /// `reports_max` must be at least 1.
-    #[error("reports_max is 0; it must be at least 1")]
-    ReportsMax,
-}
+/// A setting out of range, named, with the value given and what it accepts: the shape
+/// every idem crate's configuration errors have (idem-core's).
+pub use idem_core::ConfigError;
 
 /// The notifier's settings, built by [`Config::builder`] (or [`Config::default`]).
 ///
@@ -58,7 +32,8 @@ pub enum ConfigError {
 ///
 /// let config = Config::builder().workers(4).queue_capacity(10_000).build()?;
 /// assert_eq!(config.workers(), 4);
-/// assert_eq!(Config::builder().workers(0).build().unwrap_err(), ConfigError::Workers(0));
+/// let refused: ConfigError = Config::builder().workers(0).build().unwrap_err();
+/// assert_eq!((refused.setting, refused.value.as_str()), ("workers", "0"));
 /// # Ok::<(), ConfigError>(())
 /// ```
 #[derive(Clone)]
@@ -205,23 +180,26 @@ impl ConfigBuilder {
     /// [`ConfigError`] naming the first setting out of range.
     pub fn build(self) -> Result<Config, ConfigError> {
         let c = self.config;
+        let between = |max: &dyn std::fmt::Display| format!("between 1 and {max}");
         if !(1..=WORKERS_MAX).contains(&c.workers) {
-            return Err(ConfigError::Workers(c.workers));
+            return Err(ConfigError::new("workers", c.workers, between(&WORKERS_MAX)));
         }
         if !(1..=QUEUE_CAPACITY_MAX).contains(&c.queue_capacity) {
-            return Err(ConfigError::QueueCapacity(c.queue_capacity));
+            let accepted = between(&QUEUE_CAPACITY_MAX);
+            return Err(ConfigError::new("queue_capacity", c.queue_capacity, accepted));
         }
         if !(1..=ATTEMPTS_MAX).contains(&c.retry.attempts_max) {
-            return Err(ConfigError::AttemptsMax(c.retry.attempts_max));
+            let accepted = between(&ATTEMPTS_MAX);
+            return Err(ConfigError::new("retry.attempts_max", c.retry.attempts_max, accepted));
         }
         if c.retry.base > c.retry.cap {
-            return Err(ConfigError::RetryBase { base: c.retry.base, cap: c.retry.cap });
+            let accepted = format!("at most retry.cap ({:?})", c.retry.cap);
+            return Err(ConfigError::new("retry.base", c.retry.base, accepted));
         }
-        if c.read_max == 0 {
-            return Err(ConfigError::ReadMax);
-        }
-        if c.reports_max == 0 {
-            return Err(ConfigError::ReportsMax);
+        for (setting, value) in [("read_max", c.read_max), ("reports_max", c.reports_max)] {
+            if value == 0 {
+                return Err(ConfigError::new(setting, value, "at least 1"));
+            }
         }
         Ok(c)
     }

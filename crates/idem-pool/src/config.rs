@@ -35,38 +35,9 @@ pub enum Fairness {
     Eventual,
 }
 
-/// The pool configuration was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// `max_size` was zero or above [`Builder::MAX_SIZE_LIMIT`].
-    #[error("max_size must be between 1 and {max}, got {value}")]
-    MaxSize {
-        /// The refused value.
-        value: usize,
-        /// The largest accepted value.
-        max: usize,
-    },
-    /// `min_idle` was above `max_size`.
-    #[error("min_idle ({min_idle}) must not exceed max_size ({max_size})")]
-    MinIdle {
-        /// The refused value.
-        min_idle: usize,
-        /// The configured maximum.
-        max_size: usize,
-    },
-    /// A duration was zero (or below one millisecond, the clock's resolution).
-    #[error("{name} must be at least 1ms, got {value:?}")]
-    TooShort {
-        /// Which setting.
-        name: &'static str,
-        /// The refused value.
-        value: Duration,
-    },
-    /// `waiters_max` was zero.
-    #[error("waiters_max must be at least 1")]
-    WaitersMax,
-}
+/// A setting was refused: which one, the value given, what it accepts. The same shape as
+/// every idem crate's (idem-core's).
+pub use idem_core::ConfigError;
 
 /// Validated settings; see [`Builder`] for each default.
 #[derive(Clone)]
@@ -272,10 +243,12 @@ impl<M> Builder<M> {
     pub(crate) fn validate(self) -> Result<Config, ConfigError> {
         let c = self.config;
         if c.max_size == 0 || c.max_size > Self::MAX_SIZE_LIMIT {
-            return Err(ConfigError::MaxSize { value: c.max_size, max: Self::MAX_SIZE_LIMIT });
+            let accepted = format!("between 1 and {}", Self::MAX_SIZE_LIMIT);
+            return Err(ConfigError::new("max_size", c.max_size, accepted));
         }
         if c.min_idle > c.max_size {
-            return Err(ConfigError::MinIdle { min_idle: c.min_idle, max_size: c.max_size });
+            let accepted = format!("at most max_size ({})", c.max_size);
+            return Err(ConfigError::new("min_idle", c.min_idle, accepted));
         }
         let durations = [
             ("connection_timeout", Some(c.connection_timeout)),
@@ -286,11 +259,11 @@ impl<M> Builder<M> {
         ];
         for (name, value) in durations {
             if let Some(value) = value.filter(|v| *v < Duration::from_millis(1)) {
-                return Err(ConfigError::TooShort { name, value });
+                return Err(ConfigError::new(name, value, "at least 1ms"));
             }
         }
         if c.waiters_max == 0 {
-            return Err(ConfigError::WaitersMax);
+            return Err(ConfigError::new("waiters_max", 0, "at least 1"));
         }
         Ok(c)
     }

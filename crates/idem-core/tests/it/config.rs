@@ -22,40 +22,35 @@ fn defaults_are_documented_values() {
 fn invalid_settings_are_refused_by_name() {
     let b = StoreConfig::builder;
     let ms = Duration::from_millis;
-    let cases: Vec<(Result<StoreConfig, ConfigError>, ConfigError)> = vec![
-        (b().lease(ms(0)).build(), ConfigError::TooShort { name: "lease", value: ms(0) }),
+    let max = StoreConfig::CAPACITY_MAX;
+    // Each build, and the refusal it gets: (setting, value, accepted).
+    type Refused = (&'static str, String, String);
+    let cases: Vec<(Result<StoreConfig, ConfigError>, Refused)> = vec![
+        (b().lease(ms(0)).build(), ("lease", "0ns".into(), "at least 1ms".into())),
         (
             b().result_ttl(Duration::from_micros(999)).build(),
-            ConfigError::TooShort { name: "result_ttl", value: Duration::from_micros(999) },
+            ("result_ttl", "999µs".into(), "at least 1ms".into()),
         ),
+        (b().capacity(0).build(), ("capacity", "0".into(), format!("between 1 and {max}"))),
         (
-            b().capacity(0).build(),
-            ConfigError::OutOfRange { name: "capacity", value: 0, max: StoreConfig::CAPACITY_MAX },
-        ),
-        (
-            b().capacity(StoreConfig::CAPACITY_MAX + 1).build(),
-            ConfigError::OutOfRange {
-                name: "capacity",
-                value: StoreConfig::CAPACITY_MAX + 1,
-                max: StoreConfig::CAPACITY_MAX,
-            },
+            b().capacity(max + 1).build(),
+            ("capacity", (max + 1).to_string(), format!("between 1 and {max}")),
         ),
         (
             b().sweep_batch_max(0).build(),
-            ConfigError::OutOfRange {
-                name: "sweep_batch_max",
-                value: 0,
-                max: StoreConfig::SWEEP_BATCH_MAX,
-            },
+            (
+                "sweep_batch_max",
+                "0".into(),
+                format!("between 1 and {}", StoreConfig::SWEEP_BATCH_MAX),
+            ),
         ),
     ];
-    for (got, expected) in cases {
-        assert_eq!(got, Err(expected));
+    for (got, (setting, value, accepted)) in cases {
+        let error = got.expect_err(setting);
+        assert_eq!((error.setting, &error.value, &error.accepted), (setting, &value, &accepted));
     }
-    assert_eq!(
-        ConfigError::TooShort { name: "lease", value: ms(0) }.to_string(),
-        "lease must be at least 1ms, got 0ns"
-    );
+    let error = b().lease(ms(0)).build().expect_err("too short");
+    assert_eq!(error.to_string(), "lease is 0ns; it must be at least 1ms");
     assert!(b().lease(ms(1)).capacity(StoreConfig::CAPACITY_MAX).build().is_ok());
 }
 
@@ -109,7 +104,7 @@ fn durations_at_zero_and_max() {
     ] {
         let refused = builder.build();
         assert!(
-            matches!(&refused, Err(idem_core::ConfigError::TooShort { name: n, .. }) if *n == name),
+            matches!(&refused, Err(e) if e.setting == name && e.accepted == "at least 1ms"),
             "{refused:?}"
         );
     }

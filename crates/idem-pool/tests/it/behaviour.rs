@@ -300,39 +300,30 @@ fn too_many_waiters_is_refused() {
 #[test]
 fn invalid_settings_are_refused_by_name() {
     let ms = Duration::from_millis;
-    let cases: Vec<(idem_pool::Builder<TestManager>, ConfigError)> = vec![
-        (Pool::builder().max_size(0), ConfigError::MaxSize { value: 0, max: 1 << 16 }),
-        (
-            Pool::builder().max_size((1 << 16) + 1),
-            ConfigError::MaxSize { value: (1 << 16) + 1, max: 1 << 16 },
-        ),
-        (
-            Pool::builder().max_size(2).min_idle(3),
-            ConfigError::MinIdle { min_idle: 3, max_size: 2 },
-        ),
-        (
-            Pool::builder().connection_timeout(ms(0)),
-            ConfigError::TooShort { name: "connection_timeout", value: ms(0) },
-        ),
-        (
-            Pool::builder().idle_timeout(Some(ms(0))),
-            ConfigError::TooShort { name: "idle_timeout", value: ms(0) },
-        ),
-        (
-            Pool::builder().max_lifetime(Some(ms(0))),
-            ConfigError::TooShort { name: "max_lifetime", value: ms(0) },
-        ),
-        (Pool::builder().waiters_max(0), ConfigError::WaitersMax),
+    let range = "between 1 and 65536";
+    // Each builder, and the refusal it gets: (setting, value, accepted).
+    type Refused = (&'static str, &'static str, &'static str);
+    let cases: Vec<(idem_pool::Builder<TestManager>, Refused)> = vec![
+        (Pool::builder().max_size(0), ("max_size", "0", range)),
+        (Pool::builder().max_size((1 << 16) + 1), ("max_size", "65537", range)),
+        (Pool::builder().max_size(2).min_idle(3), ("min_idle", "3", "at most max_size (2)")),
+        (Pool::builder().connection_timeout(ms(0)), ("connection_timeout", "0ns", "at least 1ms")),
+        (Pool::builder().idle_timeout(Some(ms(0))), ("idle_timeout", "0ns", "at least 1ms")),
+        (Pool::builder().max_lifetime(Some(ms(0))), ("max_lifetime", "0ns", "at least 1ms")),
+        (Pool::builder().waiters_max(0), ("waiters_max", "0", "at least 1")),
     ];
-    for (builder, expected) in cases {
+    for (builder, (setting, value, accepted)) in cases {
+        let error: ConfigError =
+            builder.build(TestManager::default()).map(|_| ()).expect_err("refused");
         assert_eq!(
-            builder.build(TestManager::default()).map(|_| ()).expect_err("refused"),
-            expected
+            (error.setting, error.value.as_str(), error.accepted.as_str()),
+            (setting, value, accepted)
         );
     }
+    let refused = Pool::builder().max_size(2).min_idle(3).build(TestManager::default());
     assert_eq!(
-        ConfigError::MinIdle { min_idle: 3, max_size: 2 }.to_string(),
-        "min_idle (3) must not exceed max_size (2)"
+        refused.map(|_| ()).expect_err("refused").to_string(),
+        "min_idle is 3; it must be at most max_size (2)"
     );
 }
 
@@ -448,7 +439,7 @@ fn duration_settings_at_zero_and_max() {
     let ms = Duration::from_millis;
     assert!(matches!(
         Pool::builder().connection_timeout(Duration::ZERO).build(TestManager::default()),
-        Err(ConfigError::TooShort { name: "connection_timeout", .. })
+        Err(ConfigError { setting: "connection_timeout", .. })
     ));
     let (pool, clock) = pool(1, |b| {
         b.connection_timeout(Duration::MAX)
