@@ -285,8 +285,16 @@ fn sibling_dependencies(metadata: &serde_json::Value) -> Violations {
     found
 }
 
-/// The crates that keep state on disk and may use idem-durable.
-const DURABLE_USERS: &[&str] = &["idem-wallet", "idem-store-sqlite", "idem-store-postgres"];
+/// The crates that may use idem-durable: those that keep state on disk, and those whose
+/// results a durable store keeps (they implement its `Durable`).
+const DURABLE_USERS: &[&str] = &[
+    "idem-wallet",
+    "idem-store-sqlite",
+    "idem-store-postgres",
+    "idem-payments",
+    "idem-notify",
+    "idem-http",
+];
 
 /// Normal (not dev) dependencies that break the layers: idem-testkit is for tests,
 /// examples and benches only; idem-durable for the crates that keep state on disk.

@@ -69,8 +69,8 @@
 //! [`MemoryStore`] is the embedded default. The durable store on one SQLite file and the
 //! store shared through PostgreSQL are adapter crates of their own (`idem-store-sqlite`,
 //! `idem-store-postgres`) that depend on this one. A backend implements [`KeyStore`],
-//! makes its results storable with [`codec`] (the shared encoding and the group-commit
-//! writer are the `idem-durable` crate's), and runs the conformance suite of the
+//! keeps its results with the `idem-durable` crate (what makes a result storable, its
+//! checksummed encoding, the group-commit writer), and runs the conformance suite of the
 //! `idem-testkit` crate against itself with its `conformance_tests!` macro.
 //!
 //! # Features
@@ -79,8 +79,6 @@
 //! (replay, in flight, recover, key reused, lease lost), through [`trace`]; free when off.
 
 mod clock;
-#[cfg(not(loom))]
-pub mod codec;
 mod fingerprint;
 mod key;
 mod memory;

@@ -435,7 +435,7 @@ pub trait KeyStore<R>: Send + Sync {
     -> Result<KeyState<R>, StoreError>;
 
     /// The largest result this store can keep, in bytes of its encoding
-    /// ([`Durable::encode`](crate::codec::Durable::encode)), or `None` if it keeps any
+    /// (idem-durable's `Durable::encode`), or `None` if it keeps any
     /// result whole (the memory store keeps the value itself). A caller that could hand
     /// the store a larger result (an HTTP layer storing responses, say) reads this when
     /// it is built and refuses a configuration that disagrees, so a result is never

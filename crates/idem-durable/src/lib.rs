@@ -23,11 +23,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! A result type becomes storable by implementing [`idem_core::codec::Durable`]; this
-//! crate is for backends, never for the problem crates' callers.
+//! A result type becomes storable by implementing [`Durable`]: the problem crates whose
+//! results a durable store keeps do; their callers never need this crate.
 
+pub mod codec;
 pub mod group_commit;
 pub mod result;
 pub mod row;
 
+pub use codec::{CodecError, Durable};
 pub use result::{RESULT_BYTES_MAX_DEFAULT, decode_result, encode_result};

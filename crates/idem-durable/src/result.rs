@@ -14,7 +14,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use idem_core::codec::{CodecError, Durable};
+use crate::codec::{CodecError, Durable};
 use idem_core::{ScopedKey, StoreError};
 
 /// The largest result a durable backend keeps by default, in bytes of its

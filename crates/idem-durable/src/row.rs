@@ -2,7 +2,7 @@
 //! claim changed nothing, into a pending claim; and a claim that sweeps once when full.
 //! The SQLite and PostgreSQL stores share these, so they judge a row alike.
 
-use idem_core::codec::{CodecError, Durable};
+use crate::codec::{CodecError, Durable};
 use idem_core::{Claim, Fingerprint, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp};
 
 use crate::result::decode_result;

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
-use idem_core::codec::{CodecError, Durable};
+use idem_durable::{CodecError, Durable};
 
 /// A response as the store keeps it, replayed to every repeat of its request.
 ///

@@ -25,7 +25,7 @@ pub enum Outcome {
     DeadLettered(String),
 }
 
-impl idem_core::codec::Durable for Outcome {
+impl idem_durable::Durable for Outcome {
     fn encode(&self) -> Vec<u8> {
         match self {
             Outcome::Delivered => vec![0],
@@ -37,8 +37,8 @@ impl idem_core::codec::Durable for Outcome {
         }
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self, idem_core::codec::CodecError> {
-        let corrupt = || idem_core::codec::CodecError::Corrupt("notification outcome".into());
+    fn decode(bytes: &[u8]) -> Result<Self, idem_durable::CodecError> {
+        let corrupt = || idem_durable::CodecError::Corrupt("notification outcome".into());
         match bytes.split_first() {
             Some((0, [])) => Ok(Outcome::Delivered),
             Some((1, reason)) => Ok(Outcome::DeadLettered(

@@ -1,6 +1,6 @@
-//! The stored outcome's encoding, for the durable stores (`idem_core::codec`).
+//! The stored outcome's encoding, for the durable stores (`idem_durable::Durable`).
 
-use idem_core::codec::{CodecError, Durable};
+use idem_durable::{CodecError, Durable};
 
 use crate::gateway::{Charge, ChargeId};
 use crate::money::{Amount, Currency};

@@ -64,11 +64,11 @@ pub use rustls;
 use std::sync::Arc;
 use std::time::Instant;
 
-use idem_core::codec::Durable;
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
     StoreConfig, StoreError, Timestamp,
 };
+use idem_durable::Durable;
 use idem_durable::encode_result;
 use idem_durable::row::{
     StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, pending_claim, row_state,

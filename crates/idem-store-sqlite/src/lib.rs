@@ -63,11 +63,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use std::sync::Arc;
 
-use idem_core::codec::Durable;
 use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
     StoreConfig, StoreError, SystemClock, Timestamp,
 };
+use idem_durable::Durable;
 use idem_durable::encode_result;
 use idem_durable::group_commit::{
     AfterFailure, CommitError, Committer, GroupCommit, GroupFailure, GroupLimits,

@@ -90,8 +90,8 @@ fn results_over_the_limit_are_refused_and_the_claim_stays() {
     };
     match store.complete(&lease, "too long".into()) {
         Err(StoreError::Storage(e)) => assert_eq!(
-            e.downcast_ref::<idem_core::codec::CodecError>(),
-            Some(&idem_core::codec::CodecError::TooLarge { len: 8, max: 4 })
+            e.downcast_ref::<idem_durable::CodecError>(),
+            Some(&idem_durable::CodecError::TooLarge { len: 8, max: 4 })
         ),
         other => panic!("expected ResultTooLarge, got {other:?}"),
     }

@@ -1,18 +1,19 @@
 //! What makes a result storable by a durable backend: [`Durable`], its bytes and how to
-//! read them back, and [`CodecError`], why stored bytes were refused. The backends'
-//! shared encoding (checksummed, bound to its key) and the rules for reading a stored
-//! row live in the `idem-durable` crate.
+//! read them back, and [`CodecError`], why stored bytes were refused. A problem crate
+//! whose results a durable store keeps (a payment's outcome, a notification's, an HTTP
+//! response) implements [`Durable`] for them; the backends wrap the bytes in the
+//! checksummed encoding of [`result`](crate::result).
 //!
 //! ```
-//! use idem_core::codec::Durable;
+//! use idem_durable::Durable;
 //!
 //! let bytes = "charged".to_string().encode();
 //! assert_eq!(String::decode(&bytes)?, "charged");
 //! assert!(String::decode(&[0xff]).is_err());
-//! # Ok::<(), idem_core::codec::CodecError>(())
+//! # Ok::<(), idem_durable::CodecError>(())
 //! ```
 
-use crate::store::StoreError;
+use idem_core::StoreError;
 
 /// Why stored bytes could not be written or read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
