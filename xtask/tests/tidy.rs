@@ -651,8 +651,37 @@ fn retired_names_stay_retired() {
     check(&paths, retired_names);
 }
 
+// ---- rule: docs speak of the code, not of the project's bookkeeping -------------------
+
+/// Words that point a reader at what they do not have: an issue tracker, a stop's notes.
+fn bookkeeping(path: &str, text: &str) -> Violations {
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let lower = line.to_lowercase();
+        let issue_number = lower.match_indices("issue ").any(|(at, m)| {
+            lower[at + m.len()..].chars().next().is_some_and(|c| c.is_ascii_digit())
+        });
+        if issue_number || lower.contains("closing note") || lower.contains("before the fix") {
+            found
+                .push(format!("{path}:{}: cites an issue or a note; say what was measured", i + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn docs_cite_no_issue_numbers_or_notes() {
+    let mut paths = files("docs", &[".md"]);
+    paths.extend(files("crates", &[".md"]));
+    paths.extend(files("crates", &[".rs"]).into_iter().filter(|p| relative(p).contains("/src/")));
+    paths.push(root().join("README.md"));
+    check(&paths, bookkeeping);
+}
+
 #[test]
 fn each_rule_catches_a_planted_violation() {
+    let cited = "Measured in issue 18.\nSee the closing note.\nAn issue with it: none.\n";
+    assert_eq!(bookkeeping("docs/x.md", cited).len(), 2, "bookkeeping");
     let old = "pub(crate) struct Shared<P, S> {\npub struct Lease {\n    fn detach(self) {}\n";
     assert_eq!(retired_names("crates/idem-pool/src/x.rs", old).len(), 3, "retired names");
     let core = "pub struct Lease {\n";
