@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
-mod common;
-use common::Noop;
+#[path = "../tests/managers/mod.rs"]
+mod managers;
+use managers::Noop;
 
 /// Runs `iters` get+drop cycles split over `threads`, timing only the cycles.
 fn cycles(threads: usize, iters: u64, cycle: impl Fn() + Sync) -> Duration {

@@ -10,8 +10,9 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::Noop;
+#[path = "../tests/managers/mod.rs"]
+mod managers;
+use managers::Noop;
 
 /// get+hold+drop cycles per cell, split over its threads.
 const CYCLES_PER_CELL: usize = 200_000;

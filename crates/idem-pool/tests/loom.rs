@@ -4,23 +4,15 @@
 //! loom's mutex, condition variables and `Arc` (the crate's `sync` shim).
 #![cfg(loom)]
 
-use std::convert::Infallible;
+mod managers;
+
 use std::time::Duration;
 
-use idem_pool::{Error, Fairness, HealthCheck, Manager, Pool};
+use idem_pool::{Error, Fairness, HealthCheck, Pool};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-#[derive(Debug)]
-struct Noop;
-
-impl Manager for Noop {
-    type Connection = u32;
-    type Error = Infallible;
-    fn connect(&self) -> Result<u32, Infallible> {
-        Ok(7)
-    }
-}
+use managers::{FailFirst, Noop};
 
 fn one_connection_pool() -> Pool<Noop> {
     pool_with(Fairness::Fifo)
@@ -191,25 +183,6 @@ fn close_races_get_and_release() {
         assert_eq!(pool.state().size, 0, "a closed pool keeps no connection");
         pool.assert_invariants();
     });
-}
-
-/// Fails its first connect; every later connect succeeds.
-#[derive(Debug, Default)]
-struct FailFirst {
-    failed: loom::sync::atomic::AtomicBool,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("connection refused")]
-struct Refused;
-
-impl Manager for FailFirst {
-    type Connection = u32;
-    type Error = Refused;
-    fn connect(&self) -> Result<u32, Refused> {
-        use loom::sync::atomic::Ordering::SeqCst;
-        if self.failed.swap(true, SeqCst) { Ok(7) } else { Err(Refused) }
-    }
 }
 
 /// Race: a connect fails while another thread queues as a waiter (the stranded slot: the
