@@ -11,58 +11,30 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+use idem_testkit::storm::{self, Plan, Retries};
 
 const INTENTS: u64 = 20_000;
 const THREADS: usize = 4;
 /// Chance, in percent, that an attempt is retried (again and again, geometrically).
 const RETRY_PERCENT: u64 = 50;
-
-/// A small deterministic generator, so every run shows the same storm.
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
-fn attempts() -> Vec<u64> {
-    let mut rng = Lcg(42);
-    let mut list = Vec::new();
-    for intent in 0..INTENTS {
-        list.push(intent);
-        while rng.next() % 100 < RETRY_PERCENT {
-            list.push(intent);
-        }
-    }
-    // Shuffle nearby entries only, so retries of one intent land close together in time.
-    for i in (1..list.len()).rev() {
-        let j = i.saturating_sub((rng.next() % 8) as usize);
-        list.swap(i, j);
-    }
-    list
-}
-
-fn storm(list: &[u64], attempt: impl Fn(u64) + Sync) {
-    std::thread::scope(|scope| {
-        for t in 0..THREADS {
-            let attempt = &attempt;
-            scope.spawn(move || list.iter().skip(t).step_by(THREADS).for_each(|&i| attempt(i)));
-        }
-    });
-}
+/// Each attempt is retried until one is not: a client that retries until it hears back.
+const PLAN: Plan = Plan {
+    intents: INTENTS,
+    retry_percent: RETRY_PERCENT,
+    retries: Retries::UntilAnswered,
+    seed: 42,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let list = attempts();
+    let list = PLAN.attempts();
     let naive = AtomicU64::new(0);
-    storm(&list, |_| {
+    storm::run(&list, THREADS, |_| {
         naive.fetch_add(1, Ordering::Relaxed);
     });
 
     let store = Arc::new(MemoryStore::<u64>::new(StoreConfig::default()));
     let effects = AtomicU64::new(0);
-    storm(&list, |intent| {
+    storm::run(&list, THREADS, |intent| {
         let key = ScopedKey::parse("demo", &format!("intent-{intent}")).expect("valid key");
         let request = Fingerprint::builder("demo").u64("intent", intent).finish();
         match store.claim_wait(&key, &request, Duration::from_secs(5)).expect("claim") {

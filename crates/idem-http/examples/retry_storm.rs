@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use idem_core::{MemoryStore, StoreConfig};
+use idem_testkit::storm::{Plan, Retries};
 
 const INTENTS: u64 = 1_000;
 const CLIENTS: usize = 4;
@@ -25,25 +26,8 @@ const RETRY_PERCENT: u64 = 30;
 
 /// Every intent once plus its retries, shuffled locally so retries land near their
 /// original (the same generator as the payments storm).
-fn attempts() -> Vec<u64> {
-    let mut state = 7_u64;
-    let mut next = || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        state >> 33
-    };
-    let mut list = Vec::new();
-    for intent in 0..INTENTS {
-        list.push(intent);
-        if next() % 100 < RETRY_PERCENT {
-            list.push(intent);
-        }
-    }
-    for i in (1..list.len()).rev() {
-        let j = i.saturating_sub((next() % 8) as usize);
-        list.swap(i, j);
-    }
-    list
-}
+const PLAN: Plan =
+    Plan { intents: INTENTS, retry_percent: RETRY_PERCENT, retries: Retries::Once, seed: 7 };
 
 /// One `POST /checkout` for intent `i`, on a new connection.
 async fn post(addr: SocketAddr, i: u64) -> u16 {
@@ -89,7 +73,7 @@ async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let list = Arc::new(attempts());
+    let list = Arc::new(PLAN.attempts());
     let naive = storm(app::Mode::Naive, list.clone()).await;
     let idem = storm(app::Mode::Idempotent, list.clone()).await;
     let (scenario, effect, attempt) =

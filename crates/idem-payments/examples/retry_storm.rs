@@ -14,46 +14,17 @@ use std::time::Duration;
 
 use idem_core::{IdempotencyKey, KeyStore, ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_payments::{FaultPlan, Gateway, GatewayKey, PaymentRequest, Processor, SimulatedGateway};
+use idem_testkit::storm::{self, Plan, Retries};
 
 const INTENTS: u64 = 10_000;
 const THREADS: usize = 4;
 const RETRY_PERCENT: u64 = 30;
 
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-}
-
 /// Every intent once plus its retries, shuffled locally so retries land near their
-/// original (and often run beside it).
+/// original (and often run beside it). One retry for `retry_percent` of intents: charges
+/// per intent = 1 + retry rate, naively.
 fn attempts(retry_percent: u64) -> Vec<u64> {
-    let mut rng = Lcg(7);
-    let mut list = Vec::new();
-    for intent in 0..INTENTS {
-        list.push(intent);
-        // One retry for 30% of intents: charges per intent = 1 + retry rate, naively.
-        if rng.next() % 100 < retry_percent {
-            list.push(intent);
-        }
-    }
-    for i in (1..list.len()).rev() {
-        let j = i.saturating_sub((rng.next() % 8) as usize);
-        list.swap(i, j);
-    }
-    list
-}
-
-fn storm(list: &[u64], attempt: impl Fn(u64) + Sync) {
-    std::thread::scope(|scope| {
-        for t in 0..THREADS {
-            let attempt = &attempt;
-            scope.spawn(move || list.iter().skip(t).step_by(THREADS).for_each(|&i| attempt(i)));
-        }
-    });
+    Plan { intents: INTENTS, retry_percent, retries: Retries::Once, seed: 7 }.attempts()
 }
 
 fn intent(i: u64) -> (IdempotencyKey, PaymentRequest) {
@@ -68,7 +39,7 @@ fn naive_charges(list: &[u64]) -> u64 {
     // Naive: no key; every attempt is a charge.
     let naive = SimulatedGateway::new().without_dedup();
     let counter = AtomicU64::new(0);
-    storm(list, |i| {
+    storm::run(list, THREADS, |i| {
         let (_, r) = intent(i);
         let key = GatewayKey::derive(
             &idem_core::ScopedKey::parse(
@@ -104,7 +75,7 @@ fn idem_charges(list: &[u64], durable: bool) -> (u64, std::path::PathBuf) {
         Arc::new(MemoryStore::with_clock(config, clock.clone()))
     };
     let processor = Processor::new("shop", gateway, store).expect("valid merchant");
-    storm(list, |i| {
+    storm::run(list, THREADS, |i| {
         let (k, r) = intent(i);
         let _ = processor.pay(&k, &r);
     });

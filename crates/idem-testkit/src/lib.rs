@@ -1,13 +1,15 @@
 //! What idem's tests, examples and benches share, in one place instead of a copy in each:
 //! the conformance suite every [`KeyStore`](idem_core::KeyStore) backend runs against
-//! itself, a `tracing` collector for tests (feature `tracing`), a bounded wait and
-//! scratch directories. A dev-dependency only: no library depends on it.
+//! itself, a `tracing` collector for tests (feature `tracing`), a bounded wait, scratch
+//! directories and the retry storm of the demo's examples ([`storm`]). A dev-dependency
+//! only: no library depends on it.
 //!
 //! # Guarantee
 //!
 //! Every backend that runs [`conformance_tests!`] is held to the same behaviour, case by
 //! case; a case that fails names what the backend did wrong. [`wait_until`] never hangs a
-//! test: a condition that never comes fails it, naming what it waited for.
+//! test: a condition that never comes fails it, naming what it waited for. A storm's
+//! [`Plan`](storm::Plan) gives the same attempts, in the same order, on every run.
 //!
 //! # Examples
 //!
@@ -26,6 +28,7 @@ use std::time::Duration;
 #[cfg(feature = "tracing")]
 pub mod capture;
 pub mod conformance;
+pub mod storm;
 
 /// Waits until `condition` holds, checking every 100 µs, and panics naming `what` if it
 /// does not hold within `limit`. For a test that waits for another thread to reach a
