@@ -12,12 +12,13 @@
 
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+use idem_testkit::bench;
 
 const POOL: usize = 1 << 18;
 const HOT: usize = 1024;
@@ -120,29 +121,6 @@ fn inputs() -> Inputs {
     Inputs { keys, fp: Fingerprint::builder("bench").u64("n", 1).finish() }
 }
 
-/// Runs `iters` operations split over `threads`, timing only the operations.
-fn timed<C: Contender>(
-    c: &C,
-    threads: usize,
-    iters: u64,
-    op: impl Fn(&C, usize) + Sync,
-) -> Duration {
-    let per_thread = (iters as usize).div_ceil(threads);
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|scope| {
-        for t in 0..threads {
-            let (barrier, op) = (&barrier, &op);
-            scope.spawn(move || {
-                barrier.wait();
-                (t * per_thread..(t + 1) * per_thread).for_each(|i| op(c, i));
-            });
-        }
-        barrier.wait();
-        Instant::now()
-    })
-    .elapsed()
-}
-
 /// Claim+complete on keys never seen before; a fresh contender every `POOL` operations.
 fn claim_complete<C: Contender>(inputs: &Inputs, threads: usize, iters: u64) -> Duration {
     let mut total = Duration::ZERO;
@@ -150,8 +128,8 @@ fn claim_complete<C: Contender>(inputs: &Inputs, threads: usize, iters: u64) -> 
     while left > 0 {
         let chunk = left.min(POOL as u64);
         let contender = C::fresh();
-        total += timed(&contender, threads, chunk, |c, i| {
-            black_box(c.claim(&inputs.keys[i % POOL], &inputs.fp));
+        total += bench::timed_iters(threads, chunk, |i| {
+            black_box(contender.claim(&inputs.keys[i % POOL], &inputs.fp));
         });
         left -= chunk;
     }
@@ -164,8 +142,8 @@ fn replay<C: Contender>(inputs: &Inputs, threads: usize, iters: u64) -> Duration
     for key in &inputs.keys[..HOT] {
         contender.claim(key, &inputs.fp);
     }
-    timed(&contender, threads, iters, |c, i| {
-        let result = c.claim(&inputs.keys[i % HOT], &inputs.fp);
+    bench::timed_iters(threads, iters, |i| {
+        let result = contender.claim(&inputs.keys[i % HOT], &inputs.fp);
         assert_eq!(black_box(result), Some(1));
     })
 }

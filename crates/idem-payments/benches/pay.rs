@@ -7,14 +7,15 @@
 
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use idem_core::{IdempotencyKey, MemoryStore, ScopedKey, StoreConfig};
 use idem_payments::{
     Gateway, GatewayKey, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway,
 };
+use idem_testkit::bench;
 
 const POOL: usize = 1 << 16;
 const HOT: usize = 1024;
@@ -60,23 +61,6 @@ impl Payer for Seed {
     }
 }
 
-fn timed<P: Payer>(p: &P, threads: usize, iters: u64, op: impl Fn(&P, usize) + Sync) -> Duration {
-    let per_thread = (iters as usize).div_ceil(threads);
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|scope| {
-        for t in 0..threads {
-            let (barrier, op) = (&barrier, &op);
-            scope.spawn(move || {
-                barrier.wait();
-                (t * per_thread..(t + 1) * per_thread).for_each(|i| op(p, i));
-            });
-        }
-        barrier.wait();
-        Instant::now()
-    })
-    .elapsed()
-}
-
 fn fresh_keys<P: Payer>(
     keys: &[IdempotencyKey],
     r: &PaymentRequest,
@@ -88,8 +72,8 @@ fn fresh_keys<P: Payer>(
     while left > 0 {
         let chunk = left.min(POOL as u64);
         let payer = P::fresh();
-        total += timed(&payer, threads, chunk, |p, i| {
-            black_box(p.pay(&keys[i % POOL], r));
+        total += bench::timed_iters(threads, chunk, |i| {
+            black_box(payer.pay(&keys[i % POOL], r));
         });
         left -= chunk;
     }
@@ -106,8 +90,8 @@ fn replays<P: Payer>(
     for key in &keys[..HOT] {
         payer.pay(key, r);
     }
-    timed(&payer, threads, iters, |p, i| {
-        black_box(p.pay(&keys[i % HOT], r));
+    bench::timed_iters(threads, iters, |i| {
+        black_box(payer.pay(&keys[i % HOT], r));
     })
 }
 

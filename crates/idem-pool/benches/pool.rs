@@ -8,32 +8,14 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use idem_testkit::bench;
 
 #[path = "../tests/managers/mod.rs"]
 mod managers;
 use managers::Noop;
-
-/// Runs `iters` get+drop cycles split over `threads`, timing only the cycles.
-fn cycles(threads: usize, iters: u64, cycle: impl Fn() + Sync) -> Duration {
-    let per_thread = iters.div_ceil(threads as u64);
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            let (barrier, cycle) = (&barrier, &cycle);
-            scope.spawn(move || {
-                barrier.wait();
-                (0..per_thread).for_each(|_| cycle());
-            });
-        }
-        barrier.wait();
-        Instant::now()
-    })
-    .elapsed()
-}
 
 fn bench(c: &mut Criterion) {
     group(c, "get_drop", idem_pool::Fairness::Fifo);
@@ -53,14 +35,14 @@ fn group(c: &mut Criterion, name: &str, fairness: idem_pool::Fairness) {
             .expect("valid config");
         group.bench_function(BenchmarkId::new("idem", &param), |b| {
             b.iter_custom(|iters| {
-                cycles(threads, iters, || drop(black_box(idem.get().expect("get"))))
+                bench::timed_iters(threads, iters, |_| drop(black_box(idem.get().expect("get"))))
             })
         });
         let r2d2 =
             r2d2::Pool::builder().max_size(connections as u32).build(Noop).expect("r2d2 pool");
         group.bench_function(BenchmarkId::new("r2d2", &param), |b| {
             b.iter_custom(|iters| {
-                cycles(threads, iters, || drop(black_box(r2d2.get().expect("get"))))
+                bench::timed_iters(threads, iters, |_| drop(black_box(r2d2.get().expect("get"))))
             })
         });
     }

@@ -7,8 +7,9 @@
 // A bench prints its table; nothing here is a library.
 #![allow(missing_docs)]
 
-use std::sync::Barrier;
 use std::time::{Duration, Instant};
+
+use idem_testkit::bench;
 
 #[path = "../tests/managers/mod.rs"]
 mod managers;
@@ -33,33 +34,21 @@ impl Cell {
 /// Runs the cell's cycles on `threads` threads: `get` returns a guard held for `hold`.
 fn run<G>(threads: usize, hold: Duration, get: impl Fn() -> G + Sync) -> Cell {
     let per_thread = CYCLES_PER_CELL / threads;
-    let start = Barrier::new(threads + 1);
-    let (elapsed, mut waits_ns) = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                let (start, get) = (&start, &get);
-                scope.spawn(move || {
-                    let mut waits = Vec::with_capacity(per_thread);
-                    start.wait();
-                    for _ in 0..per_thread {
-                        let asked = Instant::now();
-                        let guard = get();
-                        waits.push(asked.elapsed().as_nanos() as u64);
-                        let held = Instant::now();
-                        while held.elapsed() < hold {
-                            std::hint::spin_loop();
-                        }
-                        drop(guard);
-                    }
-                    waits
-                })
-            })
-            .collect();
-        start.wait();
-        let began = Instant::now();
-        let waits: Vec<u64> = workers.into_iter().flat_map(|w| w.join().expect("worker")).collect();
-        (began.elapsed(), waits)
+    let (elapsed, waits) = bench::timed_with(0..threads, |_| {
+        let mut waits = Vec::with_capacity(per_thread);
+        for _ in 0..per_thread {
+            let asked = Instant::now();
+            let guard = get();
+            waits.push(asked.elapsed().as_nanos() as u64);
+            let held = Instant::now();
+            while held.elapsed() < hold {
+                std::hint::spin_loop();
+            }
+            drop(guard);
+        }
+        waits
     });
+    let mut waits_ns: Vec<u64> = waits.into_iter().flatten().collect();
     waits_ns.sort_unstable();
     Cell { per_second: (per_thread * threads) as f64 / elapsed.as_secs_f64(), waits_ns }
 }

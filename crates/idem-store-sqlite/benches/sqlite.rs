@@ -8,13 +8,13 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
 use idem_store_sqlite::SqliteStore;
+use idem_testkit::bench;
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -47,22 +47,12 @@ fn timed<S: KeyStore<u64> + Sync>(
 ) -> Duration {
     let fp = Fingerprint::builder("bench").finish();
     let per_thread = iters.div_ceil(threads);
-    let barrier = Barrier::new(threads as usize + 1);
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (barrier, fp) = (&barrier, &fp);
-            s.spawn(move || {
-                barrier.wait();
-                for i in 0..per_thread {
-                    let k = if replay { i % 64 } else { base + t * per_thread + i };
-                    cycle(store, k, fp);
-                }
-            });
+    bench::timed(0..threads, |t| {
+        for i in 0..per_thread {
+            let k = if replay { i % 64 } else { base + t * per_thread + i };
+            cycle(store, k, &fp);
         }
-        barrier.wait();
-        Instant::now()
     })
-    .elapsed()
 }
 
 fn bench(c: &mut Criterion) {

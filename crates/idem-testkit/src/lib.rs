@@ -1,8 +1,8 @@
 //! What idem's tests, examples and benches share, in one place instead of a copy in each:
 //! the conformance suite every [`KeyStore`](idem_core::KeyStore) backend runs against
 //! itself, a `tracing` collector for tests (feature `tracing`), a bounded wait, scratch
-//! directories and the retry storm of the demo's examples ([`storm`]). A dev-dependency
-//! only: no library depends on it.
+//! directories, the retry storm of the demo's examples ([`storm`]) and the timing harness
+//! of the threaded benches ([`bench`]). A dev-dependency only: no library depends on it.
 //!
 //! # Guarantee
 //!
@@ -25,6 +25,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+pub mod bench;
 #[cfg(feature = "tracing")]
 pub mod capture;
 pub mod conformance;

@@ -7,11 +7,11 @@
 #![allow(missing_docs)]
 
 use std::path::PathBuf;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use idem_testkit::bench;
 use idem_wallet::{AccountFlags, DurableWallet, NewAccount, Transfer, Wallet};
 
 const ACCOUNTS: u128 = 1024;
@@ -78,19 +78,7 @@ fn run<W: Submit>(
                 .collect()
         })
         .collect();
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|s| {
-        for batches in prepared {
-            let barrier = &barrier;
-            s.spawn(move || {
-                barrier.wait();
-                batches.into_iter().for_each(|b| wallet.submit(b));
-            });
-        }
-        barrier.wait();
-        Instant::now()
-    })
-    .elapsed()
+    bench::timed(prepared, |batches| batches.into_iter().for_each(|b| wallet.submit(b)))
 }
 
 fn bench(c: &mut Criterion) {

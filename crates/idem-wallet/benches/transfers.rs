@@ -8,10 +8,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hint::black_box;
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use idem_testkit::bench;
 use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};
 
 const ACCOUNTS: u128 = 1024;
@@ -101,21 +102,11 @@ fn run<L: Ledger>(size: usize, threads: usize, replay: bool, batches: u64) -> Du
         if replay {
             ledger.submit(&prepared[0][0]);
         }
-        let barrier = Barrier::new(threads + 1);
-        total += std::thread::scope(|s| {
-            for batches in &prepared {
-                let (ledger, barrier) = (&ledger, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    for batch in batches {
-                        black_box(ledger.submit(batch));
-                    }
-                });
+        total += bench::timed(&prepared, |batches| {
+            for batch in batches {
+                black_box(ledger.submit(batch));
             }
-            barrier.wait();
-            Instant::now()
-        })
-        .elapsed();
+        });
         done += n;
     }
     total
