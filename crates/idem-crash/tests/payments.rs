@@ -13,7 +13,7 @@
 //! runs more, in release mode.
 
 mod common;
-use common::{Rng, dir};
+use common::{Rng, Tally, dir};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -27,15 +27,13 @@ use idem_crash::payments::{INTENTS, Intent, LEASE, Later, POINTS, intent, parse_
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_sqlite::SqliteStore;
 
-#[derive(Debug, Default)]
-struct Tally {
-    rounds: u64,
-    crashes: u64,
-    without_reconcile: u64,
-    double_effects: u64,
-    lost_acks: u64,
-    unresolved: u64,
-}
+// The tally's counters, in the order its summary shows them.
+const ROUNDS: &str = "rounds";
+const CRASHES: &str = "workers crashed";
+const WITHOUT_RECONCILE: &str = "restarts without reconcile";
+const DOUBLE_EFFECTS: &str = "double effects";
+const LOST_ACKS: &str = "lost acknowledged results";
+const UNRESOLVED: &str = "unresolved";
 
 fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     let store_path = dir("rounds").join(format!("store-{n}.sqlite"));
@@ -65,7 +63,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         .map(|ack| (ack.intent, ack.charge))
         .collect();
     let status = child.wait().expect("the worker ends");
-    tally.crashes += u64::from(!status.success());
+    tally.add(CRASHES, u64::from(!status.success()));
 
     // Restart: the same files, a clock past every lease.
     let config = StoreConfig::builder().lease(LEASE).build().expect("valid config");
@@ -77,9 +75,9 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
             .expect("merchant");
     if rng.next().is_multiple_of(2) {
         let report = processor.reconcile(1000);
-        tally.unresolved += report.unresolved.len() as u64;
+        tally.add(UNRESOLVED, report.unresolved.len() as u64);
     } else {
-        tally.without_reconcile += 1;
+        tally.add(WITHOUT_RECONCILE, 1);
     }
     for i in 0..INTENTS {
         let Intent { key, request } = intent(i);
@@ -89,7 +87,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         if let Some(acked) = acks.get(&i)
             && *acked != charge.id.0
         {
-            tally.lost_acks += 1;
+            tally.add(LOST_ACKS, 1);
         }
     }
     assert!(processor.store().pending(1000).expect("pending").is_empty(), "nothing left pending");
@@ -98,8 +96,8 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         *per_key.entry(record.key).or_default() += 1;
     }
     assert_eq!(per_key.len() as u64, INTENTS, "every intent charged");
-    tally.double_effects += per_key.values().filter(|n| **n > 1).count() as u64;
-    tally.rounds += 1;
+    tally.add(DOUBLE_EFFECTS, per_key.values().filter(|n| **n > 1).count() as u64);
+    tally.add(ROUNDS, 1);
     let _ = std::fs::remove_file(&store_path);
     let _ = std::fs::remove_file(&gateway_path);
 }
@@ -108,23 +106,15 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
 fn crashed_workers_never_charge_twice_nor_lose_an_acknowledged_answer() {
     let rounds = common::rounds(20);
     let mut rng = Rng(0x5eed_1234_abcd_ef01);
-    let mut tally = Tally::default();
+    let names = [ROUNDS, CRASHES, WITHOUT_RECONCILE, DOUBLE_EFFECTS, LOST_ACKS, UNRESOLVED];
+    let mut tally = Tally::new("crash rounds", &names);
     for n in 0..rounds {
         round(n, &mut rng, &mut tally);
         common::progress("payments crash", n + 1, rounds);
     }
-    println!(
-        "crash rounds: {} rounds, {} workers crashed, {} restarts without reconcile, {} double \
-            effects, {} lost acknowledged results, {} unresolved",
-        tally.rounds,
-        tally.crashes,
-        tally.without_reconcile,
-        tally.double_effects,
-        tally.lost_acks,
-        tally.unresolved
-    );
-    assert_eq!((tally.double_effects, tally.lost_acks, tally.unresolved), (0, 0, 0), "{tally:?}");
-    assert!(tally.crashes > 0, "the rounds crashed workers");
+    println!("{}", tally.summary());
+    tally.assert_none(&[DOUBLE_EFFECTS, LOST_ACKS, UNRESOLVED]);
+    tally.assert_some(&[CRASHES]);
     let _ = std::fs::remove_dir_all(dir("rounds"));
 }
 

@@ -8,7 +8,7 @@
 //! `IDEM_CRASH_ROUNDS` rounds (default 20); more with `cargo xtask crash`.
 
 mod common;
-use common::{Rng, dir};
+use common::{Rng, Tally, dir};
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -22,15 +22,13 @@ use idem_wallet::{DurableWallet, Limits, LogError, TransferResult as R};
 
 const BATCHES: u128 = 15;
 
-#[derive(Debug, Default)]
-struct Tally {
-    rounds: u64,
-    crashes: u64,
-    power_losses: u64,
-    torn_tails: u64,
-    lost_acknowledged: u64,
-    double_applied: u64,
-}
+// The tally's counters, in the order its summary shows them.
+const ROUNDS: &str = "rounds";
+const CRASHES: &str = "workers crashed";
+const POWER_LOSSES: &str = "of them by power loss";
+const TORN_TAILS: &str = "torn tails cut";
+const LOST_ACKNOWLEDGED: &str = "lost acknowledged batches";
+const DOUBLE_APPLIED: &str = "double-applied ids";
 
 /// The worker's faults (see `src/bin/wallet_worker.rs`); the rest of the plans are a
 /// SIGKILL at a random moment and no fault at all.
@@ -51,7 +49,7 @@ fn run_worker(log: &std::path::Path, rng: &mut Rng, tally: &mut Tally) -> HashSe
     let n = rng.next() % (BATCHES as u64 + 4);
     if let Some(fault) = FAULTS.get(plan) {
         command.arg(fault).arg(n.to_string());
-        tally.power_losses += u64::from(fault.starts_with("power"));
+        tally.add(POWER_LOSSES, u64::from(fault.starts_with("power")));
     }
     let mut child =
         command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("worker starts");
@@ -65,7 +63,7 @@ fn run_worker(log: &std::path::Path, rng: &mut Rng, tally: &mut Tally) -> HashSe
         .map_while(Result::ok)
         .filter_map(|l| l.strip_prefix("ACK ").and_then(|b| b.parse().ok()))
         .collect();
-    tally.crashes += u64::from(!child.wait().expect("worker ends").success());
+    tally.add(CRASHES, u64::from(!child.wait().expect("worker ends").success()));
     acked
 }
 
@@ -74,7 +72,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     let acked = run_worker(&log, rng, tally);
     let wallet = DurableWallet::open(&log).expect("the log reopens after the crash");
     if let Some(tail) = &wallet.recovery().torn_tail {
-        tally.torn_tails += 1;
+        tally.add(TORN_TAILS, 1);
         let _ = std::fs::remove_file(&tail.saved_to);
     }
     let accounts: Vec<_> = (1..=11u128)
@@ -85,7 +83,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         let results = wallet.create_transfers(&batch(b)).expect("retry");
         let created = results.iter().filter(|r| **r == R::Created).count();
         if acked.contains(&b) && created > 0 {
-            tally.lost_acknowledged += 1;
+            tally.add(LOST_ACKNOWLEDGED, 1);
         }
         assert!(
             results.iter().all(|r| matches!(r, R::Created | R::Exists | R::LinkedEventFailed)),
@@ -93,7 +91,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         );
         // Replaying again must create nothing: every id applies once.
         let again = wallet.create_transfers(&batch(b)).expect("replay");
-        tally.double_applied += again.iter().filter(|r| **r == R::Created).count() as u64;
+        tally.add(DOUBLE_APPLIED, again.iter().filter(|r| **r == R::Created).count() as u64);
     }
     let mut expected = [0u128; 12];
     for b in 0..BATCHES {
@@ -111,30 +109,22 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     wallet.assert_invariants();
     drop(wallet);
     let _ = std::fs::remove_file(&log);
-    tally.rounds += 1;
+    tally.add(ROUNDS, 1);
 }
 
 #[test]
 fn killed_workers_lose_no_acknowledged_transfer_and_apply_none_twice() {
     let rounds = common::rounds(20);
     let mut rng = Rng(0x0dd_ba11_5eed);
-    let mut tally = Tally::default();
+    let names = [ROUNDS, CRASHES, POWER_LOSSES, TORN_TAILS, LOST_ACKNOWLEDGED, DOUBLE_APPLIED];
+    let mut tally = Tally::new("wallet crash rounds", &names);
     for n in 0..rounds {
         round(n, &mut rng, &mut tally);
         common::progress("wallet crash", n + 1, rounds);
     }
-    println!(
-        "wallet crash rounds: {} rounds, {} workers crashed ({} by power loss, {} torn tails \
-            cut), {} lost acknowledged batches, {} double-applied ids",
-        tally.rounds,
-        tally.crashes,
-        tally.power_losses,
-        tally.torn_tails,
-        tally.lost_acknowledged,
-        tally.double_applied
-    );
-    assert_eq!((tally.lost_acknowledged, tally.double_applied), (0, 0), "{tally:?}");
-    assert!(tally.crashes > 0 && tally.power_losses > 0, "{tally:?}");
+    println!("{}", tally.summary());
+    tally.assert_none(&[LOST_ACKNOWLEDGED, DOUBLE_APPLIED]);
+    tally.assert_some(&[CRASHES, POWER_LOSSES]);
     let _ = std::fs::remove_dir_all(dir("rounds"));
 }
 
