@@ -2,7 +2,8 @@
 //! the conformance suite every [`KeyStore`](idem_core::KeyStore) backend runs against
 //! itself, a `tracing` collector for tests (feature `tracing`), a bounded wait, scratch
 //! directories, the retry storm of the demo's examples ([`storm`]) and the timing harness
-//! of the threaded benches ([`bench`]). A dev-dependency only: no library depends on it.
+//! of the threaded benches ([`bench`](mod@bench)). A dev-dependency only: no library
+//! depends on it.
 //!
 //! # Guarantee
 //!
