@@ -2,7 +2,8 @@
 """Opens the checkout example's page in headless Chromium, clicks "Pay" three times in a
 row (a triple click), and checks that the page shows one charge: the first answer, then
 replays of it. Then reloads the page (a new render, which offers a new key) and pays
-again: the page keeps its order's key, so the answer is the same charge, replayed. Installs Chromium and ChromeDriver from Debian if they are missing.
+again: the page keeps its order's key, so the answer is the same charge, replayed.
+Installs Chromium and ChromeDriver from Debian if they are missing.
 
     python3 crates/idem-http/scripts/browser_check.py   # from the repository root
 
@@ -43,6 +44,27 @@ def wait_for(what, check, limit=30.0):
     sys.exit(f"gave up waiting for {what}")
 
 
+def element(session, css):
+    found = call("POST", f"/session/{session}/element", {"using": "css selector", "value": css})
+    return list(found.values())[0]
+
+
+def click(session, css):
+    call("POST", f"/session/{session}/element/{element(session, css)}/click", {})
+
+
+def wait_for_charges(session, count, what):
+    """The page's log once it shows `count` charges."""
+    log = {"text": ""}
+
+    def shown():
+        log["text"] = call("GET", f"/session/{session}/element/{element(session, '#log')}/text")
+        return log["text"].count("ch_") == count
+
+    wait_for(what, shown)
+    return log["text"]
+
+
 def main():
     if not shutil.which("chromedriver"):
         subprocess.run(["apt-get", "install", "-y", "-q", "chromium", "chromium-driver"],
@@ -61,36 +83,12 @@ def main():
             "binary": shutil.which("chromium"), "args": CHROME_FLAGS}}}}
         session = call("POST", "/session", caps)["sessionId"]
         call("POST", f"/session/{session}/url", {"url": f"http://{ADDR}/"})
-        button = call("POST", f"/session/{session}/element",
-                      {"using": "css selector", "value": "#pay"})
-        element = list(button.values())[0]
         for _ in range(3):
-            call("POST", f"/session/{session}/element/{element}/click", {})
-        log = {"text": ""}
-
-        def three_answers():
-            found = call("POST", f"/session/{session}/element",
-                         {"using": "css selector", "value": "#log"})
-            log["text"] = call("GET", f"/session/{session}/element/"
-                                      f"{list(found.values())[0]}/text")
-            return log["text"].count("ch_") == 3
-
-        wait_for("three answers on the page", three_answers)
-        first = log["text"]
+            click(session, "#pay")
+        first = wait_for_charges(session, 3, "three answers on the page")
         call("POST", f"/session/{session}/refresh", {})
-        button = call("POST", f"/session/{session}/element",
-                      {"using": "css selector", "value": "#pay"})
-        call("POST", f"/session/{session}/element/{list(button.values())[0]}/click", {})
-
-        def one_answer():
-            found = call("POST", f"/session/{session}/element",
-                         {"using": "css selector", "value": "#log"})
-            log["text"] = call("GET", f"/session/{session}/element/"
-                                      f"{list(found.values())[0]}/text")
-            return log["text"].count("ch_") == 1
-
-        wait_for("an answer after the reload", one_answer)
-        log["text"] = first + "\n" + log["text"]
+        click(session, "#pay")
+        log = {"text": first + "\n" + wait_for_charges(session, 1, "an answer after the reload")}
         shot = call("GET", f"/session/{session}/screenshot")
         with open("target/checkout_page.png", "wb") as out:
             import base64
