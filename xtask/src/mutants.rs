@@ -439,6 +439,20 @@ const CATALOGUE: &[Mutant] = &[
         to: "    (StatusCode::BAD_GATEWAY, why).into_response()",
         check: test("idem-http", "", "it", "sockets::"),
     },
+    Mutant {
+        name: "wallet-pending-expiry-overflows",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "self.batch_now_ms.saturating_add(u64::from(t.timeout) * 1000);",
+        to: "self.batch_now_ms + u64::from(t.timeout) * 1000;",
+        check: test("idem-wallet", "", "it", "a_clock_at_the_end"),
+    },
+    Mutant {
+        name: "wallet-timestamp-overflows",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "now.max(self.last_timestamp.saturating_add(1));",
+        to: "now.max(self.last_timestamp + 1);",
+        check: test("idem-wallet", "", "it", "a_clock_at_the_end"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

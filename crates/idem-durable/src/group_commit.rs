@@ -101,9 +101,11 @@ impl fmt::Display for GroupFailure {
     }
 }
 
+/// Transparent: it says what the committer's error says and hands on that error's own
+/// source, so a chain printed from it names each cause once.
 impl std::error::Error for GroupFailure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
+        self.0.source()
     }
 }
 

@@ -156,6 +156,11 @@ where
 /// release after the slot was lent to someone else, does nothing to the current holder
 /// (the generation no longer matches) and is counted in [`PoolState`](crate::PoolState).
 /// Made by [`PooledConnection::into_loan`].
+///
+/// Dropping a `Loan` does not return its connection: a loan may be cloned and handed to
+/// whoever finishes the work, so only an explicit [`release`](Loan::release) gives the
+/// slot back. A loan dropped unreleased keeps its connection parked, counted in use, and
+/// its slot is not lent again: release every loan you make.
 pub struct Loan<M: Manager> {
     lender: Arc<Lender<M>>,
     id: LoanId,

@@ -114,10 +114,11 @@ impl Ledger {
     }
 
     /// A unique, increasing timestamp: nanoseconds-since-epoch resolution from the clock's
-    /// milliseconds, bumped by one when two events share a millisecond.
+    /// milliseconds, bumped by one when two events share a millisecond. Nanoseconds in a
+    /// `u64` end in the year 2554: a clock past that saturates, and never panics.
     fn timestamp(&mut self) -> u64 {
         let now = self.batch_now_ms.saturating_mul(1_000_000);
-        self.last_timestamp = now.max(self.last_timestamp + 1);
+        self.last_timestamp = now.max(self.last_timestamp.saturating_add(1));
         self.last_timestamp
     }
 
@@ -490,7 +491,8 @@ impl Ledger {
         );
         self.record_undo(Undo::Transfer(t.id));
         if pending && t.timeout > 0 {
-            let expires_ms = self.batch_now_ms + u64::from(t.timeout) * 1000;
+            // A timeout past the end of the clock's range never expires (saturates).
+            let expires_ms = self.batch_now_ms.saturating_add(u64::from(t.timeout) * 1000);
             self.expiry.push(Reverse((expires_ms, t.id, timestamp)));
         }
         R::Created

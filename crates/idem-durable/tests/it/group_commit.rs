@@ -167,5 +167,13 @@ fn a_failed_group_keeps_the_committers_error_as_its_source() {
     let Err(CommitError::Failed(failure)) = w.submit(|_: &mut Log| ()) else { panic!() };
     let source = failure.error().downcast_ref::<std::io::Error>().expect("an io::Error");
     assert_eq!(source.to_string(), "disk full");
-    assert!(std::error::Error::source(&failure).is_some());
+    // Printed as a chain, each cause appears once.
+    let top = CommitError::Failed(failure);
+    let mut chain = vec![top.to_string()];
+    let mut next = std::error::Error::source(&top);
+    while let Some(error) = next {
+        chain.push(error.to_string());
+        next = error.source();
+    }
+    assert_eq!(chain, ["the group failed: disk full", "disk full"]);
 }

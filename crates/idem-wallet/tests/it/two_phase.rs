@@ -166,3 +166,23 @@ fn a_post_or_void_naming_another_account_ledger_or_code_is_refused() {
         }
     }
 }
+
+/// A clock at the end of its range is caller input too: a pending transfer's expiry and
+/// the records' timestamps saturate there instead of panicking, and the ledger stays whole.
+#[test]
+fn a_clock_at_the_end_of_its_range_saturates_and_never_panics() {
+    let (w, clock) = crate::wallet();
+    let now = idem_core::Clock::now(&*clock).as_millis();
+    clock.advance(std::time::Duration::from_millis(u64::MAX - 1000 - now));
+    let created = w.create_transfers(&[pending(40, 10, u32::MAX)]).expect("batch");
+    assert_eq!(created, vec![R::Created], "the far timeout saturates");
+    let accounts = [300, 301].map(|id| idem_wallet::NewAccount {
+        id,
+        ledger: 1,
+        code: 1,
+        flags: idem_wallet::AccountFlags::default(),
+    });
+    let results = w.create_accounts(&accounts).expect("batch");
+    assert!(results.iter().all(|r| *r == idem_wallet::AccountResult::Created), "{results:?}");
+    w.assert_invariants();
+}
