@@ -426,10 +426,9 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "pg-early-losers-wait-past-the-lease",
-        file: "crates/idem-store-postgres/src/lib.rs",
-        from: "                Claim::InFlight { retry_after: \
-               retry_after.min(self.config.lease()) }",
-        to: "                Claim::InFlight { retry_after }",
+        file: "crates/idem-durable/src/row.rs",
+        from: "    until.saturating_duration_since(now).min(lease)",
+        to: "    until.saturating_duration_since(now)",
         check: test("idem-store-postgres", "server-tests", "postgres", "losers"),
     },
     Mutant {

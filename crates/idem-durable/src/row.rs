@@ -3,6 +3,8 @@
 //! The SQLite and PostgreSQL stores share these, so they judge a row alike.
 
 use crate::codec::{CodecError, Durable};
+use std::time::Duration;
+
 use idem_core::{Claim, Fingerprint, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp};
 
 use crate::result::decode_result;
@@ -22,8 +24,17 @@ pub struct StoredRow {
     pub result: Option<Vec<u8>>,
 }
 
+/// How long a caller waits for a holder whose lease ends at `until`, read at `now`: never
+/// more than the `lease` itself. A reading taken before the holder's (a transaction that
+/// began earlier, then waited on the holder's row) would otherwise measure the holder's
+/// deadline from an earlier time.
+fn wait_left(until: Timestamp, now: Timestamp, lease: Duration) -> Duration {
+    until.saturating_duration_since(now).min(lease)
+}
+
 /// The state of `key` from its stored row, read at `now` (decoded with
-/// [`decode_result`]). A live row for another fingerprint is `KeyReused`.
+/// [`decode_result`]), for a store whose leases last `lease`. A live row for another
+/// fingerprint is `KeyReused`.
 ///
 /// # Errors
 ///
@@ -33,6 +44,7 @@ pub fn row_state<R: Durable>(
     key: &ScopedKey,
     row: StoredRow,
     now: Timestamp,
+    lease: Duration,
 ) -> Result<KeyState<R>, StoreError> {
     let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
     if row.finished && at(row.expires_ms) <= now {
@@ -48,7 +60,7 @@ pub fn row_state<R: Durable>(
             return Err(CodecError::Corrupt(format!("{key}: finished without a result")).into());
         }
         _ if now < lease_until => {
-            KeyState::InFlight { retry_after: lease_until.saturating_duration_since(now) }
+            KeyState::InFlight { retry_after: wait_left(lease_until, now, lease) }
         }
         _ => KeyState::Pending { lease_expired_at: lease_until },
     })
@@ -56,7 +68,7 @@ pub fn row_state<R: Durable>(
 
 /// Why a claim changed nothing, from the row the claim found (a SQL backend's claim
 /// statement left it alone): another request's key, a replay (still encoded), or a live
-/// lease.
+/// lease (its wait bounded by `lease`, the store's).
 ///
 /// # Errors
 ///
@@ -65,6 +77,7 @@ pub fn claim_refused(
     key: &ScopedKey,
     row: StoredRow,
     now: Timestamp,
+    lease: Duration,
 ) -> Result<Claim<Vec<u8>>, StoreError> {
     if !row.same_fingerprint {
         return Err(StoreError::KeyReused { key: key.clone() });
@@ -76,7 +89,7 @@ pub fn claim_refused(
         return Ok(Claim::Replay(bytes));
     }
     let until = Timestamp::from_millis(u64::try_from(row.lease_expires_ms).unwrap_or(0));
-    Ok(Claim::InFlight { retry_after: until.saturating_duration_since(now) })
+    Ok(Claim::InFlight { retry_after: wait_left(until, now, lease) })
 }
 
 /// A claim as a SQL backend answered it, with its replay decoded for `key`.

@@ -424,18 +424,6 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         Ok(())
     }
 
-    /// `claim` with its wait bounded by the lease: a claim whose transaction began before
-    /// the holder's (its `now()` is earlier), then waited on the holder's row, would
-    /// otherwise measure the holder's deadline from its own earlier time.
-    fn within_lease(&self, claim: Claim<R>) -> Claim<R> {
-        match claim {
-            Claim::InFlight { retry_after } => {
-                Claim::InFlight { retry_after: retry_after.min(self.config.lease()) }
-            }
-            other => other,
-        }
-    }
-
     /// The parameter [`now_sql`] reads: the caller's clock, or `None` for the database's.
     fn now_param(&self) -> Option<i64> {
         self.clock.as_ref().map(|clock| ms(clock.now()))
@@ -465,9 +453,9 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 )
                 .map_err(pg)?;
             let Some(row) = taken else {
-                let answer = inspect(&mut tx, s, key, fingerprint, now)?;
+                let answer = inspect(&mut tx, s, key, fingerprint, now, self.config.lease())?;
                 tx.commit().map_err(pg)?;
-                return decode_claim(key, answer).map(|claim| self.within_lease(claim));
+                return decode_claim(key, answer);
             };
             let (token, recovered, fresh): (i64, bool, bool) = (row.get(0), row.get(1), row.get(2));
             let lease_expires_at = timestamp(row.get(3));
@@ -565,6 +553,7 @@ fn inspect(
     key: &ScopedKey,
     fingerprint: &Fingerprint,
     now: Option<i64>,
+    lease: Duration,
 ) -> Result<Claim<Vec<u8>>, StoreError> {
     let row = tx
         .query_one(
@@ -585,7 +574,7 @@ fn inspect(
         expires_ms: 0,
         result: row.get(3),
     };
-    claim_refused(key, row, now)
+    claim_refused(key, row, now, lease)
 }
 
 impl<R: Durable + Clone + Send> PgStore<R> {
@@ -750,13 +739,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
             expires_ms: row.get(3),
             result: row.get(4),
         };
-        let state = row_state(key, row, now)?;
-        Ok(match state {
-            KeyState::InFlight { retry_after } => {
-                KeyState::InFlight { retry_after: retry_after.min(self.config.lease()) }
-            }
-            other => other,
-        })
+        row_state(key, row, now, self.config.lease())
     }
 
     fn result_bytes_max(&self) -> Option<usize> {

@@ -134,6 +134,8 @@ pub struct SqliteStore<R> {
     clock: Arc<dyn Clock>,
     writer: GroupCommit<Writer>,
     result_bytes_max: usize,
+    /// How long a claim is held: bounds the wait a read-path answer tells.
+    lease: Duration,
     _result: std::marker::PhantomData<fn() -> R>,
 }
 
@@ -412,7 +414,7 @@ fn claim(
     .map_err(storage)?;
     let lease = Lease::new(key.clone(), FencingToken::new(token as u64), lease_expires_at);
     let Some((recovered, fresh)) = taken else {
-        return inspect(conn, key, fingerprint, now);
+        return inspect(conn, key, fingerprint, now, config.lease());
     };
     if fresh == 1 && records >= config.capacity() as i64 {
         // The savepoint rolls the insert back.
@@ -454,6 +456,7 @@ fn inspect(
     key: &ScopedKey,
     fingerprint: &Fingerprint,
     now: Timestamp,
+    lease: Duration,
 ) -> Result<Claim<Vec<u8>>, StoreError> {
     let (stored_fp, finished, lease_until, result): (Vec<u8>, i64, i64, Option<Vec<u8>>) = row(
         conn,
@@ -470,7 +473,7 @@ fn inspect(
         expires_ms: 0,
         result,
     };
-    claim_refused(key, row, now)
+    claim_refused(key, row, now, lease)
 }
 
 fn sweep(conn: &Connection, now: Timestamp, config: StoreConfig) -> Result<usize, StoreError> {
@@ -543,6 +546,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
             clock,
             writer,
             result_bytes_max: idem_durable::RESULT_BYTES_MAX_DEFAULT,
+            lease: config.lease(),
             _result: std::marker::PhantomData,
         })
     }
@@ -698,7 +702,7 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     ) -> Result<KeyState<R>, StoreError> {
         let now = self.clock.now();
         let Some(row) = self.read_row(key, fingerprint)? else { return Ok(KeyState::Absent) };
-        row_state(key, row, now)
+        row_state(key, row, now, self.lease)
     }
 
     fn result_bytes_max(&self) -> Option<usize> {
