@@ -30,6 +30,7 @@ pub mod bench;
 #[cfg(feature = "tracing")]
 pub mod capture;
 pub mod conformance;
+pub mod faulty;
 pub mod storm;
 
 /// Waits until `condition` holds, checking every 100 µs, and panics naming `what` if it

@@ -17,6 +17,7 @@ use http_body_util::StreamBody;
 use idem_core::StoreConfig;
 use idem_http::{Config, ConfigError, IdempotencyLayer, Recovering, StoreCalls, StoredResponse};
 use idem_store_sqlite::SqliteStore;
+use idem_testkit::faulty::{Faulty, Op};
 use idem_testkit::scratch_dir;
 use tokio::sync::Notify;
 
@@ -245,58 +246,15 @@ async fn a_response_over_what_sqlite_keeps_replays_as_a_problem_and_never_runs_a
     assert_eq!((stats.stats().store_errors, stats.stats().not_kept), (0, 1));
 }
 
-/// A memory store whose claims or completions fail with an error that carries internal
-/// detail (as PostgreSQL's messages and SQLite's paths do).
-struct Failing {
-    inner: crate::Store,
-    claims: bool,
-    completes: bool,
-}
-
-fn internal() -> idem_core::StoreError {
-    let detail = "ERROR: relation \"idem.claims\" does not exist at /var/lib/secret.db";
-    idem_core::StoreError::Storage(detail.into())
-}
-
-impl idem_core::KeyStore<StoredResponse> for Failing {
-    fn claim(
-        &self,
-        key: &idem_core::ScopedKey,
-        fp: &idem_core::Fingerprint,
-    ) -> Result<idem_core::Claim<StoredResponse>, idem_core::StoreError> {
-        if self.claims { Err(internal()) } else { self.inner.claim(key, fp) }
-    }
-    fn complete(
-        &self,
-        lease: &idem_core::Lease,
-        result: StoredResponse,
-    ) -> Result<(), idem_core::StoreError> {
-        if self.completes { Err(internal()) } else { self.inner.complete(lease, result) }
-    }
-    fn release(&self, lease: &idem_core::Lease) -> Result<(), idem_core::StoreError> {
-        self.inner.release(lease)
-    }
-    fn sweep(&self) -> Result<usize, idem_core::StoreError> {
-        self.inner.sweep()
-    }
-    fn pending(&self, max: usize) -> Result<Vec<idem_core::PendingClaim>, idem_core::StoreError> {
-        self.inner.pending(max)
-    }
-    fn lookup(
-        &self,
-        key: &idem_core::ScopedKey,
-        fp: &idem_core::Fingerprint,
-    ) -> Result<idem_core::KeyState<StoredResponse>, idem_core::StoreError> {
-        self.inner.lookup(key, fp)
-    }
-}
+/// An error that carries internal detail, as PostgreSQL's messages and SQLite's paths do.
+const INTERNAL: &str = "ERROR: relation \"idem.claims\" does not exist at /var/lib/secret.db";
 
 /// A store that fails answers 503 with a stable type and an error id, never the store's
 /// own message; the failure is counted for the operator.
 #[tokio::test]
 async fn a_failing_store_is_503_with_an_error_id_and_no_internal_detail() {
     let (inner, _) = store();
-    let failing = Failing { inner, claims: true, completes: false };
+    let failing = Faulty::new(inner).failing(Op::Claim, INTERNAL);
     let layer = IdempotencyLayer::with_config(failing, crate::tenant, config(|c| c)).expect("ok");
     let stats = layer.clone();
     let (route, runs, _) = counting(|_| Body::from("charged"));
@@ -315,7 +273,7 @@ async fn a_failing_store_is_503_with_an_error_id_and_no_internal_detail() {
 #[tokio::test]
 async fn a_completion_the_store_refuses_is_counted_and_the_key_stays_in_flight() {
     let (inner, clock) = store();
-    let failing = Failing { inner, claims: false, completes: true };
+    let failing = Faulty::new(inner).failing(Op::Complete, INTERNAL);
     let layer = IdempotencyLayer::with_config(failing, crate::tenant, config(|c| c)).expect("ok");
     let stats = layer.clone();
     let (route, runs, recovering) = counting(|_| Body::from("charged"));

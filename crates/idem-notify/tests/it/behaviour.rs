@@ -10,6 +10,8 @@ use idem_notify::{
     UnknownPolicy, WORKERS_MAX,
 };
 
+use idem_testkit::faulty::{Faulty, Op};
+
 use crate::{LEASE, WAIT, drain, note, setup, wait_until};
 
 #[test]
@@ -575,38 +577,6 @@ fn channels_print_and_parse_back_and_an_unknown_one_is_named() {
     assert_eq!(long.name.len(), 64, "the error keeps a bounded prefix");
 }
 
-/// An id store whose completions fail: the notifier cannot store what it delivered.
-struct CompleteFails(Arc<MemoryStore<Outcome>>);
-
-impl idem_core::KeyStore<Outcome> for CompleteFails {
-    fn claim(
-        &self,
-        key: &idem_core::ScopedKey,
-        fp: &idem_core::Fingerprint,
-    ) -> Result<Claim<Outcome>, idem_core::StoreError> {
-        self.0.claim(key, fp)
-    }
-    fn complete(&self, _: &idem_core::Lease, _: Outcome) -> Result<(), idem_core::StoreError> {
-        Err(idem_core::StoreError::Storage("the disk is full".into()))
-    }
-    fn release(&self, lease: &idem_core::Lease) -> Result<(), idem_core::StoreError> {
-        self.0.release(lease)
-    }
-    fn sweep(&self) -> Result<usize, idem_core::StoreError> {
-        self.0.sweep()
-    }
-    fn pending(&self, max: usize) -> Result<Vec<idem_core::PendingClaim>, idem_core::StoreError> {
-        self.0.pending(max)
-    }
-    fn lookup(
-        &self,
-        key: &idem_core::ScopedKey,
-        fp: &idem_core::Fingerprint,
-    ) -> Result<idem_core::KeyState<Outcome>, idem_core::StoreError> {
-        self.0.lookup(key, fp)
-    }
-}
-
 /// A completion the id store refused is counted, never silent, and the id stays in
 /// flight: a duplicate submission is answered as in flight, not sent again.
 #[test]
@@ -614,8 +584,9 @@ fn a_completion_the_id_store_refuses_is_counted_and_the_id_stays_in_flight() {
     let store = Arc::new(MemoryStore::new(StoreConfig::default()));
     let config = Config::builder().workers(1).build().expect("valid");
     let provider = SimulatedProvider::new();
-    let notifier =
-        idem_notify::Notifier::start(provider, CompleteFails(store), config).expect("start");
+    // An id store whose completions fail: the notifier cannot store what it delivered.
+    let failing = Faulty::new(store).failing(Op::Complete, "the disk is full");
+    let notifier = idem_notify::Notifier::start(provider, failing, config).expect("start");
     let n = note("m1");
     notifier.submit(n.clone()).expect("submit");
     wait_until("the refused completion", WAIT, || notifier.stats().settle_failed == 1);

@@ -1,0 +1,104 @@
+//! A store that fails on purpose: [`Faulty`] wraps any [`KeyStore`] and answers the
+//! operations it is told to fail with [`StoreError::Storage`] and a given message, for
+//! tests of what a caller does when its store refuses (a layer that must not leak the
+//! message, a notifier that must count a refused completion).
+//!
+//! ```
+//! use idem_core::{Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+//! use idem_testkit::faulty::{Faulty, Op};
+//!
+//! let store = Faulty::new(MemoryStore::<u32>::new(StoreConfig::default()))
+//!     .failing(Op::Claim, "disk full");
+//! let key = ScopedKey::parse("s", "k")?;
+//! let refused = store.claim(&key, &Fingerprint::builder("x").finish());
+//! assert!(refused.is_err_and(|e| e.to_string().contains("disk full")));
+//! # Ok::<(), idem_core::KeyError>(())
+//! ```
+
+use idem_core::{
+    Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey, StoreError,
+};
+
+/// An operation of the store contract that [`Faulty`] can fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `claim` (and the default `claim_wait`, which claims).
+    Claim,
+    /// `complete`.
+    Complete,
+    /// `release`.
+    Release,
+    /// `pending`.
+    Pending,
+}
+
+/// `inner`, except that the operations named by [`failing`](Self::failing) fail.
+#[derive(Debug)]
+pub struct Faulty<S> {
+    inner: S,
+    fails: Vec<(Op, &'static str)>,
+}
+
+impl<S> Faulty<S> {
+    /// `inner`, failing nothing yet.
+    pub fn new(inner: S) -> Self {
+        Self { inner, fails: Vec::new() }
+    }
+
+    /// Fails every `op` with [`StoreError::Storage`] saying `message`.
+    #[must_use]
+    pub fn failing(mut self, op: Op, message: &'static str) -> Self {
+        self.fails.push((op, message));
+        self
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn check(&self, op: Op) -> Result<(), StoreError> {
+        match self.fails.iter().find(|(o, _)| *o == op) {
+            Some((_, message)) => Err(StoreError::Storage((*message).into())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
+    fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        self.check(Op::Claim)?;
+        self.inner.claim(key, fingerprint)
+    }
+
+    fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        self.check(Op::Complete)?;
+        self.inner.complete(lease, result)
+    }
+
+    fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.check(Op::Release)?;
+        self.inner.release(lease)
+    }
+
+    fn sweep(&self) -> Result<usize, StoreError> {
+        self.inner.sweep()
+    }
+
+    fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        self.check(Op::Pending)?;
+        self.inner.pending(max)
+    }
+
+    fn lookup(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<KeyState<R>, StoreError> {
+        self.inner.lookup(key, fingerprint)
+    }
+
+    fn result_bytes_max(&self) -> Option<usize> {
+        self.inner.result_bytes_max()
+    }
+}
