@@ -509,8 +509,9 @@ fn stored_response(
         .iter()
         .flat_map(|name| parts.headers.get_all(name).iter().map(|v| (name.clone(), v.clone())))
         .collect();
+    let header_bytes = headers_len(&headers);
     let headers_fit =
-        headers.len() <= STORED_HEADERS_MAX && headers_len(&headers) <= STORED_HEADER_BYTES_MAX;
+        headers.len() <= STORED_HEADERS_MAX && header_bytes <= STORED_HEADER_BYTES_MAX;
     let fits_store = |len: usize| keep.store.is_none_or(|max| len <= max);
     let detail = match body {
         None => format!("the original response was over the {}-byte limit", keep.body),
@@ -518,7 +519,7 @@ fn stored_response(
             "the original response's headers were over {STORED_HEADERS_MAX} values or \
              {STORED_HEADER_BYTES_MAX} bytes"
         ),
-        Some(body) if fits_store(STORED_ENVELOPE_BYTES + headers_len(&headers) + body.len()) => {
+        Some(body) if fits_store(STORED_ENVELOPE_BYTES + header_bytes + body.len()) => {
             let whole = StoredResponse { status: parts.status, headers, body: body.clone() };
             return (whole, true);
         }
