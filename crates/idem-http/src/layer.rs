@@ -119,8 +119,12 @@ where
     /// stored-response limit is 1 MiB, lowered to what the store keeps if it keeps less
     /// ([`KeyStore::result_bytes_max`]).
     pub fn new(store: St, scope: F) -> Self {
-        let limit = Config::default().response_limit(store.result_bytes_max());
-        let limit = limit.unwrap_or(crate::ConfigBuilder::RESPONSE_BYTES_DEFAULT);
+        // A store too small even for the stand-in (which `with_config` refuses) still gets
+        // no larger limit than it keeps; its refused completions are counted and traced.
+        let store_max = store.result_bytes_max();
+        let limit = Config::default().response_limit(store_max).unwrap_or_else(|_| {
+            store_max.unwrap_or(usize::MAX).saturating_sub(crate::STORED_ENVELOPE_BYTES)
+        });
         Self::build(store, scope, Config::default(), limit)
     }
 
