@@ -389,7 +389,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-header-values-cut-silently",
         file: "crates/idem-http/src/layer.rs",
-        from: "headers.len() <= STORED_HEADERS_MAX && header_bytes <= STORED_HEADER_BYTES_MAX;",
+        from: "headers.len() <= STORED_HEADERS_MAX && header_bytes <= \
+               STORED_HEADER_BYTES_MAX;",
         to: "header_bytes <= STORED_HEADER_BYTES_MAX;",
         check: test("idem-http", "", "it", "edges::"),
     },
@@ -411,7 +412,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-whole-response-over-the-store-kept",
         file: "crates/idem-http/src/layer.rs",
-        from: "        Some(body) if fits_store(STORED_ENVELOPE_BYTES + header_bytes + body.len()) => {",
+        from: "        Some(body) if fits_store(STORED_ENVELOPE_BYTES + header_bytes + \
+               body.len()) => {",
         to: "        Some(body) if true => {",
         check: test("idem-http", "", "it", "edges::"),
     },
@@ -449,6 +451,56 @@ const CATALOGUE: &[Mutant] = &[
         from: "now.max(self.last_timestamp.saturating_add(1));",
         to: "now.max(self.last_timestamp + 1);",
         check: test("idem-wallet", "", "it", "a_clock_at_the_end"),
+    },
+    Mutant {
+        name: "http-new-on-a-tiny-store-takes-the-default",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            store_max.unwrap_or(usize::MAX).saturating_sub(\
+               crate::STORED_ENVELOPE_BYTES)",
+        to: "            crate::ConfigBuilder::RESPONSE_BYTES_DEFAULT",
+        check: test("idem-http", "", "it", "edges::"),
+    },
+    Mutant {
+        name: "durable-group-limit-of-zero-clamped",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "            if value == 0 {",
+        to: "            if value == usize::MAX {",
+        check: test("idem-durable", "", "it", "group_commit::a_limit_of_zero"),
+    },
+    Mutant {
+        name: "durable-group-failure-repeats-its-cause",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "        self.0.source()",
+        to: "        Some(&*self.0)",
+        check: test("idem-durable", "", "it", "group_commit::a_failed_group_keeps"),
+    },
+    Mutant {
+        name: "core-with-clock-starts-the-clock-thread",
+        file: "crates/idem-core/src/memory.rs",
+        from: "        Self::with_clocks(config, Arc::clone(&clock), clock)",
+        to: "        drop(clock);\n        Self::new(config)",
+        check: test("idem-core", "", "clock_thread", ""),
+    },
+    Mutant {
+        name: "payments-failed-listing-unreported",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "                report.listing_failed = Some(error.to_string());",
+        to: "                drop(error);",
+        check: test("idem-payments", "", "it", "a_failed_listing"),
+    },
+    Mutant {
+        name: "pg-migration-lock-id-changed",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "const MIGRATION_LOCK_ID: i64 = 4242;",
+        to: "const MIGRATION_LOCK_ID: i64 = 4243;",
+        check: test("idem-store-postgres", "server-tests", "postgres", "advisory_lock"),
+    },
+    Mutant {
+        name: "pg-schema-name-64-bytes-allowed",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "const SCHEMA_NAME_BYTES_MAX: usize = 63;",
+        to: "const SCHEMA_NAME_BYTES_MAX: usize = 64;",
+        check: test("idem-store-postgres", "server-tests", "postgres", "schema_names"),
     },
 ];
 

@@ -226,6 +226,8 @@ fn a_layer_limit_the_store_cannot_keep_is_refused_naming_both_numbers() {
     let refused = IdempotencyLayer::with_config(tiny, crate::tenant, Config::default());
     let refused: ConfigError = refused.map(|_| ()).expect_err("cannot keep a stand-in");
     assert_eq!(refused.setting, "response_bytes_max", "{refused}");
+    let tiny = IdempotencyLayer::new(sqlite(Some(300)), crate::tenant);
+    assert_eq!(tiny.response_bytes_max(), 300 - idem_http::STORED_ENVELOPE_BYTES, "never more");
 }
 
 /// The first response past a limit it can fit is kept; an oversized one on SQLite is
