@@ -690,16 +690,18 @@ where
         RB::Error: Into<BoxError>,
     {
         let (mut parts, body) = response.into_parts();
+        // First: an unknown outcome wins over "nothing happened" if a handler says both,
+        // since releasing a key whose effect may have happened would act twice.
+        if parts.extensions.remove::<OutcomeUnknown>().is_some() {
+            // The handler cannot say whether it acted: neither stored nor released.
+            self.left_in_flight();
+            return Response::from_parts(parts, ResponseBody::inner(body));
+        }
         if parts.extensions.remove::<NothingHappened>().is_some() {
             // The handler says nothing happened: give the key back, so a retry runs again.
             // If the release fails, the claim stays in flight and recovers after its lease.
             let released = self.store_call(move |store| store.release(&lease)).await;
             self.settled("release", released);
-            return Response::from_parts(parts, ResponseBody::inner(body));
-        }
-        if parts.extensions.remove::<OutcomeUnknown>().is_some() {
-            // The handler cannot say whether it acted: neither stored nor released.
-            self.left_in_flight();
             return Response::from_parts(parts, ResponseBody::inner(body));
         }
         let limit = self.response_bytes_max;

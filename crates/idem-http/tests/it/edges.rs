@@ -391,8 +391,10 @@ async fn an_outcome_unknown_answer_is_never_stored_and_the_key_recovers() {
         }
         async move {
             if first {
+                // Both marks: the unknown outcome must win (releasing would act twice).
                 let unknown = axum::Extension(idem_http::OutcomeUnknown);
-                (http::StatusCode::BAD_GATEWAY, unknown, "unknown").into_response()
+                let nothing = axum::Extension(idem_http::NothingHappened);
+                (http::StatusCode::BAD_GATEWAY, unknown, nothing, "unknown").into_response()
             } else {
                 (http::StatusCode::CREATED, "charged").into_response()
             }
