@@ -502,6 +502,34 @@ const CATALOGUE: &[Mutant] = &[
         to: "const SCHEMA_NAME_BYTES_MAX: usize = 64;",
         check: test("idem-store-postgres", "server-tests", "postgres", "schema_names"),
     },
+    Mutant {
+        name: "core-renew-ignores-the-token",
+        file: "crates/idem-core/src/memory.rs",
+        from: "find_mut(hash, |r| r.key == *lease.key() && held(r))",
+        to: "find_mut(hash, |r| r.key == *lease.key() && held(r) || r.key == *lease.key())",
+        check: test("idem-core", "", "it", "conformance::renew"),
+    },
+    Mutant {
+        name: "core-renew-takes-a-recovered-key",
+        file: "crates/idem-core/src/memory.rs",
+        from: "find_mut(hash, |r| r.key == *lease.key() && held(r))",
+        to: "find_mut(hash, |r| r.key == *lease.key() && held(r) || r.key == *lease.key())",
+        check: Check::Loom { package: "idem-core" },
+    },
+    Mutant {
+        name: "sqlite-renew-ignores-the-token",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "SET lease_expires_at = ?4\n         WHERE scope = ?1 AND key = ?2 AND token = ?3",
+        to: "SET lease_expires_at = ?4\n         WHERE scope = ?1 AND key = ?2 AND ?3 >= 0",
+        check: test("idem-store-sqlite", "", "it", "renew"),
+    },
+    Mutant {
+        name: "pg-renew-keeps-the-old-deadline",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "SET lease_expires_at = {} + $4",
+        to: "SET lease_expires_at = lease_expires_at + 0 * {} * $4",
+        check: test("idem-store-postgres", "server-tests", "postgres", "renew"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

@@ -78,6 +78,7 @@
 //! `tracing` (off by default): the stores' `claim` and `settle` spans and their events
 //! (replay, in flight, recover, key reused, lease lost), through [`trace`]; free when off.
 
+mod async_store;
 mod clock;
 mod fingerprint;
 mod key;
@@ -86,6 +87,7 @@ mod store;
 mod sync;
 pub mod trace;
 
+pub use async_store::{AsyncKeyStore, Timer};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use fingerprint::{Fingerprint, FingerprintBuilder};
 pub use key::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey};

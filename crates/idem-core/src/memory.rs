@@ -533,6 +533,29 @@ impl<R: Clone + Send> MemoryStore<R> {
     }
 }
 
+impl<R: Clone + Send> MemoryStore<R> {
+    /// Extends the in-flight record that `lease` holds by a whole lease from now.
+    ///
+    /// RACE (renewal against recovery): a holder renews as its lease runs out while
+    /// another caller recovers the key. Both read and write the token under the shard's
+    /// lock: either the renewal lands first (the record is live again, and the claim
+    /// answers in flight) or the recovery does (the token is higher, and the renewal is
+    /// refused). Loom model: `renewal_races_recovery`.
+    fn renew_held(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let (hash, shard) = self.locate(lease.key());
+        let mut state = shard.state.lock();
+        let held =
+            |r: &Record<R>| r.token == lease.token() && matches!(r.phase, Phase::InFlight { .. });
+        let Some(record) = state.table.find_mut(hash, |r| r.key == *lease.key() && held(r)) else {
+            state.stats.lease_lost += 1;
+            return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
+        };
+        let lease_expires_at = self.clock.now().saturating_add(self.config.lease());
+        record.phase = Phase::InFlight { lease_expires_at };
+        Ok(Lease::new(lease.key().clone(), lease.token(), lease_expires_at))
+    }
+}
+
 /// What a waiting claim does after an `InFlight` answer.
 enum WaitStep<'a, R> {
     /// Claim again with this (re-acquired) guard.
@@ -616,6 +639,10 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         crate::trace::settle("release", lease, || self.settle(lease, None))
+    }
+
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.renew_held(lease)
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

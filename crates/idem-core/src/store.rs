@@ -403,6 +403,20 @@ pub trait KeyStore<R>: Send + Sync {
     /// As [`complete`](Self::complete).
     fn release(&self, lease: &Lease) -> Result<(), StoreError>;
 
+    /// Extends the lease its holder still holds by a whole [`StoreConfig::lease`] from now
+    /// (the store's clock), and returns the extended lease: same key, same token, a later
+    /// [`Lease::expires_at`]. A holder whose work may outlast its lease renews it, say
+    /// every third of the lease, so no duplicate recovers the key while it still works. A
+    /// lease that ran out but was not taken over still renews (as it still completes).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::LeaseLost`] if the lease no longer holds the key (recovered by a later
+    /// claim with a higher token, completed or released): nothing changes, and the holder
+    /// must not store its result as if it held the key. [`StoreError::Storage`] if the
+    /// backend failed.
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
+
     /// Removes up to the configured batch of finished records whose TTL has ended, and
     /// returns how many it removed. In-flight claims are never removed, even with their
     /// lease run out: they are for [`Claim::Recover`].
@@ -511,6 +525,10 @@ impl<R, S: KeyStore<R> + ?Sized> KeyStore<R> for crate::sync::Arc<S> {
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         (**self).release(lease)
+    }
+
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        (**self).renew(lease)
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

@@ -114,6 +114,41 @@ fn stale_complete_races_recovery() {
     });
 }
 
+/// Race: a holder renews its lease just as it runs out, while another caller claims the
+/// key (and would recover it). Invariant: exactly one of them holds the key afterwards:
+/// either the renewal landed first (the claim answers in flight and the holder's complete
+/// is stored) or the recovery did (the renewal is `LeaseLost` and the holder's complete
+/// is refused).
+#[test]
+fn renewal_races_recovery() {
+    loom::model(|| {
+        let (store, clock) = store();
+        let Claim::Acquired(held) = store.claim(&key(), &request()).expect("claim") else {
+            panic!("an absent key is acquired");
+        };
+        clock.advance(LEASE);
+        let holder = {
+            let store = store.clone();
+            thread::spawn(move || (store.renew(&held), held))
+        };
+        let claim = store.claim(&key(), &request()).expect("claim");
+        let (renewed, held) = holder.join().expect("holder thread");
+        match (renewed, claim) {
+            (Ok(renewed), Claim::InFlight { .. }) => {
+                store.complete(&renewed, 1).expect("the renewed holder completes");
+                assert_eq!(store.claim(&key(), &request()).expect("claim"), Claim::Replay(1));
+            }
+            (Err(StoreError::LeaseLost { .. }), Claim::Recover(fresh)) => {
+                let refused = store.complete(&held, 1);
+                assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+                store.complete(&fresh, 2).expect("the recovering holder completes");
+            }
+            (renewed, claim) => panic!("both or neither hold the key: {renewed:?} / {claim:?}"),
+        }
+        store.assert_invariants();
+    });
+}
+
 /// Race: two claims of different keys in one scope, with a quota of one claim in flight
 /// per scope; the keys may sit in different shards, so no shard lock orders them.
 /// Invariant: exactly one claim is in flight afterwards, the other was refused with

@@ -611,6 +611,37 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         }
     }
 
+    /// Extends a held lease by a whole lease from the database's now; the new deadline is
+    /// what the statement wrote, read back.
+    fn renew_now(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let s = &self.schema;
+        let now = self.now_param();
+        let lease_ms = span_ms(self.config.lease());
+        let renewed = self.with_client(|client| {
+            client
+                .query_opt(
+                    &format!(
+                        "UPDATE {s}.claims SET lease_expires_at = {} + $4
+                         WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished
+                         RETURNING lease_expires_at",
+                        now_sql(5)
+                    ),
+                    &[
+                        &lease.key().scope().as_str(),
+                        &lease.key().key().as_str(),
+                        &(lease.token().get() as i64),
+                        &lease_ms,
+                        &now,
+                    ],
+                )
+                .map_err(pg)
+        })?;
+        match renewed {
+            Some(row) => Ok(Lease::new(lease.key().clone(), lease.token(), timestamp(row.get(0)))),
+            None => Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() }),
+        }
+    }
+
     /// `release`'s work, inside the trace span.
     fn release_now(&self, lease: &Lease) -> Result<(), StoreError> {
         let s = &self.schema;
@@ -655,6 +686,10 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         idem_core::trace::settle("release", lease, || self.release_now(lease))
+    }
+
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.renew_now(lease)
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

@@ -65,6 +65,9 @@ impl KeyStore<String> for TestStore {
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.store.release(lease)
     }
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.store.renew(lease)
+    }
     fn sweep(&self) -> Result<usize, StoreError> {
         self.store.sweep()
     }

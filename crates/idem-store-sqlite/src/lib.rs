@@ -365,6 +365,29 @@ fn release_row(conn: &Connection, lease: &Lease) -> Result<(), StoreError> {
     exec(conn, "UPDATE meta SET records = records - 1 WHERE id = 1", []).map(drop).map_err(storage)
 }
 
+/// Extends a held lease by a whole lease from `now`.
+fn renew_row(
+    conn: &Connection,
+    lease: &Lease,
+    now: Timestamp,
+    config: StoreConfig,
+) -> Result<Lease, StoreError> {
+    let lease_expires_at = now.saturating_add(config.lease());
+    let changed = exec(
+        conn,
+        "UPDATE claims SET lease_expires_at = ?4
+         WHERE scope = ?1 AND key = ?2 AND token = ?3 AND finished = 0",
+        params![
+            lease.key().scope().as_str(),
+            lease.key().key().as_str(),
+            lease.token().get() as i64,
+            ms(lease_expires_at)
+        ],
+    );
+    settled(changed, lease)?;
+    Ok(Lease::new(lease.key().clone(), lease.token(), lease_expires_at))
+}
+
 fn settled(changed: rusqlite::Result<usize>, lease: &Lease) -> Result<(), StoreError> {
     match changed.map_err(storage)? {
         1 => Ok(()),
@@ -683,6 +706,11 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         idem_core::trace::settle("release", lease, || self.release_now(lease))
+    }
+
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let lease = lease.clone();
+        self.write(move |conn, now, config| renew_row(conn, &lease, now, config), |_| true)
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

@@ -215,6 +215,52 @@ pub fn settled_lease_is_spent<S: KeyStore<String>>(
     assert_eq!(claim(&f.store, &k, 1), Claim::Replay("first".into()));
 }
 
+/// A renewal extends a held lease by a whole lease from now, same key and token: past
+/// the first deadline the key is still in flight (no recovery), and the renewed lease
+/// completes. A lease that ran out untaken still renews.
+pub fn renew_extends_the_lease<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let k = key("s", "k");
+    let first = acquire(&f.store, &k, 1);
+    f.clock.advance(LEASE - ms(1));
+    let renewed = f.store.renew(&first).expect("a held lease renews");
+    assert_eq!((renewed.key(), renewed.token()), (&k, first.token()));
+    let due = START.saturating_add(LEASE * 2 - ms(1));
+    assert_eq!(renewed.expires_at(), due, "a whole lease from the renewal");
+    f.clock.advance(ms(1));
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE - ms(1) });
+    f.clock.advance(LEASE * 2);
+    let again = f.store.renew(&renewed).expect("a lease run out but not taken over renews");
+    assert_eq!(again.token(), first.token());
+    f.store.complete(&again, "slow".into()).expect("the renewed lease completes");
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("slow".into()));
+}
+
+/// A renewal is refused, changing nothing, once the lease no longer holds its key: taken
+/// over after it ran out, completed, or released.
+pub fn renew_of_a_lost_lease_is_refused<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let f = fixture(make, 100);
+    let lost = |r: Result<Lease, StoreError>| matches!(r, Err(StoreError::LeaseLost { .. }));
+    let k = key("s", "taken");
+    let old = acquire(&f.store, &k, 1);
+    f.clock.advance(LEASE);
+    let new = recover(&f.store, &k, 1);
+    assert!(lost(f.store.renew(&old)), "a taken-over lease must not renew");
+    assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE });
+    f.store.complete(&new, "new".into()).expect("the recovering holder completes");
+    assert!(lost(f.store.renew(&new)), "a completed lease must not renew");
+    assert_eq!(claim(&f.store, &k, 1), Claim::Replay("new".into()));
+    let k = key("s", "released");
+    let released = acquire(&f.store, &k, 1);
+    f.store.release(&released).expect("release");
+    assert!(lost(f.store.renew(&released)), "a released lease must not renew");
+    let _ = acquire(&f.store, &k, 1);
+}
+
 /// A lease for a key the store never saw is `LeaseLost`.
 pub fn unknown_lease_is_lost<S: KeyStore<String>>(
     make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
@@ -508,6 +554,24 @@ pub fn scope_quota_refuses_past_the_limit<S: KeyStore<String>>(
     let _recovered = recover(&store, &key("a", "k2"), 1);
 }
 
+/// Generates one `#[test]` per conformance case for the async backend built by `$make`, a
+/// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: AsyncKeyStore<String>`: each case
+/// runs the same steps as for a sync backend, every call awaited on the suite's runtime
+/// ([`BlockOn`](crate::BlockOn)). Build the store inside `runtime().block_on(...)` if
+/// it needs a runtime to start.
+#[macro_export]
+macro_rules! async_conformance_tests {
+    ($make:expr) => {
+        fn __blocking_store(
+            config: idem_core::StoreConfig,
+            clock: std::sync::Arc<idem_core::ManualClock>,
+        ) -> $crate::BlockOn<impl idem_core::AsyncKeyStore<String>> {
+            $crate::BlockOn::new($make(config, clock))
+        }
+        $crate::conformance_tests!(__blocking_store);
+    };
+}
+
 /// Generates one `#[test]` per conformance case for the backend built by `$make`, a
 /// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: KeyStore<String> + Sync`.
 #[macro_export]
@@ -522,7 +586,8 @@ macro_rules! conformance_tests {
             claim_wait_times_out, claim_wait_sees_completion, claim_wait_sees_release,
             racing_claimers_one_owner, pending_lists_expired_claims,
             lookup_follows_the_state_machine, lookup_changes_nothing,
-            scope_quota_refuses_past_the_limit);
+            scope_quota_refuses_past_the_limit, renew_extends_the_lease,
+            renew_of_a_lost_lease_is_refused);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(

@@ -1,4 +1,5 @@
-//! A store that fails on purpose: [`Faulty`] wraps any [`KeyStore`] and answers the
+//! A store that fails on purpose: [`Faulty`] wraps any [`KeyStore`] (or
+//! [`AsyncKeyStore`]) and answers the
 //! operations it is told to fail with [`StoreError::Storage`] and a given message, for
 //! tests of what a caller does when its store refuses (a layer that must not leak the
 //! message, a notifier that must count a refused completion).
@@ -16,7 +17,8 @@
 //! ```
 
 use idem_core::{
-    Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey, StoreError,
+    AsyncKeyStore, Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
+    StoreError,
 };
 
 /// An operation of the store contract that [`Faulty`] can fail.
@@ -28,6 +30,8 @@ pub enum Op {
     Complete,
     /// `release`.
     Release,
+    /// `renew`.
+    Renew,
     /// `pending`.
     Pending,
 }
@@ -81,6 +85,11 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
         self.inner.release(lease)
     }
 
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.check(Op::Renew)?;
+        self.inner.renew(lease)
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         self.inner.sweep()
     }
@@ -96,6 +105,45 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
         self.inner.lookup(key, fingerprint)
+    }
+
+    fn result_bytes_max(&self) -> Option<usize> {
+        self.inner.result_bytes_max()
+    }
+}
+
+impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
+    async fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<Claim<R>, StoreError> {
+        self.check(Op::Claim)?;
+        self.inner.claim(key, fp).await
+    }
+
+    async fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
+        self.check(Op::Complete)?;
+        self.inner.complete(lease, result).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.check(Op::Release)?;
+        self.inner.release(lease).await
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.check(Op::Renew)?;
+        self.inner.renew(lease).await
+    }
+
+    async fn sweep(&self) -> Result<usize, StoreError> {
+        self.inner.sweep().await
+    }
+
+    async fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        self.check(Op::Pending)?;
+        self.inner.pending(max).await
+    }
+
+    async fn lookup(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<KeyState<R>, StoreError> {
+        self.inner.lookup(key, fp).await
     }
 
     fn result_bytes_max(&self) -> Option<usize> {

@@ -27,11 +27,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 pub mod bench;
+mod block_on;
 #[cfg(feature = "tracing")]
 pub mod capture;
 pub mod conformance;
 pub mod faulty;
 pub mod storm;
+
+pub use block_on::{BlockOn, TokioTimer, runtime};
 
 /// Waits until `condition` holds, checking every 100 µs, and panics naming `what` if it
 /// does not hold within `limit`. For a test that waits for another thread to reach a

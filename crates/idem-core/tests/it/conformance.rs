@@ -9,3 +9,10 @@ fn memory(config: StoreConfig, clock: Arc<ManualClock>) -> MemoryStore<String> {
 }
 
 idem_testkit::conformance_tests!(memory);
+
+/// The same suite through the async contract: every call awaited.
+mod through_the_async_contract {
+    use super::memory;
+
+    idem_testkit::async_conformance_tests!(memory);
+}

@@ -70,6 +70,9 @@ impl KeyStore<PaymentOutcome> for CrashStore<'_> {
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         self.inner.release(lease)
     }
+    fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.inner.renew(lease)
+    }
     fn sweep(&self) -> Result<usize, StoreError> {
         self.inner.sweep()
     }

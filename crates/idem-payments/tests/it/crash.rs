@@ -138,6 +138,9 @@ impl KeyStore<PaymentOutcome> for Witness {
     fn release(&self, lease: &idem_core::Lease) -> Result<(), idem_core::StoreError> {
         self.inner.release(lease)
     }
+    fn renew(&self, lease: &idem_core::Lease) -> Result<idem_core::Lease, idem_core::StoreError> {
+        self.inner.renew(lease)
+    }
     fn sweep(&self) -> Result<usize, idem_core::StoreError> {
         self.inner.sweep()
     }
