@@ -123,6 +123,9 @@ pub trait AsyncKeyStore<R>: Send + Sync {
     /// As [`KeyStore::renew`].
     fn renew(&self, lease: &Lease) -> impl Future<Output = Result<Lease, StoreError>> + Send;
 
+    /// As [`KeyStore::lease`]: how long a claim holds its key.
+    fn lease(&self) -> Duration;
+
     /// As [`KeyStore::sweep`].
     ///
     /// # Errors
@@ -174,6 +177,10 @@ impl<R: Clone + Send + Sync> AsyncKeyStore<R> for MemoryStore<R> {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         KeyStore::renew(self, lease)
+    }
+
+    fn lease(&self) -> Duration {
+        KeyStore::lease(self)
     }
 
     async fn sweep(&self) -> Result<usize, StoreError> {
@@ -233,6 +240,10 @@ impl<R: Send, S: AsyncKeyStore<R> + ?Sized> AsyncKeyStore<R> for crate::sync::Ar
 
     fn renew(&self, lease: &Lease) -> impl Future<Output = Result<Lease, StoreError>> + Send {
         (**self).renew(lease)
+    }
+
+    fn lease(&self) -> Duration {
+        (**self).lease()
     }
 
     fn sweep(&self) -> impl Future<Output = Result<usize, StoreError>> + Send {

@@ -645,6 +645,10 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
         self.renew_held(lease)
     }
 
+    fn lease(&self) -> Duration {
+        self.config.lease()
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         Ok(self.sweep_all())
     }

@@ -417,6 +417,10 @@ pub trait KeyStore<R>: Send + Sync {
     /// backend failed.
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
 
+    /// How long a claim holds its key ([`StoreConfig::lease`]): a holder that renews
+    /// does so well within it (idem-http renews every third of it).
+    fn lease(&self) -> Duration;
+
     /// Removes up to the configured batch of finished records whose TTL has ended, and
     /// returns how many it removed. In-flight claims are never removed, even with their
     /// lease run out: they are for [`Claim::Recover`].
@@ -529,6 +533,10 @@ impl<R, S: KeyStore<R> + ?Sized> KeyStore<R> for crate::sync::Arc<S> {
 
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         (**self).renew(lease)
+    }
+
+    fn lease(&self) -> Duration {
+        (**self).lease()
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

@@ -692,6 +692,10 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
         self.renew_now(lease)
     }
 
+    fn lease(&self) -> Duration {
+        self.config.lease()
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         let s = &self.schema;
         let now = self.now_param();

@@ -68,6 +68,9 @@ impl KeyStore<String> for TestStore {
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         self.store.renew(lease)
     }
+    fn lease(&self) -> Duration {
+        self.store.lease()
+    }
     fn sweep(&self) -> Result<usize, StoreError> {
         self.store.sweep()
     }

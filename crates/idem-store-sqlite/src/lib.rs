@@ -708,6 +708,10 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
         idem_core::trace::settle("release", lease, || self.release_now(lease))
     }
 
+    fn lease(&self) -> Duration {
+        self.lease
+    }
+
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         let lease = lease.clone();
         self.write(move |conn, now, config| renew_row(conn, &lease, now, config), |_| true)

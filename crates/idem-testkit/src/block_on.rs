@@ -89,6 +89,10 @@ impl<R: Send, S: AsyncKeyStore<R>> KeyStore<R> for BlockOn<S> {
         wait(self.0.renew(lease))
     }
 
+    fn lease(&self) -> Duration {
+        self.0.lease()
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         wait(self.0.sweep())
     }

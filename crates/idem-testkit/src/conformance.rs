@@ -118,6 +118,7 @@ pub fn acquire_complete_replay<S: KeyStore<String>>(
     let lease = acquire(&f.store, &k, 1);
     assert_eq!(lease.key(), &k);
     assert_eq!(lease.expires_at(), START.saturating_add(LEASE));
+    assert_eq!(f.store.lease(), LEASE, "the store tells the lease it was configured with");
     f.store.complete(&lease, "charged".into()).expect("complete");
     for _ in 0..3 {
         assert_eq!(claim(&f.store, &k, 1), Claim::Replay("charged".into()));

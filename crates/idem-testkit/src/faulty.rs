@@ -90,6 +90,10 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
         self.inner.renew(lease)
     }
 
+    fn lease(&self) -> std::time::Duration {
+        KeyStore::lease(&self.inner)
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         self.inner.sweep()
     }
@@ -131,6 +135,10 @@ impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         self.check(Op::Renew)?;
         self.inner.renew(lease).await
+    }
+
+    fn lease(&self) -> std::time::Duration {
+        AsyncKeyStore::lease(&self.inner)
     }
 
     async fn sweep(&self) -> Result<usize, StoreError> {

@@ -73,6 +73,9 @@ impl KeyStore<PaymentOutcome> for CrashStore<'_> {
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         self.inner.renew(lease)
     }
+    fn lease(&self) -> std::time::Duration {
+        self.inner.lease()
+    }
     fn sweep(&self) -> Result<usize, StoreError> {
         self.inner.sweep()
     }

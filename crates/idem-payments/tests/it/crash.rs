@@ -141,6 +141,9 @@ impl KeyStore<PaymentOutcome> for Witness {
     fn renew(&self, lease: &idem_core::Lease) -> Result<idem_core::Lease, idem_core::StoreError> {
         self.inner.renew(lease)
     }
+    fn lease(&self) -> std::time::Duration {
+        self.inner.lease()
+    }
     fn sweep(&self) -> Result<usize, idem_core::StoreError> {
         self.inner.sweep()
     }
