@@ -3,8 +3,9 @@
 //! In each group `idem` is the layer and `without_layer` the same handler alone, measured
 //! in the same run: `http_fresh` sends a new key per request (claim, run, store),
 //! `http_replay` the same key again and again (a replay, the handler not run). Values:
-//! `memory` (inline store calls) and `sqlite` (store calls on tokio's blocking pool).
-//! `http_store_calls` compares the two ways of calling the memory store.
+//! `memory` (the async contract, answered on the request's task) and `sqlite`.
+//! `http_store_calls` compares the memory store through the async contract with the same
+//! store behind `Blocking` (every call on tokio's blocking pool).
 //! `cargo xtask bench idem-http`.
 
 // criterion's macros generate undocumented public functions.
@@ -21,8 +22,8 @@ use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use idem_core::{KeyStore, MemoryStore, StoreConfig};
-use idem_http::{Config, IdempotencyLayer, StoreCalls, StoredResponse};
+use idem_core::{AsyncKeyStore, MemoryStore, StoreConfig};
+use idem_http::{Blocking, IdempotencyLayer, StoredResponse};
 use tokio::runtime::Runtime;
 
 const BODY: [u8; 1024] = [b'x'; 1024];
@@ -41,11 +42,8 @@ fn routes() -> Router {
     )
 }
 
-fn with_layer<S: KeyStore<StoredResponse> + 'static>(store: S, calls: StoreCalls) -> Router {
-    let config = Config::builder().store_calls(calls).build().expect("valid");
-    routes().layer(
-        IdempotencyLayer::with_config(store, |_: &_| Some("bench".into()), config).expect("fits"),
-    )
+fn with_layer<S: AsyncKeyStore<StoredResponse> + 'static>(store: S) -> Router {
+    routes().layer(IdempotencyLayer::new(store, |_: &_| Some("bench".into())))
 }
 
 fn serve(rt: &Runtime, router: Router) -> SocketAddr {
@@ -78,12 +76,14 @@ async fn drive(addr: SocketAddr, iters: u64, key: impl Fn(u64) -> Option<String>
     start.elapsed()
 }
 
-fn sqlite() -> idem_store_sqlite::SqliteStore<StoredResponse> {
+fn sqlite() -> Blocking<idem_store_sqlite::SqliteStore<StoredResponse>> {
     let dir = std::env::temp_dir().join(format!("idem-http-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let path = dir.join(format!("keys-{}.db", FRESH.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
-    idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default()).expect("open")
+    Blocking::new(Arc::new(
+        idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default()).expect("open"),
+    ))
 }
 
 static FRESH: AtomicU64 = AtomicU64::new(0);
@@ -95,15 +95,10 @@ fn fresh_key(_: u64) -> Option<String> {
 fn bench_http(c: &mut Criterion) {
     let rt = runtime();
     let plain = serve(&rt, routes());
-    let memory = serve(
-        &rt,
-        with_layer(Arc::new(MemoryStore::new(StoreConfig::default())), StoreCalls::Inline),
-    );
-    let on_disk = serve(&rt, with_layer(sqlite(), StoreCalls::SpawnBlocking));
-    let pooled = serve(
-        &rt,
-        with_layer(Arc::new(MemoryStore::new(StoreConfig::default())), StoreCalls::SpawnBlocking),
-    );
+    let memory = serve(&rt, with_layer(Arc::new(MemoryStore::new(StoreConfig::default()))));
+    let on_disk = serve(&rt, with_layer(sqlite()));
+    let blocking = Blocking::new(Arc::new(MemoryStore::new(StoreConfig::default())));
+    let pooled = serve(&rt, with_layer(blocking));
     for (group, replay) in [("http_fresh", false), ("http_replay", true)] {
         let mut g = c.benchmark_group(group);
         g.sample_size(20).measurement_time(Duration::from_secs(3));

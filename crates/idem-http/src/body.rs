@@ -1,6 +1,6 @@
 //! The body of every response that leaves the layer: the handler's own, a stored one
 //! replayed, a problem the layer answered itself, or a response too large to keep,
-//! whose head the layer read and whose rest streams on to the client untouched.
+//! whose head the layer read and whose rest the run task streams on to the client.
 
 use std::fmt;
 use std::pin::Pin;
@@ -8,13 +8,15 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use tokio::sync::{mpsc, oneshot};
 
 /// A boxed error, as tower's.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body of a response from [`Idempotency`](crate::Idempotency): the handler's body
 /// `B` passed through, read whole (a response the layer kept, a replay, a problem), or a
-/// head read while deciding whether to keep it followed by the rest of `B` as it comes.
+/// head read while deciding whether to keep it followed by the rest of `B` as the run
+/// task reads it (the task reads on if the client leaves, to learn whether it ended well).
 pub struct ResponseBody<B> {
     kind: Kind<B>,
 }
@@ -24,8 +26,13 @@ enum Kind<B> {
     Inner(Pin<Box<B>>),
     /// Bytes read whole; `None` once sent.
     Full(Option<Bytes>),
-    /// A head already read (sent first), then the handler's body from where it stopped.
-    Rest { head: Option<Bytes>, rest: Pin<Box<B>> },
+    /// A head already read (sent first), then the frames the run task reads on, and the
+    /// sign that the client is still here (dropped with the body).
+    Streamed {
+        head: Option<Bytes>,
+        frames: mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
+        present: Option<oneshot::Sender<()>>,
+    },
 }
 
 impl<B> ResponseBody<B> {
@@ -37,8 +44,20 @@ impl<B> ResponseBody<B> {
         Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())) }
     }
 
-    pub(crate) fn rest(head: Bytes, rest: Pin<Box<B>>) -> Self {
-        Self { kind: Kind::Rest { head: Some(head).filter(|b| !b.is_empty()), rest } }
+    pub(crate) fn streamed(
+        head: Bytes,
+        frames: mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
+    ) -> Self {
+        let head = Some(head).filter(|b| !b.is_empty());
+        Self { kind: Kind::Streamed { head, frames, present: None } }
+    }
+
+    /// Keeps `present` for as long as the client reads a streamed body: its drop tells
+    /// the run task the client left. Any other body is whole already: dropped at once.
+    pub(crate) fn hold_presence(&mut self, present: oneshot::Sender<()>) {
+        if let Kind::Streamed { present: held, .. } = &mut self.kind {
+            *held = Some(present);
+        }
     }
 }
 
@@ -47,7 +66,7 @@ impl<B> fmt::Debug for ResponseBody<B> {
         let kind = match &self.kind {
             Kind::Inner(_) => "inner",
             Kind::Full(_) => "full",
-            Kind::Rest { .. } => "rest",
+            Kind::Streamed { .. } => "streamed",
         };
         f.debug_struct("ResponseBody").field("kind", &kind).finish()
     }
@@ -70,9 +89,9 @@ where
         match &mut this.kind {
             Kind::Inner(body) => body.as_mut().poll_frame(cx).map_err(Into::into),
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Rest { head, rest } => match head.take() {
+            Kind::Streamed { head, frames, .. } => match head.take() {
                 Some(head) => Poll::Ready(Some(Ok(Frame::data(head)))),
-                None => rest.as_mut().poll_frame(cx).map_err(Into::into),
+                None => frames.poll_recv(cx),
             },
         }
     }
@@ -81,7 +100,8 @@ where
         match &self.kind {
             Kind::Inner(body) => body.is_end_stream(),
             Kind::Full(bytes) => bytes.is_none(),
-            Kind::Rest { head, rest } => head.is_none() && rest.is_end_stream(),
+            // The task's channel tells its end only when polled.
+            Kind::Streamed { .. } => false,
         }
     }
 
@@ -89,14 +109,9 @@ where
         match &self.kind {
             Kind::Inner(body) => body.size_hint(),
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Rest { head, rest } => {
-                let head = head.as_ref().map_or(0, |b| b.len() as u64);
-                let rest = rest.size_hint();
+            Kind::Streamed { head, .. } => {
                 let mut hint = SizeHint::new();
-                hint.set_lower(rest.lower().saturating_add(head));
-                if let Some(upper) = rest.upper() {
-                    hint.set_upper(upper.saturating_add(head));
-                }
+                hint.set_lower(head.as_ref().map_or(0, |b| b.len() as u64));
                 hint
             }
         }

@@ -4,18 +4,6 @@ use std::time::Duration;
 
 use http::{HeaderName, Method};
 
-/// How the layer calls the store, whose methods block.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StoreCalls {
-    /// On tokio's blocking pool (`spawn_blocking`): required for a store that does I/O
-    /// (SQLite, PostgreSQL), so that a slow disk or network never stalls the runtime's
-    /// worker threads. The default.
-    SpawnBlocking,
-    /// On the request's own task: for `MemoryStore`, whose calls take a lock for well under
-    /// a microsecond; a hop to the blocking pool would cost more than the call.
-    Inline,
-}
-
 /// The layer's validated settings; see [`ConfigBuilder`] for each default.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -28,7 +16,7 @@ pub struct Config {
     pub(crate) wait: Option<Duration>,
     pub(crate) fingerprint_headers: Vec<HeaderName>,
     pub(crate) replay_headers: Vec<HeaderName>,
-    pub(crate) store_calls: StoreCalls,
+    pub(crate) orphan_time_max: Duration,
 }
 
 impl Config {
@@ -126,7 +114,7 @@ impl Default for ConfigBuilder {
                 wait: None,
                 fingerprint_headers: vec![http::header::CONTENT_TYPE],
                 replay_headers: vec![http::header::CONTENT_TYPE, http::header::LOCATION],
-                store_calls: StoreCalls::SpawnBlocking,
+                orphan_time_max: ConfigBuilder::ORPHAN_TIME_DEFAULT,
             },
         }
     }
@@ -149,6 +137,12 @@ impl ConfigBuilder {
     pub const WAIT_MIN: Duration = idem_core::WAIT_PAUSE_FIRST;
     /// The longest `wait_for_first`: one hour.
     pub const WAIT_LIMIT: Duration = Duration::from_secs(3600);
+    /// The default `orphan_time_max`: one minute.
+    pub const ORPHAN_TIME_DEFAULT: Duration = Duration::from_secs(60);
+    /// The shortest `orphan_time_max`: one millisecond.
+    pub const ORPHAN_TIME_MIN: Duration = Duration::from_millis(1);
+    /// The longest `orphan_time_max`: one hour.
+    pub const ORPHAN_TIME_LIMIT: Duration = Duration::from_secs(3600);
 
     /// The methods the layer applies to; others pass through untouched. Default `POST`
     /// and `PATCH` (the IETF draft's non-idempotent methods).
@@ -225,10 +219,18 @@ impl ConfigBuilder {
         self
     }
 
-    /// How the store is called; default [`StoreCalls::SpawnBlocking`].
+    /// How long a handler whose client left may still run. A claimed request's handler
+    /// runs on a task of its own, so a client that gives up (a timeout, a closed tab)
+    /// does not cancel it half-way: it runs to its end, its response is stored, and the
+    /// client's retry replays it. Past this bound, counted from when the client left, it
+    /// is stopped and its key left in flight for recovery after the lease
+    /// ([`LayerStats::orphans_abandoned`](crate::LayerStats)). Default
+    /// [`ORPHAN_TIME_DEFAULT`](Self::ORPHAN_TIME_DEFAULT), one minute; between
+    /// [`ORPHAN_TIME_MIN`](Self::ORPHAN_TIME_MIN) and
+    /// [`ORPHAN_TIME_LIMIT`](Self::ORPHAN_TIME_LIMIT).
     #[must_use]
-    pub fn store_calls(mut self, calls: StoreCalls) -> Self {
-        self.config.store_calls = calls;
+    pub fn orphan_time_max(mut self, limit: Duration) -> Self {
+        self.config.orphan_time_max = limit;
         self
     }
 
@@ -255,6 +257,12 @@ impl ConfigBuilder {
         if let Some(wait) = c.wait.filter(|w| *w < Self::WAIT_MIN || *w > Self::WAIT_LIMIT) {
             let accepted = format!("between {:?} and {:?}", Self::WAIT_MIN, Self::WAIT_LIMIT);
             return Err(ConfigError::new("wait_for_first", wait, accepted));
+        }
+        let orphan = c.orphan_time_max;
+        if orphan < Self::ORPHAN_TIME_MIN || orphan > Self::ORPHAN_TIME_LIMIT {
+            let accepted =
+                format!("between {:?} and {:?}", Self::ORPHAN_TIME_MIN, Self::ORPHAN_TIME_LIMIT);
+            return Err(ConfigError::new("orphan_time_max", orphan, accepted));
         }
         if c.methods.is_empty() {
             return Err(ConfigError::new("methods", &c.methods, "at least one method"));

@@ -15,15 +15,14 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body::Body;
 use http_body_util::BodyExt;
 use idem_core::{
-    Claim, Fingerprint, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError,
-    WAIT_PAUSE_FIRST, next_wait_pause,
+    AsyncKeyStore, Claim, Fingerprint, IdempotencyKey, Lease, Scope, ScopedKey, StoreError, Timer,
 };
 use sha2::{Digest, Sha256};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::body::{BoxError, ResponseBody};
-use crate::config::{Config, ConfigError, StoreCalls};
+use crate::config::{Config, ConfigError};
 use crate::header::{HeaderError, IDEMPOTENT_REPLAYED, parse_key};
 use crate::problem::Problem;
 use crate::stored::{
@@ -53,7 +52,7 @@ pub struct OutcomeUnknown;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Recovering;
 
-/// The `Idempotency-Key` layer over a [`KeyStore`]; see the crate docs.
+/// The `Idempotency-Key` layer over an [`AsyncKeyStore`]; see the crate docs.
 ///
 /// `scope` maps a request to the principal whose keys it uses (the authenticated
 /// account or tenant): two principals' keys never meet, so one tenant can never be
@@ -66,26 +65,37 @@ pub struct IdempotencyLayer<St, F> {
 /// What the layer and every service it made share, behind one `Arc`: the store, the scope,
 /// the configuration and the limits read from the store when the layer was built, the
 /// waiters' count and the counters.
-struct LayerState<St, F> {
-    store: St,
+pub(crate) struct LayerState<St, F> {
+    pub(crate) store: St,
     scope: F,
-    config: Config,
+    pub(crate) config: Config,
     /// The largest response body kept: the config's, checked against the store's limit.
-    response_bytes_max: usize,
-    /// The largest result the store keeps (`KeyStore::result_bytes_max`), read once.
-    store_bytes_max: Option<usize>,
+    pub(crate) response_bytes_max: usize,
+    /// The largest result the store keeps (`AsyncKeyStore::result_bytes_max`), read once.
+    pub(crate) store_bytes_max: Option<usize>,
     /// Requests waiting for a first request to finish (`wait_for_first`).
     waiters: AtomicUsize,
-    counters: Counters,
+    pub(crate) counters: Counters,
 }
 
-/// What the layer saw go wrong in its store, counted for [`IdempotencyLayer::stats`].
+/// What the layer counted, for [`IdempotencyLayer::stats`].
 #[derive(Debug, Default)]
-struct Counters {
+pub(crate) struct Counters {
     store_errors: AtomicU64,
     leases_lost: AtomicU64,
     not_kept: AtomicU64,
     left_in_flight: AtomicU64,
+    pub(crate) leases_renewed: AtomicU64,
+    pub(crate) orphans_finished: AtomicU64,
+    pub(crate) orphans_abandoned: AtomicU64,
+}
+
+impl Counters {
+    /// Adds one to `counter`.
+    pub(crate) fn count(&self, counter: &AtomicU64) {
+        // ORDERING: a counter, read for reporting; no data is published through it.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// What the layer counted, from [`IdempotencyLayer::stats`]: the outcomes an operator
@@ -104,20 +114,30 @@ pub struct LayerStats {
     /// [`STORED_HEADER_BYTES_MAX`](crate::STORED_HEADER_BYTES_MAX)): the first caller got
     /// the whole response, repeats get a problem saying it was not kept.
     pub not_kept: u64,
-    /// Handlers whose outcome is unknown (a response body that failed half-way, or one
-    /// marked [`OutcomeUnknown`]): their keys were left in flight for recovery.
+    /// Handlers whose outcome is unknown (a response body that failed half-way, one
+    /// marked [`OutcomeUnknown`], a handler that panicked or was abandoned past
+    /// `orphan_time_max`): their keys were left in flight for recovery.
     pub left_in_flight: u64,
+    /// Leases extended while their handler ran (every third of the store's lease).
+    pub leases_renewed: u64,
+    /// Handlers whose client left before the answer, run to their end and settled: the
+    /// client's retry replays what they answered.
+    pub orphans_finished: u64,
+    /// Handlers whose client left and that then ran past
+    /// [`ConfigBuilder::orphan_time_max`](crate::ConfigBuilder::orphan_time_max): stopped,
+    /// their keys left in flight for recovery.
+    pub orphans_abandoned: u64,
 }
 
 impl<St, F> IdempotencyLayer<St, F>
 where
-    St: KeyStore<StoredResponse> + 'static,
+    St: AsyncKeyStore<StoredResponse> + 'static,
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
 {
     /// A layer with the default [`Config`] (POST and PATCH, optional key, 1 MiB limits,
-    /// 409 at once for a duplicate in flight, store calls on the blocking pool). The
-    /// stored-response limit is 1 MiB, lowered to what the store keeps if it keeps less
-    /// ([`KeyStore::result_bytes_max`]).
+    /// 409 at once for a duplicate in flight). The stored-response limit is 1 MiB,
+    /// lowered to what the store keeps if it keeps less
+    /// ([`AsyncKeyStore::result_bytes_max`]).
     pub fn new(store: St, scope: F) -> Self {
         // A store too small even for the stand-in (which `with_config` refuses) still gets
         // no larger limit than it keeps; its refused completions are counted and traced.
@@ -177,6 +197,9 @@ where
             leases_lost: get(&c.leases_lost),
             not_kept: get(&c.not_kept),
             left_in_flight: get(&c.left_in_flight),
+            leases_renewed: get(&c.leases_renewed),
+            orphans_finished: get(&c.orphans_finished),
+            orphans_abandoned: get(&c.orphans_abandoned),
         }
     }
 }
@@ -222,13 +245,14 @@ impl<S, St, F> fmt::Debug for Idempotency<S, St, F> {
 impl<S, St, F, B, RB> Service<Request<B>> for Idempotency<S, St, F>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
-    S::Future: Send,
-    St: KeyStore<StoredResponse> + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: AsyncKeyStore<StoredResponse> + 'static,
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
     B: Body<Data = Bytes> + From<Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
     RB: Body<Data = Bytes> + Send + 'static,
-    RB::Error: Into<BoxError>,
+    RB::Error: Into<BoxError> + Send,
 {
     type Response = Response<ResponseBody<RB>>;
     type Error = S::Error;
@@ -260,13 +284,15 @@ async fn handle<S, St, F, B, RB>(
     request: Request<B>,
 ) -> Result<Response<ResponseBody<RB>>, S::Error>
 where
-    S: Service<Request<B>, Response = Response<RB>>,
-    St: KeyStore<StoredResponse> + 'static,
+    S: Service<Request<B>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: AsyncKeyStore<StoredResponse> + 'static,
     F: Fn(&Parts) -> Option<String> + Send + Sync + 'static,
-    B: Body<Data = Bytes> + From<Bytes>,
+    B: Body<Data = Bytes> + From<Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
-    RB: Body<Data = Bytes>,
-    RB::Error: Into<BoxError>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError> + Send,
 {
     let config = &state.config;
     let pass = |response: Response<RB>| response.map(ResponseBody::inner);
@@ -300,11 +326,10 @@ where
     if recovering {
         parts.extensions.insert(Recovering);
     }
-    // From here the claim is ours. If this future is dropped (the client went away) or
-    // the handler panics, nothing settles it: it stays in flight until its lease runs
-    // out, and the next request with the key gets `Recovering`.
-    let response = inner.call(Request::from_parts(parts, B::from(bytes))).await?;
-    Ok(state.finish(lease, response).await)
+    // From here the claim is ours, and a task of its own runs the handler and settles
+    // the claim, to the end even if this future is dropped (the client went away).
+    let request = Request::from_parts(parts, B::from(bytes));
+    crate::run::run_claimed(state, inner, request, lease).await
 }
 
 fn missing_key() -> Problem {
@@ -478,7 +503,7 @@ const RETRY_AFTER_UNAVAILABLE: Duration = Duration::from_secs(1);
 
 /// Counts a store failure and traces it with a fresh id, which it returns for the client
 /// to quote: the operator finds the error by it, the client never sees the error.
-fn count_store_error(counters: &Counters, op: &'static str, error: &StoreError) -> String {
+pub(crate) fn count_store_error(counters: &Counters, op: &'static str, error: &StoreError) -> String {
     use std::hash::BuildHasher;
     // ORDERING: a counter; no data is published through it.
     let n = counters.store_errors.fetch_add(1, Ordering::Relaxed);
@@ -491,9 +516,9 @@ fn count_store_error(counters: &Counters, op: &'static str, error: &StoreError) 
 
 /// The limits a kept response must fit: its body's, and the store's for the whole.
 #[derive(Debug, Clone, Copy)]
-struct Keep {
-    body: usize,
-    store: Option<usize>,
+pub(crate) struct Keep {
+    pub(crate) body: usize,
+    pub(crate) store: Option<usize>,
 }
 
 /// What is kept of a response: its status, allow-listed headers and body when they fit
@@ -502,7 +527,7 @@ struct Keep {
 /// headers that do not describe the body (a `location` still names what was made) if
 /// they fit, else with none: a stand-in of at most [`crate::NOT_KEPT_BYTES_MAX`] bytes,
 /// which every store the layer accepts can keep.
-fn stored_response(
+pub(crate) fn stored_response(
     parts: &http::response::Parts,
     body: Option<&Bytes>,
     config: &Config,
@@ -566,199 +591,93 @@ fn replay<RB>(stored: StoredResponse) -> Response<ResponseBody<RB>> {
     response
 }
 
-/// A response body read up to a limit.
-enum Read<B> {
-    /// The whole body, within the limit.
-    Whole(Bytes),
-    /// Over the limit: what was read, and the rest, unread.
-    Over(Bytes, Pin<Box<B>>),
-    /// The body failed: what the handler did is unknown.
-    Failed(BoxError),
-}
+/// tokio's timer, for the store's waiting claim.
+struct TokioTimer;
 
-/// Reads `body` until it ends or passes `limit` bytes.
-async fn read_response<B>(body: B, limit: usize) -> Read<B>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    let mut body = Box::pin(body);
-    let mut read = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        match frame {
-            Err(error) => return Read::Failed(error.into()),
-            Ok(frame) => {
-                // Trailers are not kept (nor replayed): only data counts.
-                let Ok(data) = frame.into_data() else { continue };
-                read.extend_from_slice(&data);
-                if read.len() > limit {
-                    return Read::Over(read.freeze(), body);
-                }
-            }
-        }
+impl Timer for TokioTimer {
+    fn now(&self) -> std::time::Instant {
+        tokio::time::Instant::now().into_std()
     }
-    Read::Whole(read.freeze())
+
+    fn sleep(&self, pause: Duration) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(pause)
+    }
 }
 
 /// The layer's steps that use its store.
 impl<St, F> LayerState<St, F>
 where
-    St: KeyStore<StoredResponse> + 'static,
+    St: AsyncKeyStore<StoredResponse> + 'static,
     F: Send + Sync + 'static,
 {
     /// Claims the key; with `wait_for_first`, waits (bounded) for a request in flight.
     async fn decide(self: &Arc<Self>, key: ScopedKey, fingerprint: Fingerprint) -> Decision {
-        let first = self.claim(&key, fingerprint).await;
-        match (&first, self.config.wait) {
-            (Ok(Claim::InFlight { .. }), Some(wait)) => {
-                self.wait_for_first(key, fingerprint, wait, first).await
-            }
-            _ => decision(first, &self.counters),
+        let first = self.store.claim(&key, &fingerprint).await;
+        let Some(wait) = self.config.wait else { return decision(first, &self.counters) };
+        if !matches!(first, Ok(Claim::InFlight { .. })) {
+            return decision(first, &self.counters);
         }
-    }
-
-    async fn claim(
-        self: &Arc<Self>,
-        key: &ScopedKey,
-        fingerprint: Fingerprint,
-    ) -> Result<Claim<StoredResponse>, StoreError> {
-        let key = key.clone();
-        self.store_call(move |store| store.claim(&key, &fingerprint)).await
-    }
-
-    /// After a first claim answered `in_flight`, naps (idem-core's wait pauses: 1 ms
-    /// doubling to 50 ms) and claims
-    /// again until the first request finishes or `wait` passes. At most `waiters_max`
-    /// requests wait at once; one more is answered with `in_flight` (409) at once.
-    async fn wait_for_first(
-        self: &Arc<Self>,
-        key: ScopedKey,
-        fingerprint: Fingerprint,
-        wait: Duration,
-        in_flight: Result<Claim<StoredResponse>, StoreError>,
-    ) -> Decision {
+        // At most `waiters_max` requests wait at once; one more is answered 409 at once.
         let Some(_waiter) = Waiter::enter(&self.waiters, self.config.waiters_max) else {
-            return decision(in_flight, &self.counters);
+            return decision(first, &self.counters);
         };
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut pause = WAIT_PAUSE_FIRST;
-        let mut answer = in_flight;
-        loop {
-            // The lease the holder has left: never nap past it (it may be recovered then).
-            let Ok(Claim::InFlight { retry_after }) = &answer else {
-                return decision(answer, &self.counters);
-            };
-            let now = tokio::time::Instant::now();
-            if now >= deadline {
-                return decision(answer, &self.counters);
-            }
-            let nap = pause.min(*retry_after).min(deadline - now).max(WAIT_PAUSE_FIRST);
-            tokio::time::sleep(nap).await;
-            pause = next_wait_pause(pause);
-            answer = self.claim(&key, fingerprint).await;
-        }
+        // The store's waiting claim: idem-core's pauses (1 ms doubling to 50 ms), never
+        // past the holder's lease or `wait`, on tokio's clock.
+        let waited = self.store.claim_wait(&key, &fingerprint, wait, &TokioTimer).await;
+        decision(waited, &self.counters)
     }
+}
 
-    /// Calls the store, on the blocking pool unless configured inline.
-    async fn store_call<T>(self: &Arc<Self>, op: impl FnOnce(&St) -> T + Send + 'static) -> T
-    where
-        T: Send + 'static,
-    {
-        match self.config.store_calls {
-            StoreCalls::Inline => op(&self.store),
-            StoreCalls::SpawnBlocking => {
-                let state = Arc::clone(self);
-                match tokio::task::spawn_blocking(move || op(&state.store)).await {
-                    Ok(value) => value,
-                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-                    Err(_) => panic!("the tokio runtime shut down during a store call"),
-                }
-            }
-        }
-    }
-
-    /// Settles the claim with the handler's response, and returns the response. A body
-    /// over the stored limit is not held: the layer keeps a problem in its place and
-    /// streams the rest of the body on to the client as it comes.
-    async fn finish<RB>(
-        self: &Arc<Self>,
-        lease: Lease,
-        response: Response<RB>,
-    ) -> Response<ResponseBody<RB>>
-    where
-        RB: Body<Data = Bytes>,
-        RB::Error: Into<BoxError>,
-    {
-        let (mut parts, body) = response.into_parts();
-        // First: an unknown outcome wins over "nothing happened" if a handler says both,
-        // since releasing a key whose effect may have happened would act twice.
-        if parts.extensions.remove::<OutcomeUnknown>().is_some() {
-            // The handler cannot say whether it acted: neither stored nor released.
-            self.left_in_flight();
-            return Response::from_parts(parts, ResponseBody::inner(body));
-        }
-        if parts.extensions.remove::<NothingHappened>().is_some() {
-            // The handler says nothing happened: give the key back, so a retry runs again.
-            // If the release fails, the claim stays in flight and recovers after its lease.
-            let released = self.store_call(move |store| store.release(&lease)).await;
-            self.settled("release", released);
-            return Response::from_parts(parts, ResponseBody::inner(body));
-        }
-        let limit = self.response_bytes_max;
-        let keep = Keep { body: limit, store: self.store_bytes_max };
-        let ((stored, kept), body) = match read_response(body, limit).await {
-            Read::Whole(bytes) => {
-                let stored = stored_response(&parts, Some(&bytes), &self.config, keep);
-                (stored, ResponseBody::full(bytes))
-            }
-            Read::Over(head, rest) => {
-                let stored = stored_response(&parts, None, &self.config, keep);
-                (stored, ResponseBody::rest(head, rest))
-            }
-            // The response failed half-way: what the handler did is unknown, so the claim
-            // stays in flight and the next request after the lease recovers.
-            Read::Failed(error) => {
-                idem_core::trace_event!(WARN, %error, "the handler's response body failed");
-                drop(error);
-                self.left_in_flight();
-                let problem = Problem::new(
-                    StatusCode::BAD_GATEWAY,
-                    "response-failed",
-                    "Response failed",
-                    "the handler's response failed half-way; whether it acted is unknown. \
-                     Retry with the same key: the retry checks before acting",
-                );
-                return problem.response();
-            }
-        };
+impl<St, F> LayerState<St, F>
+where
+    St: AsyncKeyStore<StoredResponse>,
+{
+    /// Completes the claim with `stored`, unless a renewal found the lease lost (`lost`):
+    /// a result is never stored as if its handler still held the key.
+    pub(crate) async fn complete(
+        &self,
+        lease: &Lease,
+        stored: StoredResponse,
+        kept: bool,
+        lost: &std::sync::atomic::AtomicBool,
+    ) {
         if !kept {
-            // ORDERING: a counter; no data is published through it.
-            self.counters.not_kept.fetch_add(1, Ordering::Relaxed);
+            self.counters.count(&self.counters.not_kept);
+        }
+        // ORDERING: written by the same task's renewal, before this read.
+        if lost.load(Ordering::Relaxed) {
+            return;
         }
         // LeaseLost (a slow handler was recovered by another request) or a store failure:
         // the caller still gets what its handler answered; the claim settles by recovery.
-        let completed = self.store_call(move |store| store.complete(&lease, stored)).await;
+        let completed = self.store.complete(lease, stored).await;
         self.settled("complete", completed);
-        Response::from_parts(parts, body)
+    }
+}
+
+impl<St, F> LayerState<St, F> {
+    /// Counts a key left in flight because its handler's outcome is unknown.
+    pub(crate) fn left_in_flight(&self, why: &'static str) {
+        self.counters.count(&self.counters.left_in_flight);
+        idem_core::trace_event!(WARN, why, "outcome unknown: the key is left in flight");
+        #[cfg(not(feature = "tracing"))]
+        let _ = why;
     }
 
-    /// Counts a key left in flight because its handler's outcome is unknown.
-    fn left_in_flight(&self) {
-        // ORDERING: a counter; no data is published through it.
-        self.counters.left_in_flight.fetch_add(1, Ordering::Relaxed);
-        idem_core::trace_event!(WARN, "outcome unknown: the key is left in flight for recovery");
+    /// Counts and traces a lease found lost by `op`.
+    pub(crate) fn lease_lost(&self, op: &'static str) {
+        self.counters.count(&self.counters.leases_lost);
+        idem_core::trace_event!(WARN, op, "the lease was lost: a later claim recovered the key");
+        #[cfg(not(feature = "tracing"))]
+        let _ = op;
     }
 
     /// Counts and traces a settle the store refused: the client got its response, so
     /// only the operator can learn that its key stays in flight.
-    fn settled(&self, op: &'static str, result: Result<(), StoreError>) {
+    pub(crate) fn settled(&self, op: &'static str, result: Result<(), StoreError>) {
         match result {
             Ok(()) => {}
-            Err(StoreError::LeaseLost { .. }) => {
-                // ORDERING: a counter; no data is published through it.
-                self.counters.leases_lost.fetch_add(1, Ordering::Relaxed);
-                idem_core::trace_event!(WARN, op, "the lease was lost before the settle");
-            }
+            Err(StoreError::LeaseLost { .. }) => self.lease_lost(op),
             Err(error) => {
                 count_store_error(&self.counters, op, &error);
             }

@@ -1,5 +1,6 @@
 //! The `Idempotency-Key` header for async HTTP services: a tower layer over any idem
-//! [`KeyStore`](idem_core::KeyStore) (memory, SQLite, PostgreSQL).
+//! [`AsyncKeyStore`](idem_core::AsyncKeyStore) (memory, SQLite, PostgreSQL), or a sync
+//! [`KeyStore`](idem_core::KeyStore) behind [`Blocking`].
 //!
 //! A client sends `POST /checkout`; the network drops the response; the client (or its
 //! library, or the customer clicking again) sends it again. Without a key the server
@@ -14,8 +15,16 @@
 //! every repeat gets the stored status, headers and body with `Idempotent-Replayed:
 //! true`. Concurrent duplicates are answered 409 (or wait and replay); the same key for a
 //! different request is answered 422 and changes nothing. A run that never finished (the
-//! client went away, the server died) is not repeated blindly: after its lease the next
+//! server died, the handler panicked) is not repeated blindly: after its lease the next
 //! request runs with [`Recovering`], which tells the handler to check before acting.
+//!
+//! A claimed request's handler runs on a task of its own: a client that gives up does not
+//! cancel it half-way; it runs to its end (for at most
+//! [`ConfigBuilder::orphan_time_max`] after the client left), its answer is stored, and
+//! the retry replays it. While it runs, its lease is renewed every third of the store's
+//! lease, so a handler slower than the lease is never run twice by duplicates; a renewal
+//! that finds the lease lost (the key was recovered meanwhile) keeps its result from
+//! being stored as if it still held the key.
 //!
 //! # Examples
 //!
@@ -23,13 +32,13 @@
 //! use std::sync::Arc;
 //! use axum::{Router, routing::post};
 //! use idem_core::{MemoryStore, StoreConfig};
-//! use idem_http::{Config, IdempotencyLayer, StoreCalls, StoredResponse};
+//! use idem_http::{Config, IdempotencyLayer, StoredResponse};
 //! use tower::ServiceExt;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Arc::new(MemoryStore::<StoredResponse>::new(StoreConfig::default()));
-//! let config = Config::builder().store_calls(StoreCalls::Inline).build()?;
+//! let config = Config::builder().require_key(true).build()?;
 //! // Keys are scoped by the caller's principal: here, a header the auth layer set.
 //! let tenant = |parts: &http::request::Parts| {
 //!     parts.headers.get("x-tenant")?.to_str().ok().map(str::to_string)
@@ -74,15 +83,18 @@
 //! `tracing` (off by default): the store's `claim` and `settle` events, and an event for
 //! each answer the layer gives on its own.
 
+mod blocking;
 mod body;
 mod config;
 pub mod header;
 mod layer;
 mod problem;
+mod run;
 mod stored;
 
+pub use blocking::Blocking;
 pub use body::ResponseBody;
-pub use config::{Config, ConfigBuilder, ConfigError, StoreCalls};
+pub use config::{Config, ConfigBuilder, ConfigError};
 pub use header::HeaderError;
 pub use layer::{
     Idempotency, IdempotencyLayer, LayerStats, NothingHappened, OutcomeUnknown, Recovering,

@@ -12,9 +12,9 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use idem_core::{KeyStore, ScopedKey};
+use idem_core::{AsyncKeyStore, ScopedKey};
 use idem_http::{
-    Config, IdempotencyLayer, NothingHappened, OutcomeUnknown, Recovering, StoreCalls,
+    Config, IdempotencyLayer, NothingHappened, OutcomeUnknown, Recovering,
     StoredResponse,
 };
 use idem_payments::{Gateway, GatewayError, GatewayKey, Lookup, PaymentRequest, SimulatedGateway};
@@ -43,7 +43,7 @@ const MERCHANT: &str = "demo-shop";
 /// deduplicate (so the layer alone must).
 pub(crate) fn router<S>(mode: Mode, store: S) -> (Router, Arc<Shop>)
 where
-    S: KeyStore<StoredResponse> + 'static,
+    S: AsyncKeyStore<StoredResponse> + 'static,
 {
     router_on(mode, store, SimulatedGateway::new().without_dedup())
 }
@@ -51,7 +51,7 @@ where
 /// As [`router`], on `gateway` (a slow one, in the tests).
 pub(crate) fn router_on<S>(mode: Mode, store: S, gateway: SimulatedGateway) -> (Router, Arc<Shop>)
 where
-    S: KeyStore<StoredResponse> + 'static,
+    S: AsyncKeyStore<StoredResponse> + 'static,
 {
     let shop = Arc::new(Shop { gateway, fresh: AtomicU64::new(0) });
     let routes = Router::new().route("/", get(page));
@@ -62,7 +62,6 @@ where
             // sends one, so a request without it is a client bug to surface.
             let config = Config::builder()
                 .require_key(true)
-                .store_calls(StoreCalls::Inline)
                 .wait_for_first(Some(Duration::from_secs(10)))
                 .build()
                 .expect("valid settings");

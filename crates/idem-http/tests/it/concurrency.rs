@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::post;
-use idem_http::{Config, IdempotencyLayer, StoreCalls};
+use idem_http::{Blocking, Config, IdempotencyLayer};
 use tokio::sync::Notify;
 
 use crate::{Store, charge, config, send, store};
@@ -109,8 +109,9 @@ async fn the_sqlite_store_runs_on_the_blocking_pool() {
     let _ = std::fs::remove_file(&path);
     let sqlite = idem_store_sqlite::SqliteStore::open(&path, idem_core::StoreConfig::default())
         .expect("open");
-    let config = Config::builder().store_calls(StoreCalls::SpawnBlocking).build().expect("valid");
-    let layer = IdempotencyLayer::with_config(sqlite, crate::tenant, config).expect("fits");
+    let sqlite = Blocking::new(Arc::new(sqlite));
+    let layer = IdempotencyLayer::with_config(sqlite, crate::tenant, Config::default());
+    let layer = layer.expect("fits");
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
     let handler = move || {

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::StreamBody;
 use idem_core::StoreConfig;
-use idem_http::{Config, ConfigError, IdempotencyLayer, Recovering, StoreCalls, StoredResponse};
+use idem_http::{Blocking, Config, ConfigError, IdempotencyLayer, Recovering, StoredResponse};
 use idem_store_sqlite::SqliteStore;
 use idem_testkit::faulty::{Faulty, Op};
 use idem_testkit::scratch_dir;
@@ -184,13 +184,13 @@ async fn a_response_body_that_fails_half_way_is_502_then_409_then_recovering() {
     assert_eq!(recovering.load(Ordering::SeqCst), 1, "the run after the lease recovers");
 }
 
-fn sqlite(max: Option<usize>) -> SqliteStore<StoredResponse> {
+fn sqlite(max: Option<usize>) -> Blocking<SqliteStore<StoredResponse>> {
     let path = scratch_dir("http-edges").join("keys.db");
     let store = SqliteStore::open(&path, StoreConfig::default()).expect("open");
-    match max {
+    Blocking::new(Arc::new(match max {
         Some(max) => store.with_result_bytes_max(max),
         None => store,
-    }
+    }))
 }
 
 /// A 100 KiB response through the SQLite store replays whole: the store keeps what the
@@ -198,8 +198,8 @@ fn sqlite(max: Option<usize>) -> SqliteStore<StoredResponse> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_100_kib_response_through_sqlite_replays() {
     let (route, runs, _) = counting(|n| Body::from(vec![b'0' + n as u8; 100 * 1024]));
-    let config = Config::builder().store_calls(StoreCalls::SpawnBlocking).build().expect("ok");
-    let layer = IdempotencyLayer::with_config(sqlite(None), crate::tenant, config).expect("fits");
+    let layer = IdempotencyLayer::with_config(sqlite(None), crate::tenant, Config::default());
+    let layer = layer.expect("fits");
     let stats = layer.clone();
     let router = Router::new().route("/charge", route).layer(layer);
     let first = send(&router, charge(Some("k1"), "x")).await;
@@ -293,7 +293,7 @@ async fn a_completion_the_store_refuses_is_counted_and_the_key_stays_in_flight()
 /// counting its runs.
 fn answering(
     layer: IdempotencyLayer<
-        impl idem_core::KeyStore<StoredResponse> + 'static,
+        impl idem_core::AsyncKeyStore<StoredResponse> + 'static,
         fn(&http::request::Parts) -> Option<String>,
     >,
     body: &'static str,

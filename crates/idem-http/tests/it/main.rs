@@ -19,7 +19,7 @@ use axum::routing::post;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use idem_core::{ManualClock, MemoryStore, StoreConfig, Timestamp};
-use idem_http::{Config, IdempotencyLayer, StoreCalls, StoredResponse};
+use idem_http::{Config, IdempotencyLayer, StoredResponse};
 use tower::ServiceExt;
 
 pub(crate) const LEASE: Duration = Duration::from_secs(30);
@@ -43,7 +43,7 @@ pub(crate) fn store() -> (Store, Arc<ManualClock>) {
 pub(crate) fn config(
     tune: impl FnOnce(idem_http::ConfigBuilder) -> idem_http::ConfigBuilder,
 ) -> Config {
-    tune(Config::builder().store_calls(StoreCalls::Inline)).build().expect("valid config")
+    tune(Config::builder()).build().expect("valid config")
 }
 
 /// A router whose `POST /charge` counts its runs and answers `201 charged <n>: <body>`,

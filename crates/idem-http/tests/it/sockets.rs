@@ -173,3 +173,58 @@ async fn a_charge_whose_answer_was_lost_is_recovered_not_stored_as_a_failure() {
     assert!(body.contains("\"how\":\"recovered\""), "{body}");
     assert_eq!(shop.gateway.totals().charges, 1, "one charge");
 }
+
+/// A client that gives up while its charge is under way (a 200 ms gateway, a 50 ms
+/// timeout) and closes its connection: the handler is not cancelled with it. It charges
+/// once, its answer is stored, and the client's retry with the same key replays it:
+/// never a recovery after the lease, never a second charge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_handler_gets_a_replay_on_its_retry() {
+    let (addr, shop) = serve(app::Mode::Idempotent, Duration::from_millis(200)).await;
+    for i in 0..4 {
+        let key = format!("left-{i}");
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), post(addr, &key)).await;
+        assert!(gave_up.is_err(), "the first attempt gave up before the gateway answered");
+        // The example waits for a request in flight (up to 10 s) and then replays it.
+        let (status, replayed, body) = post(addr, &key).await.expect("an answer");
+        assert_eq!((status, replayed), (201, true), "{body}");
+        assert!(!body.contains("recovered"), "the handler finished, nothing to recover: {body}");
+    }
+    assert_eq!(shop.gateway.totals().charges, 4, "one charge per intent");
+}
+
+/// The same over a handler that awaits (a charge over the network): hyper drops the
+/// future of a request whose client closed its connection, at its next await. The layer
+/// runs the claimed handler on a task of its own, so it ends its work, its answer is
+/// stored, and the retry replays it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaiting_handler_whose_client_left_finishes_and_its_answer_replays() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let finished = Arc::new(AtomicUsize::new(0));
+    let counter = finished.clone();
+    let handler = move || {
+        let counter = counter.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            (http::StatusCode::CREATED, format!("charged {n}"))
+        }
+    };
+    let config = idem_http::Config::builder()
+        .wait_for_first(Some(Duration::from_secs(5)))
+        .build()
+        .expect("valid");
+    let store = Arc::new(MemoryStore::new(StoreConfig::default()));
+    let layer = idem_http::IdempotencyLayer::with_config(store, |_: &_| Some("t".into()), config);
+    let router = axum::Router::new()
+        .route("/checkout", axum::routing::post(handler))
+        .layer(layer.expect("fits"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let gave_up = tokio::time::timeout(Duration::from_millis(50), post(addr, "k")).await;
+    assert!(gave_up.is_err(), "the client gave up before the handler answered");
+    let (status, replayed, body) = post(addr, "k").await.expect("an answer");
+    assert_eq!((status, replayed, body.as_str()), (201, true, "charged 1"));
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "one run, to its end");
+}

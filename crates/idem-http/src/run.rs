@@ -1,0 +1,308 @@
+//! A claimed request's run, owned by a task of its own: the handler, its lease renewed
+//! while it works, and the settle of its claim, to the end even if the client leaves.
+//!
+//! ```text
+//! connection future            run task (tokio::spawn)
+//!   claim ---- Run(lease) ---->  handler ............ renew every lease/3
+//!   waits on the reply  <-----   response head (whole body: completed first)
+//!   client leaves? (drop) --->   orphaned: the rest may take `orphan_time_max`
+//!                                body streamed on, then complete (stand-in kept)
+//! ```
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use idem_core::{AsyncKeyStore, Lease, StoreError};
+use tokio::sync::{mpsc, oneshot};
+use tower_service::Service;
+
+use crate::body::{BoxError, ResponseBody};
+use crate::layer::{Keep, LayerState, OutcomeUnknown, NothingHappened, stored_response};
+use crate::problem::Problem;
+use crate::stored::StoredResponse;
+
+/// Frames of a streamed response buffered between the run task and the client: the
+/// task reads the handler's body at most this far ahead of what the client took.
+pub(crate) const STREAM_FRAMES_BUFFERED: usize = 4;
+
+/// What the run task sends back: the response, or the service's own error.
+type Reply<RB, E> = Result<Response<ResponseBody<RB>>, E>;
+
+/// The claim is settled, or left in flight on purpose, only by disarming this guard: a
+/// run that ends otherwise (the handler panicked, the run was abandoned past
+/// `orphan_time_max`) is counted as left in flight when the guard drops.
+struct Unsettled<'a, St, F> {
+    state: &'a LayerState<St, F>,
+    armed: bool,
+}
+
+impl<St, F> Drop for Unsettled<'_, St, F> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.state.left_in_flight("the run ended before its claim was settled");
+        }
+    }
+}
+
+/// Starts the run of a claimed request on a task of its own, and waits for its answer.
+/// Dropping the returned future (the client went away) does not stop the run.
+pub(crate) async fn run_claimed<S, St, F, B, RB>(
+    state: Arc<LayerState<St, F>>,
+    inner: S,
+    request: Request<B>,
+    lease: Lease,
+) -> Reply<RB, S::Error>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
+    B: Send + 'static,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError> + Send,
+{
+    let (reply, answer) = oneshot::channel();
+    let (present, gone) = oneshot::channel::<()>();
+    let run_state = Arc::clone(&state);
+    tokio::spawn(async move {
+        let run = run(&run_state, inner, request, lease, reply);
+        orphan_bound(&run_state, run, gone).await;
+    });
+    // The client is here while this future waits, and then while it reads a streamed
+    // body: dropping `present` (with this future, or with that body) says it left.
+    let mut answered = answer.await.unwrap_or_else(|_| Ok(unfinished().response()));
+    if let Ok(response) = &mut answered {
+        response.body_mut().hold_presence(present);
+    }
+    answered
+}
+
+/// The answer when the run ended before it answered (its handler panicked).
+fn unfinished() -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "handler-failed",
+        "Handler failed",
+        "the handler failed before it answered; whether it acted is unknown. Retry with \
+         the same key: after its lease the retry checks before acting",
+    )
+}
+
+/// Runs `run` to its end while the client is there (`gone` pending), and at most
+/// `orphan_time_max` once it has left.
+async fn orphan_bound<St, F>(
+    state: &LayerState<St, F>,
+    run: impl Future<Output = ()>,
+    gone: oneshot::Receiver<()>,
+) {
+    let mut run = pin!(run);
+    tokio::select! {
+        () = &mut run => return,
+        _ = gone => {}
+    }
+    let limit = state.config.orphan_time_max;
+    match tokio::time::timeout(limit, run).await {
+        Ok(()) => state.counters.count(&state.counters.orphans_finished),
+        Err(_) => {
+            state.counters.count(&state.counters.orphans_abandoned);
+            idem_core::trace_event!(WARN, ?limit, "an orphaned handler ran past its bound");
+        }
+    }
+}
+
+/// The handler under a renewed lease, then the settle.
+async fn run<S, St, F, B, RB>(
+    state: &LayerState<St, F>,
+    mut inner: S,
+    request: Request<B>,
+    lease: Lease,
+    reply: oneshot::Sender<Reply<RB, S::Error>>,
+) where
+    S: Service<Request<B>, Response = Response<RB>>,
+    St: AsyncKeyStore<StoredResponse>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError> + Send,
+{
+    let mut unsettled = Unsettled { state, armed: true };
+    let lost = AtomicBool::new(false);
+    let work = async {
+        match inner.call(request).await {
+            // The service failed before any response: nothing says whether it acted.
+            Err(error) => {
+                state.left_in_flight("the service returned an error");
+                let _ = reply.send(Err(error));
+            }
+            Ok(response) => settle(state, &lease, response, &lost, reply).await,
+        }
+    };
+    let mut work = pin!(work);
+    tokio::select! {
+        () = &mut work => {}
+        () = keep_renewing(state, &lease, &lost) => unreachable!("renewal never ends"),
+    }
+    unsettled.armed = false;
+}
+
+/// Renews `lease` every third of the store's lease while the run works. A renewal that
+/// finds the lease lost (a duplicate recovered the key) sets `lost`, counts it and stops:
+/// the run's result is then not stored as if it held the key. A failed renewal (the
+/// store is down) is counted and tried again at the next tick.
+///
+/// RACE (renewal against recovery): the store compares the token in the statement that
+/// extends the deadline, so a renewal either lands before a recovery (which then answers
+/// in flight) or is refused after it. Loom model: idem-core's `renewal_races_recovery`.
+async fn keep_renewing<St, F>(state: &LayerState<St, F>, lease: &Lease, lost: &AtomicBool)
+where
+    St: AsyncKeyStore<StoredResponse>,
+{
+    let every = (state.store.lease() / 3).max(Duration::from_millis(1));
+    loop {
+        tokio::time::sleep(every).await;
+        match state.store.renew(lease).await {
+            Ok(_) => state.counters.count(&state.counters.leases_renewed),
+            Err(StoreError::LeaseLost { .. }) => {
+                // ORDERING: read by the same task (`settle`), after this write.
+                lost.store(true, Ordering::Relaxed);
+                state.lease_lost("renew");
+                return std::future::pending().await;
+            }
+            Err(error) => {
+                crate::layer::count_store_error(&state.counters, "renew", &error);
+            }
+        }
+    }
+}
+
+/// Settles the claim with the handler's response and sends the response on: a whole
+/// body is completed first, then sent; one over the stored limit is sent at once,
+/// streamed, and its stand-in completed only once the stream ended well.
+async fn settle<St, F, RB, E>(
+    state: &LayerState<St, F>,
+    lease: &Lease,
+    response: Response<RB>,
+    lost: &AtomicBool,
+    reply: oneshot::Sender<Reply<RB, E>>,
+) where
+    St: AsyncKeyStore<StoredResponse>,
+    RB: Body<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError> + Send,
+{
+    let (mut parts, body) = response.into_parts();
+    // First: an unknown outcome wins over "nothing happened" if a handler says both,
+    // since releasing a key whose effect may have happened would act twice.
+    if parts.extensions.remove::<OutcomeUnknown>().is_some() {
+        state.left_in_flight("the handler marked its outcome unknown");
+        let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
+        return;
+    }
+    if parts.extensions.remove::<NothingHappened>().is_some() {
+        // If the release fails, the claim stays in flight and recovers after its lease.
+        let released = state.store.release(lease).await;
+        state.settled("release", released);
+        let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
+        return;
+    }
+    let limit = state.response_bytes_max;
+    let keep = Keep { body: limit, store: state.store_bytes_max };
+    let mut body = pin!(body);
+    let head = match read_head(body.as_mut(), limit).await {
+        Ok(Head::Whole(bytes)) => {
+            let (stored, kept) = stored_response(&parts, Some(&bytes), &state.config, keep);
+            state.complete(lease, stored, kept, lost).await;
+            let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::full(bytes))));
+            return;
+        }
+        Ok(Head::Over(head)) => head,
+        Err(error) => {
+            body_failed(state, error);
+            let _ = reply.send(Ok(failed_half_way().response()));
+            return;
+        }
+    };
+    let (stored, kept) = stored_response(&parts, None, &state.config, keep);
+    let (frames, receiver) = mpsc::channel(STREAM_FRAMES_BUFFERED);
+    let streamed = ResponseBody::streamed(head, receiver);
+    let _ = reply.send(Ok(Response::from_parts(parts, streamed)));
+    match stream_rest(body, &frames).await {
+        Ok(()) => state.complete(lease, stored, kept, lost).await,
+        Err(error) => body_failed(state, error),
+    }
+}
+
+/// The head of a response body: the whole of it, or the first `limit`-plus bytes.
+enum Head {
+    Whole(Bytes),
+    Over(Bytes),
+}
+
+/// Reads `body` until it ends or passes `limit` bytes.
+async fn read_head<B>(mut body: std::pin::Pin<&mut B>, limit: usize) -> Result<Head, BoxError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut read = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        // Trailers are not kept (nor replayed): only data counts.
+        let Ok(data) = frame.map_err(Into::into)?.into_data() else { continue };
+        read.extend_from_slice(&data);
+        if read.len() > limit {
+            return Ok(Head::Over(read.freeze()));
+        }
+    }
+    Ok(Head::Whole(read.freeze()))
+}
+
+/// Sends the rest of `body` to the client through `frames`, and reads it to its end
+/// even once the client has gone (its receiver dropped): whether the response ended
+/// well decides whether it is kept.
+async fn stream_rest<B>(
+    mut body: std::pin::Pin<&mut B>,
+    frames: &mpsc::Sender<Result<Frame<Bytes>, BoxError>>,
+) -> Result<(), BoxError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                // A client that left takes no more frames; the body is still read.
+                let _ = frames.send(Ok(frame)).await;
+            }
+            Err(error) => {
+                let error: BoxError = error.into();
+                let said = "the response failed half-way; retry with the same key";
+                let _ = frames.send(Err(said.into())).await;
+                return Err(error);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A response body that failed: what the handler did is unknown, so the claim stays in
+/// flight and the next request after the lease recovers.
+fn body_failed<St, F>(state: &LayerState<St, F>, error: BoxError) {
+    idem_core::trace_event!(WARN, %error, "the handler's response body failed");
+    drop(error);
+    state.left_in_flight("the response body failed");
+}
+
+fn failed_half_way() -> Problem {
+    Problem::new(
+        StatusCode::BAD_GATEWAY,
+        "response-failed",
+        "Response failed",
+        "the handler's response failed half-way; whether it acted is unknown. Retry with \
+         the same key: the retry checks before acting",
+    )
+}
