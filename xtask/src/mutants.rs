@@ -231,7 +231,7 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "http-response-at-the-stored-limit-not-kept",
-        file: "crates/idem-http/src/layer.rs",
+        file: "crates/idem-http/src/run.rs",
         from: "if read.len() > limit {",
         to: "if read.len() >= limit {",
         check: test("idem-http", "", "it", "edges::"),
@@ -245,10 +245,10 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "http-failed-response-body-releases-the-claim",
-        file: "crates/idem-http/src/layer.rs",
-        from: "                drop(error);\n",
-        to: "                drop(error);\n                \
-             let _ = self.store_call(move |store| store.release(&lease)).await;\n",
+        file: "crates/idem-http/src/run.rs",
+        from: "        Err(error) => {\n            body_failed(state, error);",
+        to: "        Err(error) => {\n            let _ = state.store.release(lease).await;\n\
+             \x20           body_failed(state, error);",
         check: test("idem-http", "", "it", "edges::"),
     },
     Mutant {
@@ -374,8 +374,8 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "http-outcome-unknown-stored",
-        file: "crates/idem-http/src/layer.rs",
-        from: "        if parts.extensions.remove::<OutcomeUnknown>().is_some() {",
+        file: "crates/idem-http/src/run.rs",
+        from: "    if parts.extensions.remove::<OutcomeUnknown>().is_some() {",
         to: "        if false {",
         check: test("idem-http", "", "it", "edges::"),
     },
@@ -529,6 +529,60 @@ const CATALOGUE: &[Mutant] = &[
         from: "SET lease_expires_at = {} + $4",
         to: "SET lease_expires_at = lease_expires_at + 0 * {} * $4",
         check: test("idem-store-postgres", "server-tests", "postgres", "renew"),
+    },
+    Mutant {
+        name: "http-handler-run-by-the-connection",
+        file: "crates/idem-http/src/run.rs",
+        from: "    tokio::spawn(async move {\n\
+               \x20       let run = run(&run_state, inner, request, lease, reply);\n\
+               \x20       orphan_bound(&run_state, run, gone).await;\n\
+               \x20   });",
+        to: "    async move {\n\
+             \x20       let run = run(&run_state, inner, request, lease, reply);\n\
+             \x20       orphan_bound(&run_state, run, gone).await;\n\
+             \x20   }.await;",
+        check: test("idem-http", "", "it", "sockets::an_awaiting_handler"),
+    },
+    Mutant {
+        name: "http-lease-never-renewed",
+        file: "crates/idem-http/src/run.rs",
+        from: "match state.store.renew(lease).await {",
+        to: "match Err::<Lease, StoreError>(StoreError::Storage(\"off\".into())) {",
+        check: test("idem-http", "", "it", "runs::a_handler_three_times_slower"),
+    },
+    Mutant {
+        name: "http-lost-lease-still-completes",
+        file: "crates/idem-http/src/layer.rs",
+        from: "if lost.load(Ordering::Relaxed) {",
+        to: "if lost.load(Ordering::Relaxed) && false {",
+        check: test("idem-http", "", "it", "runs::a_renewal_that_finds"),
+    },
+    Mutant {
+        name: "http-orphan-runs-unbounded",
+        file: "crates/idem-http/src/run.rs",
+        from: "match tokio::time::timeout(limit, run).await {",
+        to: "match Ok::<(), ()>(run.await) {",
+        check: test("idem-http", "", "it", "runs::an_orphaned_handler_past"),
+    },
+    Mutant {
+        name: "http-orphan-cancelled-when-its-client-leaves",
+        file: "crates/idem-http/src/run.rs",
+        from: "        _ = gone => {}",
+        to: "        _ = gone => return,",
+        check: test("idem-http", "", "it", "runs::an_orphaned_handler_within"),
+    },
+    Mutant {
+        name: "http-streamed-response-kept-before-it-ends",
+        file: "crates/idem-http/src/run.rs",
+        from: "    match stream_rest(body, &frames).await {\n\
+               \x20       Ok(()) => state.complete(lease, stored, kept, lost).await,\n\
+               \x20       Err(error) => body_failed(state, error),\n\
+               \x20   }",
+        to: "    state.complete(lease, stored, kept, lost).await;\n\
+             \x20   if let Err(error) = stream_rest(body, &frames).await {\n\
+             \x20       body_failed(state, error);\n\
+             \x20   }",
+        check: test("idem-http", "", "it", "a_streamed_response_that_fails"),
     },
 ];
 

@@ -27,6 +27,7 @@ const REAL_TIME_ALLOWED: &[(&str, &str)] = &[
     ("crates/idem-testkit/src/lib.rs", "wait_until: a bounded poll; it moves no clock"),
     ("crates/idem-testkit/src/bench.rs", "the benches' timing harness: timing is its job"),
     ("crates/idem-testkit/src/block_on.rs", "TokioTimer reads tokio's clock, paused or not"),
+    ("crates/idem-http/tests/it/runs.rs", "the store reads tokio's paused clock: no real time"),
     (
         "crates/idem-testkit/src/conformance.rs",
         "a waiter is given 20 ms to reach its wait: a suite for any store cannot see it \

@@ -71,7 +71,11 @@ where
     R: Send + 'static,
     S: KeyStore<R> + 'static,
 {
-    async fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
+    async fn claim(
+        &self,
+        key: &ScopedKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<Claim<R>, StoreError> {
         let (key, fingerprint) = (key.clone(), *fingerprint);
         call(&self.0, move |s| s.claim(&key, &fingerprint)).await
     }

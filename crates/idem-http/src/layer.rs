@@ -503,7 +503,11 @@ const RETRY_AFTER_UNAVAILABLE: Duration = Duration::from_secs(1);
 
 /// Counts a store failure and traces it with a fresh id, which it returns for the client
 /// to quote: the operator finds the error by it, the client never sees the error.
-pub(crate) fn count_store_error(counters: &Counters, op: &'static str, error: &StoreError) -> String {
+pub(crate) fn count_store_error(
+    counters: &Counters,
+    op: &'static str,
+    error: &StoreError,
+) -> String {
     use std::hash::BuildHasher;
     // ORDERING: a counter; no data is published through it.
     let n = counters.store_errors.fetch_add(1, Ordering::Relaxed);

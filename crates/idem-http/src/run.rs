@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tower_service::Service;
 
 use crate::body::{BoxError, ResponseBody};
-use crate::layer::{Keep, LayerState, OutcomeUnknown, NothingHappened, stored_response};
+use crate::layer::{Keep, LayerState, NothingHappened, OutcomeUnknown, stored_response};
 use crate::problem::Problem;
 use crate::stored::StoredResponse;
 

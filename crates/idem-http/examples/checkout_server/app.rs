@@ -14,8 +14,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use idem_core::{AsyncKeyStore, ScopedKey};
 use idem_http::{
-    Config, IdempotencyLayer, NothingHappened, OutcomeUnknown, Recovering,
-    StoredResponse,
+    Config, IdempotencyLayer, NothingHappened, OutcomeUnknown, Recovering, StoredResponse,
 };
 use idem_payments::{Gateway, GatewayError, GatewayKey, Lookup, PaymentRequest, SimulatedGateway};
 

@@ -460,3 +460,29 @@ async fn retry_after_never_names_a_time_past_the_lease() {
     release.notify_one();
     crate::bounded("the first", first).await.expect("first");
 }
+
+/// A response over the stored limit streams on to its caller, and is kept (as the
+/// stand-in saying it was too large) only once its stream ended well: one that fails
+/// after the limit leaves its key in flight, so the retry in the lease is 409 and the
+/// one after it runs as `Recovering`, never a stand-in 200 for a response that failed.
+#[tokio::test]
+async fn a_streamed_response_that_fails_past_the_limit_is_left_in_flight() {
+    let (store, clock) = store();
+    let (route, runs, recovering) =
+        counting(|n| if n == 1 { failing_body("charged, and more") } else { Body::from("ok") });
+    let config = config(|c| c.response_bytes_max(8));
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config).expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let streamed = tower::ServiceExt::oneshot(router.clone(), charge(Some("k1"), "x")).await;
+    let streamed = streamed.expect("infallible");
+    let read = http_body_util::BodyExt::collect(streamed.into_body()).await;
+    assert!(read.is_err(), "the caller sees the stream fail");
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(retry.status, 409, "not kept as if it had ended well: {retry:?}");
+    assert_eq!((stats.stats().left_in_flight, stats.stats().not_kept), (1, 0));
+    clock.advance(crate::LEASE);
+    let after = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((after.status, runs.load(Ordering::SeqCst)), (201, 2), "{after:?}");
+    assert_eq!(recovering.load(Ordering::SeqCst), 1, "the run after the lease recovers");
+}

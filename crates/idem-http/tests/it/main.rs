@@ -7,6 +7,7 @@ mod concurrency;
 mod edges;
 mod header;
 mod limits;
+mod runs;
 mod sockets;
 
 use std::sync::Arc;

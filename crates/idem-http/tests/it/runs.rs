@@ -1,0 +1,191 @@
+//! A claimed request's run: its lease renewed while the handler works, the bound on a
+//! handler whose client left, and what a renewal that finds the lease lost keeps from the
+//! store. On tokio's paused clock, which the store reads too (`TokioClock`): a lease runs
+//! out as tokio's timers fire, and no test waits in real time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::post;
+use idem_core::{
+    AsyncKeyStore, Claim, Clock, Fingerprint, KeyState, Lease, MemoryStore, PendingClaim,
+    ScopedKey, StoreConfig, StoreError, Timestamp,
+};
+use idem_http::{IdempotencyLayer, StoredResponse};
+use tower::ServiceExt;
+
+use crate::{charge, config, send};
+
+/// The store's clock on tokio's: paused in these tests, moved only by tokio's timers.
+#[derive(Debug)]
+struct TokioClock(tokio::time::Instant);
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        let since = tokio::time::Instant::now().saturating_duration_since(self.0);
+        Timestamp::from_millis(1_000_000).saturating_add(since)
+    }
+}
+
+const LEASE: Duration = Duration::from_millis(300);
+
+fn store() -> Arc<MemoryStore<StoredResponse>> {
+    let config = StoreConfig::builder().lease(LEASE).build().expect("valid");
+    Arc::new(MemoryStore::with_clock(config, Arc::new(TokioClock(tokio::time::Instant::now()))))
+}
+
+/// A `POST /charge` that sleeps `work` on tokio's clock, then counts a finished run and
+/// answers `201 charged <n>`.
+fn slow(work: Duration) -> (axum::routing::MethodRouter, Arc<AtomicUsize>) {
+    let finished = Arc::new(AtomicUsize::new(0));
+    let counter = finished.clone();
+    let route = post(move || {
+        let counter = counter.clone();
+        async move {
+            tokio::time::sleep(work).await;
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            (http::StatusCode::CREATED, format!("charged {n}"))
+        }
+    });
+    (route, finished)
+}
+
+/// A handler three times slower than its lease, with a duplicate every 50 ms: its lease
+/// is renewed, so every duplicate is answered 409 while it works, none recovers the key,
+/// and the handler runs once; the duplicates after it replay its answer.
+#[tokio::test(start_paused = true)]
+async fn a_handler_three_times_slower_than_its_lease_runs_once() {
+    let (route, finished) = slow(LEASE * 3);
+    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config(|c| c));
+    let layer = layer.expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = tokio::spawn({
+        let router = router.clone();
+        async move { send(&router, charge(Some("k1"), "x")).await }
+    });
+    let mut in_flight = 0;
+    while finished.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let duplicate = send(&router, charge(Some("k1"), "x")).await;
+        match duplicate.status {
+            409 => in_flight += 1,
+            _ => assert!(duplicate.replayed, "never a second run: {duplicate:?}"),
+        }
+    }
+    let first = first.await.expect("the first request");
+    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"));
+    let after = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((after.replayed, after.body.as_str()), (true, "charged 1"));
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "one run");
+    assert!(in_flight >= 15, "duplicates through three leases were in flight: {in_flight}");
+    assert!(stats.stats().leases_renewed >= 8, "{:?}", stats.stats());
+}
+
+/// A memory store whose renewals all answer that the lease was lost, as when another
+/// request recovered the key while the handler ran.
+struct LosesEveryRenewal(Arc<MemoryStore<StoredResponse>>);
+
+impl AsyncKeyStore<StoredResponse> for LosesEveryRenewal {
+    async fn claim(
+        &self,
+        k: &ScopedKey,
+        fp: &Fingerprint,
+    ) -> Result<Claim<StoredResponse>, StoreError> {
+        AsyncKeyStore::claim(&self.0, k, fp).await
+    }
+    async fn complete(&self, lease: &Lease, result: StoredResponse) -> Result<(), StoreError> {
+        AsyncKeyStore::complete(&self.0, lease, result).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        AsyncKeyStore::release(&self.0, lease).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() })
+    }
+    fn lease(&self) -> Duration {
+        LEASE
+    }
+    async fn sweep(&self) -> Result<usize, StoreError> {
+        AsyncKeyStore::sweep(&self.0).await
+    }
+    async fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
+        AsyncKeyStore::pending(&self.0, max).await
+    }
+    async fn lookup(
+        &self,
+        k: &ScopedKey,
+        fp: &Fingerprint,
+    ) -> Result<KeyState<StoredResponse>, StoreError> {
+        AsyncKeyStore::lookup(&self.0, k, fp).await
+    }
+}
+
+/// A renewal that finds the lease lost: the handler's answer reaches its caller, but is
+/// not stored as if the handler still held the key (the key stays in flight, for whoever
+/// holds it now), and the operator sees a lost lease counted.
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_finds_the_lease_lost_keeps_the_answer_out_of_the_store() {
+    let (route, finished) = slow(LEASE * 2 / 3);
+    let inner = store();
+    let layer = IdempotencyLayer::with_config(
+        LosesEveryRenewal(inner.clone()),
+        crate::tenant,
+        config(|c| c),
+    );
+    let layer = layer.expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"));
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(retry.status, 409, "not stored: {retry:?}");
+    assert_eq!(stats.stats().leases_lost, 1, "{:?}", stats.stats());
+    assert_eq!(inner.stats().completed, 0, "nothing completed");
+}
+
+/// A handler whose client left: it runs on, past the client, for `orphan_time_max`, then
+/// is stopped, and its key is left in flight for recovery (counted).
+#[tokio::test(start_paused = true)]
+async fn an_orphaned_handler_past_its_bound_is_stopped_and_left_in_flight() {
+    let (route, finished) = slow(Duration::from_secs(10));
+    let config = config(|c| c.orphan_time_max(Duration::from_secs(1)));
+    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config).expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        router.clone().oneshot(charge(Some("k1"), "x")),
+    );
+    assert!(gave_up.await.is_err(), "the client left before the answer");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(stats.stats().orphans_abandoned, 0, "still within its bound");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(stats.stats().orphans_abandoned, 1, "{:?}", stats.stats());
+    assert_eq!(stats.stats().left_in_flight, 1, "{:?}", stats.stats());
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 0, "stopped, never finished");
+}
+
+/// A handler whose client left within its bound finishes, and the retry replays it.
+#[tokio::test(start_paused = true)]
+async fn an_orphaned_handler_within_its_bound_finishes_and_replays() {
+    let (route, finished) = slow(Duration::from_millis(500));
+    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config(|c| c));
+    let layer = layer.expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        router.clone().oneshot(charge(Some("k1"), "x")),
+    );
+    assert!(gave_up.await.is_err(), "the client left before the answer");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+    assert_eq!(stats.stats().orphans_finished, 1, "{:?}", stats.stats());
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((retry.replayed, retry.body.as_str()), (true, "charged 1"));
+}
