@@ -4,6 +4,10 @@
 //! * `global_mutex`: the seed's design, one lock around one `HashMap`.
 //! * `dashmap`: a claim on a `DashMap` entry (sharded `RwLock`s).
 //!
+//! `async_contract` runs the same claim+complete through `AsyncKeyStore` (function
+//! `idem`, each future polled once: the memory store answers at once) beside the sync
+//! `KeyStore` (`sync`), on one thread: what the async contract costs.
+//!
 //! Both baselines keep the same record (fingerprint, token, in-flight or result) but skip
 //! what the store adds: no clock read, no expiry bookkeeping, no capacity check.
 
@@ -17,7 +21,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
-use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+use idem_core::{AsyncKeyStore, Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
 use idem_testkit::bench;
 
 const POOL: usize = 1 << 18;
@@ -44,6 +48,35 @@ impl Contender for MemoryStore<u64> {
         match KeyStore::claim(self, key, fp).expect("claim") {
             Claim::Acquired(lease) => {
                 KeyStore::complete(self, &lease, 1).expect("complete");
+                None
+            }
+            Claim::Replay(r) => Some(r),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// The memory store through the async contract.
+struct AsyncMemory(MemoryStore<u64>);
+
+/// The value of a future that is ready at its first poll, as the memory store's are.
+fn at_once<T>(future: impl std::future::Future<Output = T>) -> T {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(value) => value,
+        std::task::Poll::Pending => unreachable!("the memory store answers at once"),
+    }
+}
+
+impl Contender for AsyncMemory {
+    fn fresh() -> Self {
+        Self(MemoryStore::fresh())
+    }
+    fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Option<u64> {
+        match at_once(AsyncKeyStore::claim(&self.0, key, fp)).expect("claim") {
+            Claim::Acquired(lease) => {
+                at_once(AsyncKeyStore::complete(&self.0, &lease, 1)).expect("complete");
                 None
             }
             Claim::Replay(r) => Some(r),
@@ -170,6 +203,16 @@ fn benches(c: &mut Criterion) {
         }
         group.finish();
     }
+    let mut group = c.benchmark_group("async_contract");
+    let contenders = [
+        ("idem", claim_complete::<AsyncMemory> as fn(&Inputs, usize, u64) -> Duration),
+        ("sync", claim_complete::<MemoryStore<u64>>),
+    ];
+    for (contender, f) in contenders {
+        let id = BenchmarkId::new(contender, "1 threads");
+        group.bench_function(id, |b| b.iter_custom(|iters| f(&inputs, 1, iters)));
+    }
+    group.finish();
 }
 
 criterion_group! {
