@@ -584,6 +584,13 @@ const CATALOGUE: &[Mutant] = &[
              \x20   }",
         check: test("idem-http", "", "it", "a_streamed_response_that_fails"),
     },
+    Mutant {
+        name: "http-answer-stored-by-the-handler-stored-again",
+        file: "crates/idem-http/src/run.rs",
+        from: "    if parts.extensions.remove::<StoredByHandler>().is_some() {",
+        to: "    if parts.extensions.remove::<StoredByHandler>().is_some() && false {",
+        check: test("idem-http", "", "it", "runs::a_handler_that_stored"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

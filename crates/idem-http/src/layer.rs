@@ -45,6 +45,31 @@ pub struct NothingHappened;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutcomeUnknown;
 
+/// Put in the request's extensions by the layer, before the handler runs: the lease its
+/// claim holds. A handler that writes its effect to the store's own database reads it to
+/// store its answer in the same transaction (the PostgreSQL store's `complete_in`), then
+/// marks its response [`StoredByHandler`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub(crate) lease: Lease,
+}
+
+impl Claimed {
+    /// The lease the request's claim holds.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+}
+
+/// Put in a response's extensions by a handler that stored its answer itself, with the
+/// [`Claimed`] lease, in the transaction that made its effect (so the effect and the
+/// answer commit together, or neither does): the layer passes the response on and stores
+/// nothing. The handler must store exactly what it answers (build the response from the
+/// [`StoredResponse`] it stored: [`StoredResponse::to_response`]), since every repeat
+/// replays what was stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoredByHandler;
+
 /// Put in a request's extensions when an earlier request with this key started the
 /// handler and never finished (its client went away, or the server died), and its lease
 /// ran out: the side effect may or may not have happened. The handler must check before
@@ -585,13 +610,8 @@ fn describes_the_body(name: &header::HeaderName) -> bool {
 
 /// The stored response, marked as a replay.
 fn replay<RB>(stored: StoredResponse) -> Response<ResponseBody<RB>> {
-    let mut response = Response::new(ResponseBody::full(stored.body));
-    *response.status_mut() = stored.status;
-    let headers = response.headers_mut();
-    for (name, value) in stored.headers {
-        headers.append(name, value);
-    }
-    headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    let mut response: Response<ResponseBody<RB>> = stored.to_response();
+    response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     response
 }
 
@@ -650,6 +670,7 @@ where
         }
         // ORDERING: written by the same task's renewal, before this read.
         if lost.load(Ordering::Relaxed) {
+            self.lease_lost("renew");
             return;
         }
         // LeaseLost (a slow handler was recovered by another request) or a store failure:

@@ -97,7 +97,8 @@ pub use body::ResponseBody;
 pub use config::{Config, ConfigBuilder, ConfigError};
 pub use header::HeaderError;
 pub use layer::{
-    Idempotency, IdempotencyLayer, LayerStats, NothingHappened, OutcomeUnknown, Recovering,
+    Claimed, Idempotency, IdempotencyLayer, LayerStats, NothingHappened, OutcomeUnknown,
+    Recovering, StoredByHandler,
 };
 pub use stored::{
     NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,

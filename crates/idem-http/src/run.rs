@@ -24,7 +24,9 @@ use tokio::sync::{mpsc, oneshot};
 use tower_service::Service;
 
 use crate::body::{BoxError, ResponseBody};
-use crate::layer::{Keep, LayerState, NothingHappened, OutcomeUnknown, stored_response};
+use crate::layer::{
+    Claimed, Keep, LayerState, NothingHappened, OutcomeUnknown, StoredByHandler, stored_response,
+};
 use crate::problem::Problem;
 use crate::stored::StoredResponse;
 
@@ -133,6 +135,8 @@ async fn run<S, St, F, B, RB>(
 {
     let mut unsettled = Unsettled { state, armed: true };
     let lost = AtomicBool::new(false);
+    let mut request = request;
+    request.extensions_mut().insert(Claimed { lease: lease.clone() });
     let work = async {
         match inner.call(request).await {
             // The service failed before any response: nothing says whether it acted.
@@ -169,9 +173,12 @@ where
         match state.store.renew(lease).await {
             Ok(_) => state.counters.count(&state.counters.leases_renewed),
             Err(StoreError::LeaseLost { .. }) => {
-                // ORDERING: read by the same task (`settle`), after this write.
+                // ORDERING: read by the same task (`settle`), after this write. Counted
+                // there, where it decides what is kept: a handler that stored its answer
+                // itself (`StoredByHandler`) finished the claim, which a late renewal
+                // then finds settled.
                 lost.store(true, Ordering::Relaxed);
-                state.lease_lost("renew");
+                idem_core::trace_event!(WARN, "a renewal found the lease lost");
                 return std::future::pending().await;
             }
             Err(error) => {
@@ -196,7 +203,12 @@ async fn settle<St, F, RB, E>(
     RB::Error: Into<BoxError> + Send,
 {
     let (mut parts, body) = response.into_parts();
-    // First: an unknown outcome wins over "nothing happened" if a handler says both,
+    if parts.extensions.remove::<StoredByHandler>().is_some() {
+        // The handler completed the claim itself, inside its own transaction.
+        let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
+        return;
+    }
+    // An unknown outcome wins over "nothing happened" if a handler says both,
     // since releasing a key whose effect may have happened would act twice.
     if parts.extensions.remove::<OutcomeUnknown>().is_some() {
         state.left_in_flight("the handler marked its outcome unknown");

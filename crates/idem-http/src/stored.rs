@@ -49,6 +49,18 @@ pub const NOT_KEPT_BYTES_MAX: usize = STORED_ENVELOPE_BYTES
     + NOT_KEPT_BODY_BYTES_MAX;
 
 impl StoredResponse {
+    /// The response this stored one answers with the first time: its status, headers and
+    /// body (a replay adds `Idempotent-Replayed: true`). A handler that stores its own
+    /// answer ([`StoredByHandler`](crate::StoredByHandler)) returns this.
+    pub fn to_response<B: From<Bytes>>(&self) -> http::Response<B> {
+        let mut response = http::Response::new(B::from(self.body.clone()));
+        *response.status_mut() = self.status;
+        for (name, value) in &self.headers {
+            response.headers_mut().append(name.clone(), value.clone());
+        }
+        response
+    }
+
     /// The bytes this response takes in a durable store ([`Durable::encode`]'s length).
     pub fn encoded_len(&self) -> usize {
         STORED_ENVELOPE_BYTES + headers_len(&self.headers) + self.body.len()

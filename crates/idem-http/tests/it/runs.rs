@@ -189,3 +189,43 @@ async fn an_orphaned_handler_within_its_bound_finishes_and_replays() {
     let retry = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((retry.replayed, retry.body.as_str()), (true, "charged 1"));
 }
+
+/// A handler that stores its own answer with the claim's lease (as one that completes in
+/// its own database transaction does) and marks its response `StoredByHandler`: the
+/// layer stores nothing more, the retry replays what the handler stored, and nothing is
+/// counted as lost or failed.
+#[tokio::test(start_paused = true)]
+async fn a_handler_that_stored_its_own_answer_is_replayed_and_not_stored_twice() {
+    use axum::Extension;
+    use idem_http::{Claimed, StoredByHandler};
+    let store = store();
+    let handler = {
+        let store = store.clone();
+        move |Extension(claimed): Extension<Claimed>| {
+            let store = store.clone();
+            async move {
+                let answer = StoredResponse {
+                    status: http::StatusCode::CREATED,
+                    headers: vec![(http::header::CONTENT_TYPE, "text/plain".parse().expect("ok"))],
+                    body: "order 7".into(),
+                };
+                AsyncKeyStore::complete(&store, claimed.lease(), answer.clone()).await.expect("ok");
+                let mut response: http::Response<axum::body::Body> = answer.to_response();
+                response.extensions_mut().insert(StoredByHandler);
+                response
+            }
+        }
+    };
+    let layer = IdempotencyLayer::with_config(store.clone(), crate::tenant, config(|c| c));
+    let layer = layer.expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", post(handler)).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.status, first.replayed, first.body.as_str()), (201, false, "order 7"));
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((retry.status, retry.replayed, retry.body.as_str()), (201, true, "order 7"));
+    assert_eq!(retry.headers["content-type"], "text/plain");
+    let counted = stats.stats();
+    assert_eq!((counted.leases_lost, counted.store_errors, counted.left_in_flight), (0, 0, 0));
+    assert_eq!(store.stats().lease_lost, 0, "the layer never tried to complete it again");
+}
