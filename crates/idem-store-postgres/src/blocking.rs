@@ -20,7 +20,7 @@ use crate::rows::{self, Settings, Taken};
 use crate::{PgError, Statements, pg, rustls, session_config};
 
 /// The claimed-key store on PostgreSQL, for threads: each call blocks its thread until
-/// the server answers.
+/// the server answers. For a tokio service, [`AsyncPgStore`](crate::AsyncPgStore).
 pub struct PgStore<R> {
     clients: Mutex<Vec<Client>>,
     returned: Condvar,

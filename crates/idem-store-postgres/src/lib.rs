@@ -1,23 +1,44 @@
-//! [`PgStore`]: the claimed-key store on PostgreSQL, shared by several processes and
-//! machines.
+//! The claimed-key store on PostgreSQL, shared by several processes and machines: a
+//! service on many machines needs one record of which keys are claimed, completed or
+//! free, and every machine must see the others' claims the moment they are made.
+//!
+//! Two stores keep the same rows in the same tables, so processes of either kind can
+//! share a namespace:
+//!
+//! * [`AsyncPgStore`], for tokio services (axum, tower): idem-core's `AsyncKeyStore` on
+//!   tokio-postgres, over a maintained pool (deadpool-postgres) that it builds itself or
+//!   takes from the caller. Its [`complete_in`](AsyncPgStore::complete_in) completes a
+//!   claim inside the caller's own transaction, so the effect (an order row) and the
+//!   stored answer commit together or not at all.
+//! * [`PgStore`], for threads: idem-core's `KeyStore` on the blocking `postgres` client,
+//!   with a small fixed set of its own connections. A call blocks its thread until the
+//!   server answers; never call it from an async task.
+//!
+//! Pick the async store in a tokio service and the sync store in threaded code; neither
+//! is a wrapper of the other (no blocking-pool hop per call, no runtime inside a thread).
+//!
+//! How both keep the contract:
 //!
 //! * The claim is one `INSERT ... ON CONFLICT DO UPDATE ... WHERE ... RETURNING`
 //!   statement: it inserts an absent key, or takes over an expired result or an expired
 //!   lease (same fingerprint) with the next token from a sequence. Two instances racing on
 //!   one key get exactly one owner, and no lock is held across a network round trip.
-//! * Complete and release check the fencing token in the same statement.
+//! * Complete, renew and release check the fencing token in the same statement.
 //! * The schema lives in its own PostgreSQL schema (namespace), created by a versioned,
-//!   idempotent migration; keys are scoped by tenant (the `scope` column); an index on
-//!   expiry makes sweeping cheap, and sweeps delete in bounded batches.
-//! * Connections: a small fixed set, each with a statement timeout; an unreachable or
-//!   failing server is a typed [`StoreError::Storage`]. A failure during `complete` leaves
-//!   the claim pending (to be recovered and checked), it never reports success it cannot
-//!   prove.
-//! * Waiting claims poll with backoff (the trait's default `claim_wait`): simple, and a
+//!   idempotent migration under an advisory lock; keys are scoped by tenant (the `scope`
+//!   column); an index on expiry makes sweeping cheap, and sweeps delete in bounded
+//!   batches.
+//! * Every connection has a statement timeout; a wait for a free connection is bounded
+//!   ([`PgError::Busy`]); a connection the server closed is replaced before its next use;
+//!   an unreachable or failing server is a typed [`StoreError::Storage`]. A failure during
+//!   `complete` leaves the claim pending (to be recovered and checked), it never reports
+//!   success it cannot prove.
+//! * Waiting claims poll with backoff (the contracts' default `claim_wait`): simple, and a
 //!   waiter costs one indexed read per poll. LISTEN/NOTIFY would wake waiters sooner but
 //!   needs a dedicated connection per listener; not worth it at these lease lengths.
 //!
-//! Results use the same versioned encoding as the SQLite store
+//! Both stores send the same statements and read rows with the same functions (the
+//! private `sql` module); results use the same versioned encoding as the SQLite store
 //! ([`Durable`](idem_durable::Durable)).
 //!
 //! # Guarantee
@@ -25,10 +46,34 @@
 //! However many processes and machines share one namespace, a key has at most one owner
 //! at a time, a stale lease's completion or release is refused by its fencing token, and
 //! every deadline (lease, result lifetime) is judged by the database's clock, read by the
-//! statement that writes, never by a client's. The store keeps idem-core's `KeyStore`
-//! contract (the conformance suite runs against a real server in CI).
+//! statement that writes, never by a client's. Both stores keep idem-core's contract (the
+//! conformance suite runs against a real server in CI, through each).
 //!
 //! # Examples
+//!
+//! In a tokio service:
+//!
+//! ```no_run
+//! use idem_core::{AsyncKeyStore, Claim, Fingerprint, ScopedKey, StoreConfig};
+//! use idem_store_postgres::AsyncPgStore;
+//!
+//! # async fn service() -> Result<(), Box<dyn std::error::Error>> {
+//! let url = "postgres://idem:idem@127.0.0.1:5432/idem";
+//! let store = AsyncPgStore::<String>::connect(url, "payments_keys", StoreConfig::default())
+//!     .await?;
+//! let key = ScopedKey::parse("shop", "order-1")?;
+//! let request = Fingerprint::builder("order").u64("amount_minor", 1050).finish();
+//! if let Claim::Acquired(lease) = store.claim(&key, &request).await? {
+//!     // ... charge exactly here ...
+//!     store.complete(&lease, "ch_1".to_string()).await?;
+//! }
+//! // Any process on the same namespace now replays it.
+//! assert_eq!(store.claim(&key, &request).await?, Claim::Replay("ch_1".to_string()));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! From threads:
 //!
 //! ```no_run
 //! use idem_core::{Claim, Fingerprint, KeyStore, ScopedKey, StoreConfig};
@@ -42,10 +87,11 @@
 //!     // ... charge exactly here ...
 //!     store.complete(&lease, "ch_1".to_string())?;
 //! }
-//! // Any process on the same namespace now replays it.
 //! assert_eq!(store.claim(&key, &request)?, Claim::Replay("ch_1".to_string()));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Completing inside the caller's transaction is shown in [`AsyncPgStore`]'s docs.
 //!
 //! # Features
 //!
@@ -54,18 +100,26 @@
 
 use std::time::Duration;
 
+/// The pool the async store runs on, re-exported so that a caller builds its own pool
+/// ([`AsyncPgStore::from_pool`]) with the same version.
+pub use deadpool_postgres;
 /// The TLS library the store's encrypted connections use (rustls), re-exported so that a
 /// caller builds its `ClientConfig` with the same version.
 pub use rustls;
+/// The async client, re-exported so that a caller's transaction
+/// ([`AsyncPgStore::complete_in`]) is of the same version.
+pub use tokio_postgres;
 
 use std::sync::Arc;
 
-use idem_core::{Clock, StoreError, Timestamp};
+use idem_core::{Clock, ConfigError, StoreError, Timestamp};
 use tokio_postgres::types::ToSql;
 
+mod async_store;
 mod blocking;
 mod rows;
 
+pub use async_store::{AsyncPgStore, POOL_SIZE_DEFAULT, POOL_WAIT_MAX_DEFAULT};
 pub use blocking::PgStore;
 
 /// The schema version this code migrates to and reads. Version 2: every result carries a
@@ -106,6 +160,14 @@ pub enum PgError {
         /// How long the call waited.
         waited: Duration,
     },
+    /// The pool could not hand out a connection for a reason of its own (it was closed,
+    /// or a limit the caller set on it ran out); nothing was done.
+    #[error("connection pool: {0}")]
+    Pool(deadpool_postgres::PoolError),
+    /// A pool's connections lack a setting the store needs (a caller's pool whose
+    /// statements may run for ever).
+    #[error("the pool's connections: {0}")]
+    Setting(ConfigError),
 }
 
 impl From<PgError> for StoreError {

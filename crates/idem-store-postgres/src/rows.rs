@@ -1,6 +1,7 @@
-//! What a store is judged by ([`Settings`]), what it binds to the statements (the
-//! statements' text is in the crate root) and how it reads the rows that come back:
-//! [`PgStore`](crate::PgStore)'s, written once for every store of the crate to share.
+//! What both stores are judged by ([`Settings`]), what they bind to the statements (the
+//! statements' text is in the crate root) and how they read the rows that come back, so
+//! that [`PgStore`](crate::PgStore) and [`AsyncPgStore`](crate::AsyncPgStore) write the
+//! same rows and judge them alike: only the waiting differs.
 
 use std::fmt;
 use std::sync::Arc;

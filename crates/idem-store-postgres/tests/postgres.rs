@@ -1,4 +1,5 @@
-//! The conformance suite against a real PostgreSQL server, plus a race between instances.
+//! The conformance suite against a real PostgreSQL server, plus a race between instances,
+//! for the sync store here and for the async store in `postgres/async_store.rs`.
 //! Needs `IDEM_PG_URL` (`.ci/postgres.sh` starts a server and prints it); `cargo xtask ci`
 //! sets it up. Without it these tests fail: they never pass without a server.
 
@@ -12,6 +13,10 @@ use idem_core::{
     StoreConfig, StoreError,
 };
 use idem_store_postgres::{PgError, PgStore};
+
+// The test binary's root is this file, so its module sits in the folder of its name.
+#[path = "postgres/async_store.rs"]
+mod async_store;
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")
