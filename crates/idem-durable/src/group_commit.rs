@@ -21,13 +21,40 @@
 //! let seen = writer.submit(|sum: &mut Sum| { sum.pending += 5; sum.total })?;
 //! assert_eq!(seen, 0); // answered after its group committed; it saw the total before
 //! assert_eq!(writer.submit(|sum: &mut Sum| sum.total)?, 5);
+//! assert_eq!(writer.stats().groups_committed, 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! An async caller submits with [`GroupCommit::submit_async`] and awaits the same answer:
+//! the writer sends it down the request's reply channel after the commit, so no thread
+//! of the caller's runtime waits for the disk. A full queue is waited for in the same
+//! way: the caller's task sleeps until the writer makes room.
+//!
+//! ```
+//! # use idem_durable::group_commit::{Committer, GroupCommit, GroupLimits};
+//! # #[derive(Debug, Default)]
+//! # struct Sum { pending: u64, total: u64 }
+//! # impl Committer for Sum {
+//! #     type Error = std::io::Error;
+//! #     fn begin(&mut self) -> std::io::Result<()> { self.pending = 0; Ok(()) }
+//! #     fn commit(&mut self) -> std::io::Result<()> { self.total += self.pending; Ok(()) }
+//! # }
+//! let writer = GroupCommit::start("sum", Sum::default(), GroupLimits::default())?;
+//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! let total = runtime.block_on(async {
+//!     writer.submit_async(|sum: &mut Sum| sum.pending += 5).await?;
+//!     writer.submit_async(|sum: &mut Sum| sum.total).await
+//! })?;
+//! assert_eq!(total, 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 use std::fmt;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel as channel};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel as channel};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
 /// What the writer does with its state around each group.
@@ -143,11 +170,32 @@ type Finish = Box<dyn FnOnce(Result<(), &CommitError>) + Send>;
 /// A request: run on the state (`Some`), or refused unrun (`None`, its group failed to
 /// start); either way it returns how to answer its caller once the group's fate is known.
 type Job<S> = Box<dyn FnOnce(Option<&mut S>) -> Finish + Send>;
+/// Where a request's answer arrives: sent once, after its group's fate is known.
+type Answer<T> = oneshot::Receiver<Result<T, CommitError>>;
+
+/// What the writer has committed since it started, for operators: requests per group is
+/// how many callers shared each commit (each fsync).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Groups whose commit succeeded.
+    pub groups_committed: u64,
+    /// Requests in those groups (each answered with its own result after the commit).
+    pub requests_committed: u64,
+}
+
+/// The writer's counts, kept by the writer thread and read by [`GroupCommit::stats`].
+#[derive(Debug, Default)]
+struct Counts {
+    groups: AtomicU64,
+    requests: AtomicU64,
+}
 
 /// The writer: a thread that owns `S` and commits work in groups. Dropping it lets the
 /// thread finish what is queued and joins it.
 pub struct GroupCommit<S: Committer> {
     jobs: Option<SyncSender<Job<S>>>,
+    room: Arc<Room>,
+    counts: Arc<Counts>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -172,15 +220,18 @@ impl<S: Committer> GroupCommit<S> {
             }
         }
         let (jobs, queue) = channel::<Job<S>>(limits.queue_max);
-        let group_max = limits.group_max;
+        let (room, counts) = (Arc::new(Room::default()), Arc::new(Counts::default()));
+        let inbox = Inbox { queue: Some(queue), room: room.clone(), group_max: limits.group_max };
+        let writer_counts = counts.clone();
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || run(state, &queue, group_max))?;
-        Ok(Self { jobs: Some(jobs), thread: Some(thread) })
+            .spawn(move || run(state, &inbox, &writer_counts))?;
+        Ok(Self { jobs: Some(jobs), room, counts, thread: Some(thread) })
     }
 
     /// Runs `work` on the state inside the next group and returns its result once the
-    /// group is committed.
+    /// group is committed. A full queue (`queue_max` requests waiting) blocks the calling
+    /// thread until the writer takes a group off it.
     ///
     /// # Errors
     ///
@@ -193,9 +244,77 @@ impl<S: Committer> GroupCommit<S> {
         let (job, answer) = job_for(work);
         let jobs = self.jobs.as_ref().ok_or(CommitError::Stopped)?;
         jobs.send(job).map_err(|_| CommitError::Stopped)?;
-        // Every job answers, even dropped unrun (`Reply`); this is only a backstop.
-        answer.recv().map_err(|_| CommitError::Lost)?
+        answered(answer.recv())
     }
+
+    /// As [`submit`](Self::submit), for an async caller: the future is ready with `work`'s
+    /// result once its group is committed, and no thread waits for it meanwhile. The writer
+    /// sends the answer down the request's reply channel, which wakes the caller's task. A
+    /// full queue (the same `queue_max`, shared with [`submit`](Self::submit)'s callers) is
+    /// waited for the same way: the task sleeps until the writer takes a group off the
+    /// queue, then tries again. A stopped writer answers at once.
+    ///
+    /// Dropping the future gives up the answer, not the work: dropped before its first
+    /// poll or while it waits for room, `work` never runs; dropped once `work` is queued,
+    /// `work` runs in its group and may commit, and only its answer is thrown away.
+    /// Neither disturbs the writer or the other callers of the group. A caller that must
+    /// know whether `work` committed awaits the answer.
+    ///
+    /// # Errors
+    ///
+    /// As [`submit`](Self::submit).
+    pub fn submit_async<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut S) -> T + Send + 'static,
+    ) -> impl Future<Output = Result<T, CommitError>> + Send + '_ {
+        let (job, answer) = job_for(work);
+        async move {
+            self.queue(job).await?;
+            answered(answer.await)
+        }
+    }
+
+    /// Puts `job` on the queue, sleeping (without its thread) while the queue is full.
+    async fn queue(&self, mut job: Job<S>) -> Result<(), CommitError> {
+        let jobs = self.jobs.as_ref().ok_or(CommitError::Stopped)?;
+        let mut woken = None;
+        loop {
+            match jobs.try_send(job) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(_)) => return Err(CommitError::Stopped),
+                Err(TrySendError::Full(back)) => job = back,
+            }
+            match woken.take() {
+                // It was registered before the try that just failed: any room made since
+                // then wakes it (a wake-up is sent, or its sender dropped: try again).
+                Some(wake) => {
+                    let _ = wake.await;
+                }
+                // RACE (room made, or the writer stopped, between a failed try and the
+                // registration): register, then try once more before sleeping, so that
+                // what happened in that gap is seen by the second try. No test forces the
+                // gap; the `submit_async` tests cover the wake-ups around it.
+                None => woken = Some(self.room.wait()),
+            }
+        }
+    }
+
+    /// What the writer has committed so far. A caller that got its answer sees its own
+    /// group counted.
+    pub fn stats(&self) -> GroupStats {
+        // ORDERING: counts for operators; a caller's reply channel orders the writer's
+        // increments before the caller's reading (sent after them, received before it).
+        GroupStats {
+            groups_committed: self.counts.groups.load(Ordering::Relaxed),
+            requests_committed: self.counts.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A request's answer as it arrived on its reply channel.
+fn answered<T, E>(answer: Result<Result<T, CommitError>, E>) -> Result<T, CommitError> {
+    // Every job answers, even dropped unrun (`Reply`); this is only a backstop.
+    answer.map_err(|_| CommitError::Lost)?
 }
 
 impl<S: Committer> Drop for GroupCommit<S> {
@@ -207,12 +326,64 @@ impl<S: Committer> Drop for GroupCommit<S> {
     }
 }
 
-/// The writer thread: groups until the queue closes, or a failed group says stop.
-fn run<S: Committer>(mut state: S, queue: &Receiver<Job<S>>, group_max: usize) {
-    while let Ok(first) = queue.recv() {
+/// Async callers waiting for room in the writer's queue. Each is woken when the writer
+/// takes a group off the queue (room was made) and when the writer stops (none will be).
+#[derive(Debug, Default)]
+struct Room(Mutex<Vec<oneshot::Sender<()>>>);
+
+impl Room {
+    /// A wake-up for the next time room is made or the writer stops.
+    fn wait(&self) -> oneshot::Receiver<()> {
+        let (wake, woken) = oneshot::channel();
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).push(wake);
+        woken
+    }
+
+    /// Wakes every waiting caller to try again.
+    fn wake(&self) {
+        let callers = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
+        for caller in callers {
+            // A caller that gave up (dropped its future) is not waiting any more.
+            let _ = caller.send(());
+        }
+    }
+}
+
+/// The writer thread's end of the queue.
+struct Inbox<S> {
+    /// `None` once dropped.
+    queue: Option<Receiver<Job<S>>>,
+    room: Arc<Room>,
+    group_max: usize,
+}
+
+impl<S> Inbox<S> {
+    /// The next group: the first request to arrive and what queued behind it, up to
+    /// `group_max`; `None` once every sender is gone.
+    fn next_group(&self) -> Option<Vec<Job<S>>> {
+        let queue = self.queue.as_ref()?;
+        let first = queue.recv().ok()?;
         let mut group = vec![first];
-        group.extend(queue.try_iter().take(group_max - 1));
-        let run = || commit_group(&mut state, group);
+        group.extend(queue.try_iter().take(self.group_max - 1));
+        self.room.wake();
+        Some(group)
+    }
+}
+
+/// The writer stopped (it returned, or unwound): the queue is closed first, so that every
+/// later try to queue fails `Stopped`, then every caller waiting for room is woken to
+/// make that try. A caller of a stopped writer is answered at once, never left waiting.
+impl<S> Drop for Inbox<S> {
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        self.room.wake();
+    }
+}
+
+/// The writer thread: groups until the queue closes, or a failed group says stop.
+fn run<S: Committer>(mut state: S, inbox: &Inbox<S>, counts: &Counts) {
+    while let Some(group) = inbox.next_group() {
+        let run = || commit_group(&mut state, group, counts);
         // A panicking job loses its own reply (its caller sees `Lost`); the jobs run
         // before it are answered `Failed` by `commit_group`'s guard as it unwinds.
         let committed = std::panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or(Err(()));
@@ -224,7 +395,11 @@ fn run<S: Committer>(mut state: S, queue: &Receiver<Job<S>>, group_max: usize) {
 
 /// Runs one group. Every job's caller is answered: with its result after a commit, with
 /// the failure otherwise (also if a later job panics: the finishers run on unwind).
-fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), ()> {
+fn commit_group<S: Committer>(
+    state: &mut S,
+    group: Vec<Job<S>>,
+    counts: &Counts,
+) -> Result<(), ()> {
     if let Err(why) = state.begin() {
         let error = CommitError::Failed(GroupFailure(Arc::new(why)));
         for job in group {
@@ -238,6 +413,12 @@ fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), (
     }
     let committed = state.commit().map_err(|why| CommitError::Failed(GroupFailure(Arc::new(why))));
     let failed = committed.is_err();
+    if !failed {
+        // ORDERING: counts for operators, read by `stats`; each caller's reply, sent after
+        // these, orders them before anything the caller reads once answered.
+        counts.groups.fetch_add(1, Ordering::Relaxed);
+        counts.requests.fetch_add(pending.0.len() as u64, Ordering::Relaxed);
+    }
     for finish in pending.0.drain(..) {
         finish(committed.as_ref().map(|_| ()));
     }
@@ -247,8 +428,8 @@ fn commit_group<S: Committer>(state: &mut S, group: Vec<Job<S>>) -> Result<(), (
 /// A request's job and where its answer arrives.
 fn job_for<S: Committer, T: Send + 'static>(
     work: impl FnOnce(&mut S) -> T + Send + 'static,
-) -> (Job<S>, Receiver<Result<T, CommitError>>) {
-    let (tx, answer) = channel::<Result<T, CommitError>>(1);
+) -> (Job<S>, Answer<T>) {
+    let (tx, answer) = oneshot::channel::<Result<T, CommitError>>();
     let mut reply = Reply { tx: Some(tx), started: false };
     let job: Job<S> = Box::new(move |state: Option<&mut S>| match state {
         Some(state) => {
@@ -273,8 +454,11 @@ fn job_for<S: Committer, T: Send + 'static>(
 /// returns and the queue drops the job unrun. Its caller is answered `Stopped`, as if it
 /// had come a moment later, never `Lost` (which would claim its work ran and panicked).
 /// Test: `a_job_dropped_unrun_answers_stopped` (the channel's drop is not loom-modelled).
+///
+/// A caller that gave up (an async caller dropped its future) has dropped its end: the
+/// answer is thrown away, and nothing else changes.
 struct Reply<T> {
-    tx: Option<SyncSender<Result<T, CommitError>>>,
+    tx: Option<oneshot::Sender<Result<T, CommitError>>>,
     started: bool,
 }
 
@@ -346,7 +530,7 @@ mod reply {
     fn a_job_run_and_committed_answers_once_with_its_result() {
         let (job, answer) = job_for::<Nothing, u32>(|_| 7);
         job(Some(&mut Nothing))(Ok(()));
-        assert_eq!(answer.recv(), Ok(Ok(7)));
-        assert!(answer.recv().is_err(), "exactly one answer");
+        assert_eq!(answer.recv_ref(), Ok(Ok(7)));
+        assert!(answer.recv_ref().is_err(), "exactly one answer");
     }
 }

@@ -8,8 +8,9 @@
 //! under another key, or with a byte changed, it is refused as corrupt, never replayed
 //! ([`result`]). Two SQL backends judge a stored row by the same rules ([`row`]). A
 //! caller of the [group-commit writer](group_commit) is answered only after the group
-//! holding its work committed; if the commit failed, every caller of the group is told
-//! so and nothing of the group is answered as done.
+//! holding its work committed, whether it blocks for the answer or awaits it; if the
+//! commit failed, every caller of the group is told so and nothing of the group is
+//! answered as done.
 //!
 //! # Examples
 //!

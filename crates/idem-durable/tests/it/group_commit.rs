@@ -5,17 +5,19 @@ use std::sync::{Arc, Mutex};
 
 use idem_durable::group_commit::{AfterFailure, CommitError, Committer, GroupCommit, GroupLimits};
 
-/// A state that logs what happens to it and fails on request.
+/// A state that logs what happens to it, fails on request, and can hold its commit.
 #[derive(Debug, Default)]
-struct Log {
-    events: Arc<Mutex<Vec<String>>>,
-    fail_begin: bool,
-    fail_commit: bool,
-    stop_after_failure: bool,
+pub(crate) struct Log {
+    pub(crate) events: Arc<Mutex<Vec<String>>>,
+    pub(crate) fail_begin: bool,
+    pub(crate) fail_commit: bool,
+    pub(crate) stop_after_failure: bool,
+    /// Each commit, once logged, waits for a message here (or for its sender to go).
+    pub(crate) hold_commit: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 impl Log {
-    fn note(&self, event: &str) {
+    pub(crate) fn note(&self, event: &str) {
         self.events.lock().expect("lock").push(event.to_string());
     }
 }
@@ -28,6 +30,9 @@ impl Committer for Log {
     }
     fn commit(&mut self) -> std::io::Result<()> {
         self.note("commit");
+        if let Some(gate) = &self.hold_commit {
+            let _ = gate.recv();
+        }
         if self.fail_commit { Err(std::io::Error::other("disk full")) } else { Ok(()) }
     }
     fn recover(&mut self) -> AfterFailure {
@@ -37,7 +42,7 @@ impl Committer for Log {
 }
 
 /// A group failure that says `why`, as the committer's error does.
-fn failure(why: &str) -> CommitError {
+pub(crate) fn failure(why: &str) -> CommitError {
     let w = GroupCommit::start("failure", Failing(why.to_string()), GroupLimits::default());
     let w = w.expect("a thread");
     w.submit(|_: &mut Failing| ()).expect_err("a failing group")
@@ -57,7 +62,7 @@ impl Committer for Failing {
     }
 }
 
-fn writer(log: Log) -> GroupCommit<Log> {
+pub(crate) fn writer(log: Log) -> GroupCommit<Log> {
     GroupCommit::start("test-writer", log, GroupLimits::default()).expect("a thread")
 }
 
