@@ -1,4 +1,5 @@
-//! The conformance suite against a real PostgreSQL server, plus a race between instances.
+//! The conformance suite against a real PostgreSQL server, plus a race between instances,
+//! for the sync store here and for the async store in `postgres/async_store.rs`.
 //! Needs `IDEM_PG_URL` (`.ci/postgres.sh` starts a server and prints it); `cargo xtask ci`
 //! sets it up. Without it these tests fail: they never pass without a server.
 
@@ -12,6 +13,10 @@ use idem_core::{
     StoreConfig, StoreError,
 };
 use idem_store_postgres::{PgError, PgStore};
+
+// The test binary's root is this file, so its module sits in the folder of its name.
+#[path = "postgres/async_store.rs"]
+mod async_store;
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")
@@ -119,21 +124,14 @@ fn two_instances_racing_on_one_schema_give_one_owner() {
     assert_eq!(claims.iter().filter(|c| matches!(c, Claim::Acquired(_))).count(), 30);
 }
 
-/// The migration holds advisory lock 4242, the id every release takes (so that processes
-/// of two releases starting together still migrate one after the other): while another
-/// session holds it, `connect` waits on it, seen by the server; released, it connects.
-#[test]
-fn a_migration_waits_for_the_advisory_lock_every_release_takes() {
+/// Holds advisory lock 4242 while `connect` starts (on a thread or a task) with a URL
+/// that names its sessions `name`; sees, on the server, that it waits on the lock; lets
+/// the lock go; returns what `connect` returned (its join, for its answer).
+fn with_the_migration_lock_held<J>(name: &str, connect: impl FnOnce(String) -> J) -> J {
     let mut holder = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
     holder.execute("SELECT pg_advisory_lock(4242)", &[]).expect("the lock");
-    let guard = Namespace::new();
-    let name = format!("idem_lock_test_{}", std::process::id());
     let separator = if url().contains('?') { '&' } else { '?' };
-    let store_url = format!("{}{separator}application_name={name}", url());
-    let namespace = guard.0.clone();
-    let connecting = std::thread::spawn(move || {
-        PgStore::<String>::connect(&store_url, &namespace, StoreConfig::default()).map(drop)
-    });
+    let connecting = connect(format!("{}{separator}application_name={name}", url()));
     // A bigint advisory key shows as classid (high half), objid (low half), objsubid 1.
     let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
                    WHERE l.locktype = 'advisory' AND l.classid = 0 AND l.objid = 4242 \
@@ -143,6 +141,22 @@ fn a_migration_waits_for_the_advisory_lock_every_release_takes() {
         row.get::<_, i64>(0) == 1
     });
     holder.execute("SELECT pg_advisory_unlock(4242)", &[]).expect("unlock");
+    connecting
+}
+
+/// The migration holds advisory lock 4242, the id every release takes (so that processes
+/// of two releases starting together still migrate one after the other): while another
+/// session holds it, `connect` waits on it, seen by the server; released, it connects.
+#[test]
+fn a_migration_waits_for_the_advisory_lock_every_release_takes() {
+    let guard = Namespace::new();
+    let name = format!("idem_lock_test_{}", std::process::id());
+    let namespace = guard.0.clone();
+    let connecting = with_the_migration_lock_held(&name, |store_url| {
+        std::thread::spawn(move || {
+            PgStore::<String>::connect(&store_url, &namespace, StoreConfig::default()).map(drop)
+        })
+    });
     connecting.join().expect("the connecting thread").expect("connects once the lock is free");
 }
 
@@ -289,7 +303,7 @@ mod tls {
 
     use std::sync::Arc;
 
-    use idem_core::{KeyStore, StoreConfig};
+    use idem_core::{KeyStore, StoreConfig, StoreError};
     use idem_store_postgres::PgStore;
     use idem_store_postgres::rustls::client::danger::{
         HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
@@ -305,6 +319,20 @@ mod tls {
     /// 127.0.0.1); still checks the handshake's signatures.
     #[derive(Debug)]
     struct TestServer(Arc<rustls::crypto::CryptoProvider>);
+
+    /// A TLS configuration that trusts the test server ([`TestServer`]).
+    pub(super) fn trusting_the_test_server() -> ClientConfig {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(TestServer(provider)))
+            .with_no_client_auth()
+    }
+
+    /// A configuration that trusts no root: every server certificate is refused.
+    pub(super) fn trusting_nothing() -> ClientConfig {
+        ClientConfig::builder().with_root_certificates(RootCertStore::empty()).with_no_client_auth()
+    }
 
     impl ServerCertVerifier for TestServer {
         fn verify_server_cert(
@@ -340,7 +368,7 @@ mod tls {
         }
     }
 
-    fn require_tls() -> String {
+    pub(super) fn require_tls() -> String {
         format!("{}?sslmode=require", url())
     }
 
@@ -348,11 +376,7 @@ mod tls {
     #[test]
     fn a_store_over_tls_encrypts_every_connection() {
         let namespace = Namespace::new();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = ClientConfig::builder()
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(TestServer(provider)))
-            .with_no_client_auth();
+        let tls = trusting_the_test_server();
         let store: PgStore<String> =
             PgStore::connect_with_tls(&require_tls(), &namespace.0, StoreConfig::default(), tls)
                 .expect("a TLS connection");
@@ -372,15 +396,17 @@ mod tls {
     /// Certificates are verified: a configuration that trusts no root is refused.
     #[test]
     fn an_untrusted_server_certificate_is_refused() {
-        let tls = ClientConfig::builder()
-            .with_root_certificates(RootCertStore::empty())
-            .with_no_client_auth();
         let refused = PgStore::<String>::connect_with_tls(
             &require_tls(),
             "idem_x",
             StoreConfig::default(),
-            tls,
+            trusting_nothing(),
         );
+        refused_as_untrusted(refused);
+    }
+
+    /// Fails unless `refused` is the refusal of the server's certificate.
+    pub(super) fn refused_as_untrusted<T: std::fmt::Debug>(refused: Result<T, StoreError>) {
         let error = refused.expect_err("an unknown issuer is refused");
         assert!(error.to_string().to_lowercase().contains("certificate"), "{error}");
     }

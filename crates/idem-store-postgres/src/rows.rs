@@ -1,0 +1,320 @@
+//! What both stores are judged by ([`Settings`]), what they bind to the statements (the
+//! statements' text is in the crate root) and how they read the rows that come back, so
+//! that [`PgStore`](crate::PgStore) and [`AsyncPgStore`](crate::AsyncPgStore) write the
+//! same rows and judge them alike: only the waiting differs.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use idem_core::{
+    Claim, Clock, FencingToken, Fingerprint, KeyState, Lease, PendingClaim, ScopedKey, StoreConfig,
+    StoreError, Timestamp,
+};
+use idem_durable::row::{StoredRow, claim_refused, pending_claim, row_state};
+use idem_durable::{Durable, encode_result};
+use tokio_postgres::Row;
+
+use crate::{PG_SCHEMA_VERSION, Param, PgError, StatementClock, Statements, span_ms};
+
+/// A stored time in milliseconds, as a timestamp (a negative one, never written, as 0).
+fn timestamp(ms: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// A count or limit as a `BIGINT`.
+fn bigint(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Refuses a namespace of another version (`schema` quoted, as the statements name it).
+pub(crate) fn check_version(schema: &str, row: &Row) -> Result<(), StoreError> {
+    let found: i32 = row.get(0);
+    if found != PG_SCHEMA_VERSION {
+        let schema = schema.trim_matches('"').to_string();
+        return Err(PgError::SchemaVersion { schema, found }.into());
+    }
+    Ok(())
+}
+
+/// What every call of a store is judged by, alike in both stores: the statements of its
+/// namespace, where it reads the time, and its limits. Each call takes the parameters
+/// of its statements from here.
+pub(crate) struct Settings {
+    pub(crate) statements: Statements,
+    clock: StatementClock,
+    pub(crate) config: StoreConfig,
+    /// The largest stored result, in bytes of its encoding.
+    pub(crate) result_bytes_max: usize,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("schema", &self.statements.schema)
+            .field("clock", &self.clock)
+            .field("config", &self.config)
+            .field("result_bytes_max", &self.result_bytes_max)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Settings {
+    /// For namespace `schema` (already checked), reading the time from `clock` if given,
+    /// else from the database; results up to the default limit.
+    pub(crate) fn new(schema: &str, config: StoreConfig, clock: Option<Arc<dyn Clock>>) -> Self {
+        Self {
+            statements: Statements::new(schema),
+            clock: StatementClock { clock },
+            config,
+            result_bytes_max: idem_durable::RESULT_BYTES_MAX_DEFAULT,
+        }
+    }
+
+    /// For the claim of `key` and the reads of its row.
+    pub(crate) fn claim<'a>(
+        &self,
+        key: &'a ScopedKey,
+        fingerprint: &'a Fingerprint,
+    ) -> ClaimParams<'a> {
+        ClaimParams {
+            scope: key.scope().as_str(),
+            key: key.key().as_str(),
+            fingerprint: &fingerprint.as_bytes()[..],
+            lease_ms: span_ms(self.config.lease()),
+            now: self.clock.now_param(),
+        }
+    }
+
+    /// For the completion of `lease` with `result`, encoded within the limit, kept for
+    /// the configured result lifetime.
+    pub(crate) fn completion<'a, R: Durable>(
+        &self,
+        lease: &'a Lease,
+        result: &R,
+    ) -> Result<FencedParams<'a>, StoreError> {
+        let bytes = encode_result(lease.key(), result, self.result_bytes_max)?;
+        Ok(FencedParams::new(lease, self.config.result_ttl(), self.clock.now_param(), bytes))
+    }
+
+    /// For the renewal of `lease` by a whole lease.
+    pub(crate) fn renewal<'a>(&self, lease: &'a Lease) -> FencedParams<'a> {
+        FencedParams::new(lease, self.config.lease(), self.clock.now_param(), Vec::new())
+    }
+
+    /// For the release of `lease`.
+    pub(crate) fn release<'a>(&self, lease: &'a Lease) -> FencedParams<'a> {
+        FencedParams::new(lease, Duration::ZERO, None, Vec::new())
+    }
+
+    /// For a sweep of at most the configured batch.
+    pub(crate) fn sweep(&self) -> BatchParams {
+        BatchParams { now: self.clock.now_param(), limit: bigint(self.config.sweep_batch_max()) }
+    }
+
+    /// For a list of at most `max` pending claims.
+    pub(crate) fn pending(&self, max: usize) -> BatchParams {
+        BatchParams { now: self.clock.now_param(), limit: bigint(max) }
+    }
+}
+
+/// The parameters of the claim and of the reads of its row.
+pub(crate) struct ClaimParams<'a> {
+    scope: &'a str,
+    key: &'a str,
+    fingerprint: &'a [u8],
+    lease_ms: i64,
+    now: Option<i64>,
+}
+
+impl ClaimParams<'_> {
+    /// For [`Statements::claim`].
+    pub(crate) fn claim(&self) -> [Param<'_>; 5] {
+        [&self.scope, &self.key, &self.fingerprint, &self.lease_ms, &self.now]
+    }
+
+    /// For [`Statements::inspect`] and [`Statements::lookup`].
+    pub(crate) fn inspect(&self) -> [Param<'_>; 3] {
+        [&self.scope, &self.key, &self.now]
+    }
+
+    /// For [`Statements::scope_in_flight`].
+    pub(crate) fn scope(&self) -> [Param<'_>; 1] {
+        [&self.scope]
+    }
+}
+
+/// The parameters of a statement fenced by a lease's token: complete, renew, release.
+pub(crate) struct FencedParams<'a> {
+    scope: &'a str,
+    key: &'a str,
+    token: i64,
+    /// The result's lifetime (complete) or the lease (renew), in milliseconds.
+    span_ms: i64,
+    now: Option<i64>,
+    /// The encoded result (complete).
+    result: Vec<u8>,
+}
+
+impl<'a> FencedParams<'a> {
+    fn new(lease: &'a Lease, span: Duration, now: Option<i64>, result: Vec<u8>) -> Self {
+        let (scope, key) = (lease.key().scope().as_str(), lease.key().key().as_str());
+        // Tokens come from a BIGINT sequence: never past i64::MAX.
+        let token = i64::try_from(lease.token().get()).unwrap_or(i64::MAX);
+        Self { scope, key, token, span_ms: span_ms(span), now, result }
+    }
+
+    /// For [`Statements::release`].
+    pub(crate) fn fence(&self) -> [Param<'_>; 3] {
+        [&self.scope, &self.key, &self.token]
+    }
+
+    /// For [`Statements::renew`].
+    pub(crate) fn renewal(&self) -> [Param<'_>; 5] {
+        [&self.scope, &self.key, &self.token, &self.span_ms, &self.now]
+    }
+
+    /// For [`Statements::complete`].
+    pub(crate) fn completion(&self) -> [Param<'_>; 6] {
+        [&self.scope, &self.key, &self.token, &self.span_ms, &self.result, &self.now]
+    }
+}
+
+/// The parameters of the sweep and the pending list: the time, and how many rows at most.
+pub(crate) struct BatchParams {
+    now: Option<i64>,
+    limit: i64,
+}
+
+impl BatchParams {
+    /// For [`Statements::sweep`] and [`Statements::pending`].
+    pub(crate) fn list(&self) -> [Param<'_>; 2] {
+        [&self.now, &self.limit]
+    }
+}
+
+/// What the claim statement returned when it took the key.
+#[derive(Debug)]
+pub(crate) struct Taken {
+    token: i64,
+    recovered: bool,
+    lease_expires_ms: i64,
+    /// The record count after a new row was added; `None` for a takeover.
+    records: Option<i64>,
+}
+
+impl Taken {
+    pub(crate) fn read(row: &Row) -> Self {
+        Self {
+            token: row.get(0),
+            recovered: row.get(1),
+            lease_expires_ms: row.get(3),
+            records: row.get(4),
+        }
+    }
+
+    /// Refuses a new row past the store's capacity (the caller rolls the claim back).
+    pub(crate) fn within_capacity(&self, config: &StoreConfig) -> Result<(), StoreError> {
+        match self.records {
+            Some(records) if records > bigint(config.capacity()) => {
+                Err(StoreError::StoreFull { capacity: config.capacity() })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the claim must be checked against a scope quota: a new claim in flight
+    /// where one is configured (a recovery takes over a claim already counted).
+    pub(crate) fn needs_quota_check(&self, config: &StoreConfig) -> bool {
+        !self.recovered && config.scope_in_flight_max().is_some()
+    }
+
+    /// The answer: the key acquired, or recovered from a holder whose lease ran out.
+    pub(crate) fn into_claim<R>(self, key: &ScopedKey) -> Claim<R> {
+        let token = FencingToken::new(u64::try_from(self.token).unwrap_or(0));
+        let lease = Lease::new(key.clone(), token, timestamp(self.lease_expires_ms));
+        if self.recovered { Claim::Recover(lease) } else { Claim::Acquired(lease) }
+    }
+}
+
+/// Refuses a new claim in flight past the scope's quota, from the count
+/// [`Statements::scope_in_flight`] read after the claim was written.
+pub(crate) fn within_quota(
+    row: &Row,
+    key: &ScopedKey,
+    config: &StoreConfig,
+) -> Result<(), StoreError> {
+    let Some(max) = config.scope_in_flight_max() else { return Ok(()) };
+    let in_flight: i64 = row.get(0);
+    if in_flight > bigint(max) {
+        return Err(StoreError::ScopeQuota { scope: key.scope().clone(), in_flight_max: max });
+    }
+    Ok(())
+}
+
+/// Why the claim changed nothing, from the row [`Statements::inspect`] read.
+pub(crate) fn refused(
+    row: &Row,
+    key: &ScopedKey,
+    fingerprint: &Fingerprint,
+    config: &StoreConfig,
+) -> Result<Claim<Vec<u8>>, StoreError> {
+    let stored: Vec<u8> = row.get(0);
+    let stored = StoredRow {
+        same_fingerprint: stored == fingerprint.as_bytes()[..],
+        finished: row.get(1),
+        lease_expires_ms: row.get(2),
+        expires_ms: 0,
+        result: row.get(3),
+    };
+    claim_refused(key, stored, timestamp(row.get(4)), config.lease())
+}
+
+/// The state of a key from the row [`Statements::lookup`] read.
+pub(crate) fn looked_up<R: idem_durable::Durable>(
+    row: &Row,
+    key: &ScopedKey,
+    fingerprint: &Fingerprint,
+    config: &StoreConfig,
+) -> Result<KeyState<R>, StoreError> {
+    let now = timestamp(row.get(5));
+    let Some(stored) = row.get::<_, Option<Vec<u8>>>(0) else { return Ok(KeyState::Absent) };
+    let stored = StoredRow {
+        same_fingerprint: stored == fingerprint.as_bytes()[..],
+        finished: row.get(1),
+        lease_expires_ms: row.get(2),
+        expires_ms: row.get(3),
+        result: row.get(4),
+    };
+    row_state(key, stored, now, config.lease())
+}
+
+/// A completion or release that changed `changed` rows: one, or the lease was lost.
+pub(crate) fn settled(changed: u64, lease: &Lease) -> Result<(), StoreError> {
+    if changed == 1 { Ok(()) } else { Err(lease_lost(lease)) }
+}
+
+/// The renewed lease from what [`Statements::renew`] returned (no row: the lease was
+/// lost), its deadline the one the statement wrote.
+pub(crate) fn renewed(row: Option<Row>, lease: &Lease) -> Result<Lease, StoreError> {
+    match row {
+        Some(row) => Ok(Lease::new(lease.key().clone(), lease.token(), timestamp(row.get(0)))),
+        None => Err(lease_lost(lease)),
+    }
+}
+
+fn lease_lost(lease: &Lease) -> StoreError {
+    StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() }
+}
+
+/// How many rows the release or the sweep deleted.
+pub(crate) fn deleted(row: &Row) -> u64 {
+    u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)
+}
+
+/// The pending claims from the rows [`Statements::pending`] read.
+pub(crate) fn pending(rows: &[Row]) -> Result<Vec<PendingClaim>, StoreError> {
+    rows.iter()
+        .map(|row| Ok(pending_claim(row.get(0), row.get(1), row.get(2), row.get(3))?))
+        .collect()
+}
