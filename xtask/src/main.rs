@@ -271,8 +271,10 @@ fn ci() -> Result {
     // Every crate's feature on in one build, and every test of each binary beside the
     // tracing ones: a collector that misses events another thread's test registered
     // first fails here, where one crate filtered to its tracing tests would hide it.
-    let traced = ["idem-core", "idem-payments", "idem-pool", "idem-wallet"];
-    let features: Vec<String> = traced.iter().map(|k| format!("{k}/tracing")).collect();
+    // idem-http's `metrics` feature too: its counters reach a recorder, checked the same way.
+    let traced = ["idem-core", "idem-payments", "idem-pool", "idem-wallet", "idem-http"];
+    let mut features: Vec<String> = traced.iter().map(|k| format!("{k}/tracing")).collect();
+    features.push("idem-http/metrics".into());
     let mut tracing = cargo();
     tracing.arg("test");
     for krate in traced {

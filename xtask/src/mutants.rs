@@ -591,6 +591,63 @@ const CATALOGUE: &[Mutant] = &[
         to: "    if parts.extensions.remove::<StoredByHandler>().is_some() && false {",
         check: test("idem-http", "", "it", "runs::a_handler_that_stored"),
     },
+    Mutant {
+        name: "http-effect-free-status-kept",
+        file: "crates/idem-http/src/run.rs",
+        from: "let effect_free = state.config.effect_free.contains(parts.status);",
+        to: "let effect_free = false;",
+        check: test("idem-http", "", "it", "features::every_response_is_kept"),
+    },
+    Mutant {
+        name: "http-meaning-ignored",
+        file: "crates/idem-http/src/layer.rs",
+        from: "let Some(meaning) = &config.meaning else {",
+        to: "let Some(meaning) = config.meaning.as_ref().filter(|_| false) else {",
+        check: test("idem-http", "", "it", "features::a_json_meaning"),
+    },
+    Mutant {
+        name: "http-json-meaning-keeps-ignored-fields",
+        file: "crates/idem-http/src/meaning.rs",
+        from: ".filter(|(name, _)| !self.ignored.contains(name))",
+        to: ".filter(|_| true)",
+        check: test("idem-http", "", "it", "features::a_json_meaning"),
+    },
+    Mutant {
+        name: "http-replay-hook-never-called",
+        file: "crates/idem-http/src/layer.rs",
+        from: "(hook.0)(request, &mut parts);",
+        to: "let _ = (hook, request);",
+        check: test("idem-http", "", "it", "features::the_replay_hook"),
+    },
+    Mutant {
+        name: "http-replays-counted-as-acquired",
+        file: "crates/idem-http/src/layer.rs",
+        from: "Ok(Claim::Replay(stored)) => (Count::Replayed,",
+        to: "Ok(Claim::Replay(stored)) => (Count::Acquired,",
+        check: test("idem-http", "", "it", "features::each_answer_is_counted"),
+    },
+    Mutant {
+        name: "http-metrics-never-incremented",
+        file: "crates/idem-http/src/outcomes.rs",
+        from: "metrics::counter!(count.metric()).increment(1);",
+        to: "metrics::counter!(count.metric()).increment(0);",
+        check: test("idem-http", "metrics", "it", "features::the_counts_reach"),
+    },
+    Mutant {
+        name: "http-retry-after-the-whole-lease",
+        file: "crates/idem-http/src/layer.rs",
+        from: ".retry_after(counters.retry_after(lease_left))",
+        to: ".retry_after(lease_left)",
+        check: test("idem-http", "", "it", "features::retry_after_follows"),
+    },
+    Mutant {
+        name: "http-full-store-answered-as-a-failing-one",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        Err(StoreError::StoreFull { .. }) => \
+               (Count::StoreFull, Err(store_full())),\n",
+        to: "",
+        check: test("idem-http", "", "it", "limits::the_store_at_its_limits"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

@@ -1,8 +1,60 @@
 //! The layer's settings and limits, built and validated by [`ConfigBuilder`].
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{HeaderName, Method};
+use http::{HeaderName, Method, StatusCode};
+
+use crate::meaning::{Meaning, SharedMeaning};
+
+/// Response statuses the handler promises it answers only when it did nothing (no
+/// charge, no write): a response with one of them releases its key instead of being
+/// kept, so a retry with the same key runs the handler again, as if the handler had
+/// marked it [`NothingHappened`](crate::NothingHappened). The default is none: every
+/// response is kept, as Stripe keeps every response, 500s included.
+///
+/// The danger is in the name: a status listed here that a handler also answers after
+/// its side effect (a 503 after the charge went through, a 500 from a panic half-way)
+/// runs that effect again on the retry. List only statuses answered before any effect,
+/// such as a 429 from a rate limiter in front of the handler.
+///
+/// ```
+/// use http::StatusCode;
+/// use idem_http::{Config, EffectFree};
+///
+/// let config = Config::builder()
+///     .release_on(EffectFree::statuses([StatusCode::TOO_MANY_REQUESTS]))
+///     .build()?;
+/// # Ok::<(), idem_http::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EffectFree(Vec<StatusCode>);
+
+impl EffectFree {
+    /// The statuses answered only before any side effect.
+    pub fn statuses(statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        Self(statuses.into_iter().collect())
+    }
+
+    pub(crate) fn contains(&self, status: StatusCode) -> bool {
+        self.0.contains(&status)
+    }
+}
+
+/// A function called with every replay before it is sent: the request, and the replayed
+/// response's head (status, headers, extensions) to observe or change.
+type ReplayFn = dyn Fn(&http::request::Parts, &mut http::response::Parts) + Send + Sync;
+
+/// The configured replay hook, shared by every clone of a config.
+#[derive(Clone)]
+pub(crate) struct ReplayHook(pub(crate) Arc<ReplayFn>);
+
+impl fmt::Debug for ReplayHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReplayHook")
+    }
+}
 
 /// The layer's validated settings; see [`ConfigBuilder`] for each default.
 #[derive(Debug, Clone)]
@@ -17,6 +69,9 @@ pub struct Config {
     pub(crate) fingerprint_headers: Vec<HeaderName>,
     pub(crate) replay_headers: Vec<HeaderName>,
     pub(crate) orphan_time_max: Duration,
+    pub(crate) effect_free: EffectFree,
+    pub(crate) meaning: Option<SharedMeaning>,
+    pub(crate) on_replay: Option<ReplayHook>,
 }
 
 impl Config {
@@ -115,6 +170,9 @@ impl Default for ConfigBuilder {
                 fingerprint_headers: vec![http::header::CONTENT_TYPE],
                 replay_headers: vec![http::header::CONTENT_TYPE, http::header::LOCATION],
                 orphan_time_max: ConfigBuilder::ORPHAN_TIME_DEFAULT,
+                effect_free: EffectFree::default(),
+                meaning: None,
+                on_replay: None,
             },
         }
     }
@@ -231,6 +289,35 @@ impl ConfigBuilder {
     #[must_use]
     pub fn orphan_time_max(mut self, limit: Duration) -> Self {
         self.config.orphan_time_max = limit;
+        self
+    }
+
+    /// Which response statuses release their key instead of being kept (see
+    /// [`EffectFree`] for the promise this makes). Default: none, every response kept.
+    #[must_use]
+    pub fn release_on(mut self, effect_free: EffectFree) -> Self {
+        self.config.effect_free = effect_free;
+        self
+    }
+
+    /// What of the body goes into the fingerprint in place of its bytes (a
+    /// [`JsonMeaning`](crate::JsonMeaning), or any [`Meaning`]). Default: the body's bytes,
+    /// exactly.
+    #[must_use]
+    pub fn fingerprint_meaning(mut self, meaning: impl Meaning) -> Self {
+        self.config.meaning = Some(SharedMeaning(Arc::new(meaning)));
+        self
+    }
+
+    /// Calls `hook` with every replayed response before it is sent, with the request: to
+    /// count replays by route, add a header, log. It sees and may change the status,
+    /// headers and extensions; the body is the stored one. Default: none.
+    #[must_use]
+    pub fn on_replay(
+        mut self,
+        hook: impl Fn(&http::request::Parts, &mut http::response::Parts) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.on_replay = Some(ReplayHook(Arc::new(hook)));
         self
     }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use tower_service::Service;
 use crate::body::{BoxError, ResponseBody};
 use crate::config::{Config, ConfigError};
 use crate::header::{HeaderError, IDEMPOTENT_REPLAYED, parse_key};
+use crate::outcomes::{Count, Counters};
 use crate::problem::Problem;
 use crate::stored::{
     NOT_KEPT_BODY_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,
@@ -103,31 +104,29 @@ pub(crate) struct LayerState<St, F> {
     pub(crate) counters: Counters,
 }
 
-/// What the layer counted, for [`IdempotencyLayer::stats`].
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    store_errors: AtomicU64,
-    leases_lost: AtomicU64,
-    not_kept: AtomicU64,
-    left_in_flight: AtomicU64,
-    pub(crate) leases_renewed: AtomicU64,
-    pub(crate) orphans_finished: AtomicU64,
-    pub(crate) orphans_abandoned: AtomicU64,
-}
-
-impl Counters {
-    /// Adds one to `counter`.
-    pub(crate) fn count(&self, counter: &AtomicU64) {
-        // ORDERING: a counter, read for reporting; no data is published through it.
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// What the layer counted, from [`IdempotencyLayer::stats`]: the outcomes an operator
 /// must see, because the client never does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LayerStats {
+    /// Claims that took an absent key: the handler ran.
+    pub acquired: u64,
+    /// Claims that recovered a key whose lease had run out: the handler ran with
+    /// [`Recovering`].
+    pub recovered: u64,
+    /// Repeats answered with the stored response.
+    pub replayed: u64,
+    /// Duplicates answered 409 while the first was in flight (after any wait).
+    pub in_flight: u64,
+    /// Requests answered 422: their key was used for another request.
+    pub key_reused: u64,
+    /// Requests answered 429: their principal held its quota of claims in flight.
+    pub scope_quota: u64,
+    /// Requests answered 503 because the store held all the keys it can.
+    pub store_full: u64,
+    /// Claims released, so that a retry runs again: the handler said nothing happened
+    /// ([`NothingHappened`], or a status the configuration names effect-free).
+    pub released: u64,
     /// Store calls that failed (a claim answered 503, a completion or release the store
     /// refused). A failed completion leaves the key in flight: the next request after
     /// the lease runs with [`Recovering`].
@@ -215,16 +214,22 @@ where
     /// What the layer counted (store failures, lost leases, responses not kept).
     pub fn stats(&self) -> LayerStats {
         let c = &self.state.counters;
-        // ORDERING: counters read for reporting; no data is published through them.
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LayerStats {
-            store_errors: get(&c.store_errors),
-            leases_lost: get(&c.leases_lost),
-            not_kept: get(&c.not_kept),
-            left_in_flight: get(&c.left_in_flight),
-            leases_renewed: get(&c.leases_renewed),
-            orphans_finished: get(&c.orphans_finished),
-            orphans_abandoned: get(&c.orphans_abandoned),
+            acquired: c.get(Count::Acquired),
+            recovered: c.get(Count::Recovered),
+            replayed: c.get(Count::Replayed),
+            in_flight: c.get(Count::InFlight),
+            key_reused: c.get(Count::KeyReused),
+            scope_quota: c.get(Count::ScopeQuota),
+            store_full: c.get(Count::StoreFull),
+            released: c.get(Count::Released),
+            store_errors: c.get(Count::StoreErrors),
+            leases_lost: c.get(Count::LeasesLost),
+            not_kept: c.get(Count::NotKept),
+            left_in_flight: c.get(Count::LeftInFlight),
+            leases_renewed: c.get(Count::LeasesRenewed),
+            orphans_finished: c.get(Count::OrphansFinished),
+            orphans_abandoned: c.get(Count::OrphansAbandoned),
         }
     }
 }
@@ -339,10 +344,13 @@ where
         Ok(read) => read,
         Err(problem) => return Ok(problem.response()),
     };
-    let fingerprint = fingerprint(&parts, config, &body_sha256);
+    let fingerprint = match fingerprint(&parts, config, &bytes, &body_sha256) {
+        Ok(fingerprint) => fingerprint,
+        Err(problem) => return Ok(problem.response()),
+    };
     let (lease, recovering) = match state.decide(scoped, fingerprint).await {
         Decision::Run(lease, recovering) => (lease, recovering),
-        Decision::Replay(stored) => return Ok(replay(stored)),
+        Decision::Replay(stored) => return Ok(replay(stored, &parts, config)),
         Decision::Answer(problem) => {
             idem_core::trace_event!(INFO, status = problem.status.as_u16(), problem.slug);
             return Ok(problem.response());
@@ -444,7 +452,15 @@ where
 }
 
 /// The request's fingerprint: method, path and query, the configured headers, the body.
-fn fingerprint(parts: &Parts, config: &Config, body_sha256: &[u8; 32]) -> Fingerprint {
+///
+/// With a configured meaning, the meaning's SHA-256 stands for the body, under another
+/// name than the body's bytes: a byte-exact fingerprint never equals a meaning's.
+fn fingerprint(
+    parts: &Parts,
+    config: &Config,
+    body: &Bytes,
+    body_sha256: &[u8; 32],
+) -> Result<Fingerprint, Problem> {
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut builder = Fingerprint::builder("idem-http/v1")
         .str("method", parts.method.as_str())
@@ -454,7 +470,15 @@ fn fingerprint(parts: &Parts, config: &Config, body_sha256: &[u8; 32]) -> Finger
             builder = builder.bytes(name.as_str(), value.as_bytes());
         }
     }
-    builder.bytes("body-sha256", body_sha256).finish()
+    let Some(meaning) = &config.meaning else {
+        return Ok(builder.bytes("body-sha256", body_sha256).finish());
+    };
+    let meant = meaning.0.meaning(parts, body).map_err(|error| {
+        let detail = format!("{error}; nothing was claimed or run");
+        Problem::new(StatusCode::BAD_REQUEST, "body-not-understood", "Body not understood", detail)
+    })?;
+    let meaning_sha256: [u8; 32] = Sha256::digest(&meant).into();
+    Ok(builder.bytes("meaning-sha256", &meaning_sha256).finish())
 }
 
 /// A place among the waiters, given back on drop (also when the request is dropped).
@@ -483,44 +507,79 @@ impl Drop for Waiter<'_> {
 /// learns a stable problem type and an error id to quote; the error itself goes to the
 /// operator (`tracing`, and [`LayerStats::store_errors`]).
 fn decision(answer: Result<Claim<StoredResponse>, StoreError>, counters: &Counters) -> Decision {
-    let problem = match answer {
-        Ok(Claim::Acquired(lease)) => return Decision::Run(lease, false),
-        Ok(Claim::Recover(lease)) => return Decision::Run(lease, true),
-        Ok(Claim::Replay(stored)) => return Decision::Replay(stored),
-        Ok(Claim::InFlight { retry_after }) => Problem::new(
-            StatusCode::CONFLICT,
-            "key-in-flight",
-            "Request in progress",
-            "a request with this Idempotency-Key is still being processed; retry after \
-             Retry-After seconds with the same key",
-        )
-        .retry_after(retry_after),
-        Err(StoreError::KeyReused { .. }) => Problem::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "key-reused",
-            "Idempotency-Key reused",
-            "this key was used for a different request (method, path, headers or body \
-             differ); its stored response is unchanged. Use a new key for a new request",
-        ),
-        Err(StoreError::ScopeQuota { in_flight_max, .. }) => Problem::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "scope-quota",
-            "Too many requests in flight",
-            format!("this principal has {in_flight_max} requests in flight already"),
-        )
-        .retry_after(RETRY_AFTER_UNAVAILABLE),
+    let (count, problem) = match answer {
+        Ok(Claim::Acquired(lease)) => (Count::Acquired, Ok(Decision::Run(lease, false))),
+        Ok(Claim::Recover(lease)) => (Count::Recovered, Ok(Decision::Run(lease, true))),
+        Ok(Claim::Replay(stored)) => (Count::Replayed, Ok(Decision::Replay(stored))),
+        Ok(Claim::InFlight { retry_after }) => {
+            (Count::InFlight, Err(in_flight(counters, retry_after)))
+        }
+        Err(StoreError::KeyReused { .. }) => (Count::KeyReused, Err(key_reused())),
+        Err(StoreError::ScopeQuota { in_flight_max, .. }) => {
+            (Count::ScopeQuota, Err(scope_quota(in_flight_max)))
+        }
+        // The truth: room frees only as results expire, which no client can hurry; no
+        // Retry-After, and nothing of the server's configuration.
+        Err(StoreError::StoreFull { .. }) => (Count::StoreFull, Err(store_full())),
         Err(error) => {
             let id = count_store_error(counters, "claim", &error);
-            Problem::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store-unavailable",
-                "Idempotency store unavailable",
-                format!("nothing was run; the error's id for the operator is {id}"),
-            )
-            .retry_after(RETRY_AFTER_UNAVAILABLE)
+            return Decision::Answer(store_unavailable(&id));
         }
     };
-    Decision::Answer(problem)
+    counters.count(count);
+    problem.unwrap_or_else(Decision::Answer)
+}
+
+/// A duplicate of a request in flight: retry after the handlers' usual time (how long
+/// nine in ten of the last took), never past the holder's lease.
+fn in_flight(counters: &Counters, lease_left: Duration) -> Problem {
+    Problem::new(
+        StatusCode::CONFLICT,
+        "key-in-flight",
+        "Request in progress",
+        "a request with this Idempotency-Key is still being processed; retry after \
+         Retry-After seconds with the same key",
+    )
+    .retry_after(counters.retry_after(lease_left))
+}
+
+fn store_full() -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store-full",
+        "Too many requests kept",
+        "the server cannot take a new Idempotency-Key now; nothing was run. Try again later",
+    )
+}
+
+fn store_unavailable(id: &str) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store-unavailable",
+        "Idempotency store unavailable",
+        format!("nothing was run; the error's id for the operator is {id}"),
+    )
+    .retry_after(RETRY_AFTER_UNAVAILABLE)
+}
+
+fn scope_quota(in_flight_max: usize) -> Problem {
+    Problem::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "scope-quota",
+        "Too many requests in flight",
+        format!("this principal has {in_flight_max} requests in flight already"),
+    )
+    .retry_after(RETRY_AFTER_UNAVAILABLE)
+}
+
+fn key_reused() -> Problem {
+    Problem::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "key-reused",
+        "Idempotency-Key reused",
+        "this key was used for a different request (method, path, headers or body \
+             differ); its stored response is unchanged. Use a new key for a new request",
+    )
 }
 
 /// The `Retry-After` of a 429 or 503: one second.
@@ -534,9 +593,9 @@ pub(crate) fn count_store_error(
     error: &StoreError,
 ) -> String {
     use std::hash::BuildHasher;
-    // ORDERING: a counter; no data is published through it.
-    let n = counters.store_errors.fetch_add(1, Ordering::Relaxed);
-    let id = format!("{:016x}", std::hash::RandomState::new().hash_one(n));
+    counters.count(Count::StoreErrors);
+    // A fresh random key per id: ids never repeat, and say nothing of the count.
+    let id = format!("{:016x}", std::hash::RandomState::new().hash_one(op));
     idem_core::trace_event!(ERROR, op, error_id = %id, %error, "idempotency store failed");
     #[cfg(not(feature = "tracing"))]
     let _ = (op, error);
@@ -609,10 +668,18 @@ fn describes_the_body(name: &header::HeaderName) -> bool {
 }
 
 /// The stored response, marked as a replay.
-fn replay<RB>(stored: StoredResponse) -> Response<ResponseBody<RB>> {
+/// The stored response, marked as a replay, through the configured replay hook.
+fn replay<RB>(
+    stored: StoredResponse,
+    request: &Parts,
+    config: &Config,
+) -> Response<ResponseBody<RB>> {
     let mut response: Response<ResponseBody<RB>> = stored.to_response();
     response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-    response
+    let Some(hook) = &config.on_replay else { return response };
+    let (mut parts, body) = response.into_parts();
+    (hook.0)(request, &mut parts);
+    Response::from_parts(parts, body)
 }
 
 /// tokio's timer, for the store's waiting claim.
@@ -666,7 +733,7 @@ where
         lost: &std::sync::atomic::AtomicBool,
     ) {
         if !kept {
-            self.counters.count(&self.counters.not_kept);
+            self.counters.count(Count::NotKept);
         }
         // ORDERING: written by the same task's renewal, before this read.
         if lost.load(Ordering::Relaxed) {
@@ -683,7 +750,7 @@ where
 impl<St, F> LayerState<St, F> {
     /// Counts a key left in flight because its handler's outcome is unknown.
     pub(crate) fn left_in_flight(&self, why: &'static str) {
-        self.counters.count(&self.counters.left_in_flight);
+        self.counters.count(Count::LeftInFlight);
         idem_core::trace_event!(WARN, why, "outcome unknown: the key is left in flight");
         #[cfg(not(feature = "tracing"))]
         let _ = why;
@@ -691,7 +758,7 @@ impl<St, F> LayerState<St, F> {
 
     /// Counts and traces a lease found lost by `op`.
     pub(crate) fn lease_lost(&self, op: &'static str) {
-        self.counters.count(&self.counters.leases_lost);
+        self.counters.count(Count::LeasesLost);
         idem_core::trace_event!(WARN, op, "the lease was lost: a later claim recovered the key");
         #[cfg(not(feature = "tracing"))]
         let _ = op;

@@ -88,18 +88,21 @@ mod body;
 mod config;
 pub mod header;
 mod layer;
+mod meaning;
+mod outcomes;
 mod problem;
 mod run;
 mod stored;
 
 pub use blocking::Blocking;
 pub use body::ResponseBody;
-pub use config::{Config, ConfigBuilder, ConfigError};
+pub use config::{Config, ConfigBuilder, ConfigError, EffectFree};
 pub use header::HeaderError;
 pub use layer::{
     Claimed, Idempotency, IdempotencyLayer, LayerStats, NothingHappened, OutcomeUnknown,
     Recovering, StoredByHandler,
 };
+pub use meaning::{JsonMeaning, Meaning, MeaningError};
 pub use stored::{
     NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,
     StoredResponse,

@@ -27,6 +27,7 @@ use crate::body::{BoxError, ResponseBody};
 use crate::layer::{
     Claimed, Keep, LayerState, NothingHappened, OutcomeUnknown, StoredByHandler, stored_response,
 };
+use crate::outcomes::Count;
 use crate::problem::Problem;
 use crate::stored::StoredResponse;
 
@@ -112,9 +113,9 @@ async fn orphan_bound<St, F>(
     }
     let limit = state.config.orphan_time_max;
     match tokio::time::timeout(limit, run).await {
-        Ok(()) => state.counters.count(&state.counters.orphans_finished),
+        Ok(()) => state.counters.count(Count::OrphansFinished),
         Err(_) => {
-            state.counters.count(&state.counters.orphans_abandoned);
+            state.counters.count(Count::OrphansAbandoned);
             idem_core::trace_event!(WARN, ?limit, "an orphaned handler ran past its bound");
         }
     }
@@ -138,7 +139,10 @@ async fn run<S, St, F, B, RB>(
     let mut request = request;
     request.extensions_mut().insert(Claimed { lease: lease.clone() });
     let work = async {
-        match inner.call(request).await {
+        let started = tokio::time::Instant::now();
+        let answered = inner.call(request).await;
+        state.counters.handler_took(started.elapsed());
+        match answered {
             // The service failed before any response: nothing says whether it acted.
             Err(error) => {
                 state.left_in_flight("the service returned an error");
@@ -171,7 +175,7 @@ where
     loop {
         tokio::time::sleep(every).await;
         match state.store.renew(lease).await {
-            Ok(_) => state.counters.count(&state.counters.leases_renewed),
+            Ok(_) => state.counters.count(Count::LeasesRenewed),
             Err(StoreError::LeaseLost { .. }) => {
                 // ORDERING: read by the same task (`settle`), after this write. Counted
                 // there, where it decides what is kept: a handler that stored its answer
@@ -215,9 +219,15 @@ async fn settle<St, F, RB, E>(
         let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
         return;
     }
-    if parts.extensions.remove::<NothingHappened>().is_some() {
+    // Nothing happened, as the handler says, or as the configuration says of this status
+    // (a promise the handler made: releasing after an effect would run it again).
+    let effect_free = state.config.effect_free.contains(parts.status);
+    if parts.extensions.remove::<NothingHappened>().is_some() || effect_free {
         // If the release fails, the claim stays in flight and recovers after its lease.
         let released = state.store.release(lease).await;
+        if released.is_ok() {
+            state.counters.count(Count::Released);
+        }
         state.settled("release", released);
         let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
         return;

@@ -105,16 +105,18 @@ fn settings_out_of_range_are_refused_by_name() {
     }
 }
 
-/// The store's own limits answer before anything runs: a full store 503, a principal at
-/// its in-flight quota 429, both with `Retry-After` and a problem body.
+/// The store's own limits answer before anything runs: a principal at its in-flight
+/// quota 429 with `Retry-After`, a full store 503 saying only what is true (no
+/// `Retry-After`: room frees as results expire, which no client can hurry; nothing of the
+/// server's configuration), both counted.
 #[tokio::test]
 async fn the_store_at_its_limits_is_503_or_429_and_nothing_runs() {
     let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
     let limits = [
-        (idem_core::StoreConfig::builder().capacity(1), 503, "store-unavailable"),
-        (idem_core::StoreConfig::builder().scope_in_flight_max(1), 429, "scope-quota"),
+        (idem_core::StoreConfig::builder().capacity(1), 503, "store-full", false),
+        (idem_core::StoreConfig::builder().scope_in_flight_max(1), 429, "scope-quota", true),
     ];
-    for (builder, status, slug) in limits {
+    for (builder, status, slug, retry_after) in limits {
         let store =
             idem_core::MemoryStore::with_clock(builder.build().expect("valid"), clock.clone());
         let store = Arc::new(store);
@@ -122,11 +124,21 @@ async fn the_store_at_its_limits_is_503_or_429_and_nothing_runs() {
         let held = idem_core::ScopedKey::parse("t1", "held").expect("valid");
         let fp = idem_core::Fingerprint::builder("x").finish();
         let _lease = idem_core::KeyStore::claim(&*store, &held, &fp).expect("claimed");
-        let (router, counter) = app(store, config(|c| c));
+        let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c));
+        let layer = layer.expect("fits");
+        let stats = layer.clone();
+        let (router, counter) = crate::app_with(layer);
         let refused = send(&router, charge(Some("k1"), "10 EUR")).await;
         assert_eq!(refused.status, status, "{refused:?}");
         assert!(refused.body.contains(slug), "{refused:?}");
-        assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+        assert_eq!(refused.headers.contains_key("retry-after"), retry_after, "{refused:?}");
+        assert!(!refused.body.contains("capacity"), "no configuration advice: {refused:?}");
+        let counted = stats.stats();
+        assert_eq!(
+            (counted.store_full, counted.scope_quota),
+            if retry_after { (0, 1) } else { (1, 0) }
+        );
+        assert_eq!(counted.store_errors, 0, "a full store is not a failing one");
         assert_eq!(runs(&counter), 0, "nothing ran");
     }
 }

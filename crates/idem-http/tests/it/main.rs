@@ -5,6 +5,7 @@
 mod behaviour;
 mod concurrency;
 mod edges;
+mod features;
 mod header;
 mod limits;
 mod runs;
@@ -50,6 +51,15 @@ pub(crate) fn config(
 /// A router whose `POST /charge` counts its runs and answers `201 charged <n>: <body>`,
 /// with a `location` (replayed) and a `set-cookie` (never stored).
 pub(crate) fn app(store: Store, config: Config) -> (Router, Arc<AtomicUsize>) {
+    app_with(IdempotencyLayer::with_config(store, tenant, config).expect("the store fits"))
+}
+
+/// As [`app`], behind `layer`.
+pub(crate) fn app_with<St, F>(layer: IdempotencyLayer<St, F>) -> (Router, Arc<AtomicUsize>)
+where
+    St: idem_core::AsyncKeyStore<StoredResponse> + 'static,
+    F: Fn(&http::request::Parts) -> Option<String> + Send + Sync + 'static,
+{
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
     let handler = move |body: String| {
@@ -63,7 +73,6 @@ pub(crate) fn app(store: Store, config: Config) -> (Router, Arc<AtomicUsize>) {
                 .expect("valid response")
         }
     };
-    let layer = IdempotencyLayer::with_config(store, tenant, config).expect("the store fits");
     let router =
         Router::new().route("/charge", post(handler).get(|| async { "read" })).layer(layer);
     (router, runs)
