@@ -1,8 +1,10 @@
 //! How a SQL backend reads a stored claim row: into a [`KeyState`], into the reason a
-//! claim changed nothing, into a pending claim; and a claim that sweeps once when full.
+//! claim changed nothing, into a pending claim; and a claim that sweeps once when full
+//! (for either store contract).
 //! The SQLite and PostgreSQL stores share these, so they judge a row alike.
 
 use crate::codec::{CodecError, Durable};
+use std::future::Future;
 use std::time::Duration;
 
 use idem_core::{Claim, Fingerprint, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp};
@@ -141,6 +143,26 @@ pub fn claim_with_sweep<T>(
 ) -> Result<T, StoreError> {
     match claim() {
         Err(StoreError::StoreFull { .. }) if sweep()? > 0 => claim(),
+        other => other,
+    }
+}
+
+/// As [`claim_with_sweep`], for a backend whose `claim` and `sweep` are futures (its
+/// async contract): the same rule, one sweep when full, then one more claim.
+///
+/// # Errors
+///
+/// As [`claim_with_sweep`].
+pub async fn claim_with_sweep_async<T, Claimed, Swept>(
+    mut claim: impl FnMut() -> Claimed,
+    sweep: impl FnOnce() -> Swept,
+) -> Result<T, StoreError>
+where
+    Claimed: Future<Output = Result<T, StoreError>>,
+    Swept: Future<Output = Result<usize, StoreError>>,
+{
+    match claim().await {
+        Err(StoreError::StoreFull { .. }) if sweep().await? > 0 => claim().await,
         other => other,
     }
 }

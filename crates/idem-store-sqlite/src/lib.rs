@@ -17,15 +17,39 @@
 //!   commit is in progress are applied together in the next transaction, each inside its
 //!   own savepoint (one failing operation does not undo the others), and every caller is
 //!   answered only after that transaction is on disk. Concurrent callers share fsyncs;
-//!   nobody is acknowledged earlier than before.
+//!   nobody is acknowledged earlier than before ([`SqliteStore::commit_stats`] counts
+//!   the transactions and the writes in them).
+//!
+//! # Both store contracts
+//!
+//! The store serves idem-core's [`KeyStore`] (callers on threads) and
+//! [`AsyncKeyStore`](idem_core::AsyncKeyStore) (async services): one state machine, the
+//! same writes, limits, errors and trace events. The two differ only in how a caller
+//! waits:
+//!
+//! * A sync call's write blocks its thread until the writer answers.
+//! * An async call's write goes to the same writer's queue with a reply channel of its
+//!   own, and its task sleeps: no runtime thread and no blocking-pool thread waits for
+//!   the disk. After the group's commit (or its failure) the writer sends the answer down
+//!   that channel, which wakes the task. A full queue (4096 writes) is waited for the same
+//!   way, and a writer that has stopped answers at once.
+//! * Reads (a replay, a claim in flight, `lookup`) are answered on the caller's task or
+//!   thread, on the reader connection: one indexed read of one row under a mutex nobody
+//!   holds across a commit, which in WAL mode never waits for a writer.
+//!
+//! An async call given up (its future dropped) once its write is queued still happens,
+//! and only its answer is lost: a claim leaves its key in flight until its lease runs out
+//! and the next claim recovers it; a completion is stored and replays. A caller that must
+//! know the outcome awaits it.
 //!
 //! # Guarantee
 //!
-//! A claim, completion or release that returned `Ok` is on disk: after a process kill or
-//! a power loss, the reopened file answers as the store did (checked by the crash tests,
-//! and by `durability()` reading back WAL and `FULL`). A failed commit is an error its
-//! callers see; nothing of its group is visible or acknowledged. The store keeps
-//! idem-core's `KeyStore` contract (the conformance suite runs against it).
+//! A claim, completion or release answered `Ok` (returned or awaited) is on disk: after a
+//! process kill or a power loss, the reopened file answers as the store did (checked by
+//! the crash tests, and by `durability()` reading back WAL and `FULL`). A failed commit is
+//! an error its callers see; nothing of its group is visible or acknowledged. The store
+//! keeps idem-core's `KeyStore` and `AsyncKeyStore` contracts (the conformance suite runs
+//! against it through each).
 //!
 //! # Examples
 //!
@@ -50,10 +74,37 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! The same store, awaited by an async caller:
+//!
+//! ```
+//! use idem_core::{AsyncKeyStore, Claim, Fingerprint, ScopedKey, StoreConfig};
+//! use idem_store_sqlite::SqliteStore;
+//!
+//! let path = std::env::temp_dir().join(format!("idem-doc-async-{}.db", std::process::id()));
+//! # let _ = std::fs::remove_file(&path);
+//! let store = SqliteStore::<String>::open(&path, StoreConfig::default())?;
+//! let key = ScopedKey::parse("shop", "order-2")?;
+//! let request = Fingerprint::builder("order").u64("amount_minor", 700).finish();
+//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! let replay = runtime.block_on(async {
+//!     let Claim::Acquired(lease) = AsyncKeyStore::claim(&store, &key, &request).await? else {
+//!         unreachable!("an absent key is acquired")
+//!     };
+//!     AsyncKeyStore::complete(&store, &lease, "ch_2".to_string()).await?;
+//!     AsyncKeyStore::claim(&store, &key, &request).await
+//! })?;
+//! assert_eq!(replay, Claim::Replay("ch_2".to_string()));
+//! # drop(store);
+//! # let _ = std::fs::remove_file(&path);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Features
 //!
 //! `tracing` (off by default): the `claim` and `settle` spans and events every store emits
 //! (see `idem_core::trace`).
+
+mod async_store;
 
 use std::fmt;
 use std::path::Path;
@@ -76,6 +127,9 @@ use idem_durable::row::{
     StoredRow as Row, claim_refused, claim_with_sweep, decode_claim, pending_claim, row_state,
 };
 use parking_lot::Mutex;
+
+/// What [`SqliteStore::commit_stats`] reports (idem-durable's, re-exported).
+pub use idem_durable::group_commit::GroupStats;
 
 /// The schema version this code writes and reads. Version 2: every result carries a
 /// checksum bound to its key.
@@ -598,20 +652,17 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         self
     }
 
-    /// Runs `op` in the writer's next transaction, in a savepoint of its own, and answers
-    /// after the commit: its own typed result, or why the transaction failed.
-    fn write<T, Op, Keep>(&self, op: Op, keep: Keep) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        Op: FnOnce(&Connection, Timestamp, StoreConfig) -> Result<T, StoreError> + Send + 'static,
-        Keep: FnOnce(&T) -> bool + Send + 'static,
-    {
-        match self.writer.submit(move |w: &mut Writer| w.in_savepoint(op, keep)) {
-            Ok(result) => result,
-            Err(CommitError::Failed(why)) => Err(SqliteError::Write(why).into()),
-            // Stopped, Lost, or a reason added later: the writer gave no answer.
-            Err(_) => Err(SqliteError::WriterStopped.into()),
-        }
+    /// What the writer thread has committed since the store opened: its groups (each one
+    /// transaction, one fsync) and the writes in them. Reads answered beside the writer
+    /// (replays, in-flight claims, lookups) are not in it.
+    pub fn commit_stats(&self) -> GroupStats {
+        self.writer.stats()
+    }
+
+    /// Runs `job` in the writer's next transaction and answers after the commit, blocking
+    /// the calling thread meanwhile: its own typed result, or why the transaction failed.
+    fn write<T: Send + 'static>(&self, job: impl WriteJob<T>) -> Result<T, StoreError> {
+        written(self.writer.submit(job))
     }
 
     /// The row of `key` as it stands for a request with `fingerprint`, read on the reader
@@ -667,30 +718,71 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
         if let Some(answer) = self.read_claim(key, fingerprint)? {
             return Ok(answer);
         }
-        let (owned_key, fp) = (key.clone(), *fingerprint);
-        let owned = |c: &Claim<Vec<u8>>| matches!(c, Claim::Acquired(_) | Claim::Recover(_));
-        let claimed =
-            self.write(move |conn, now, config| claim(conn, &owned_key, &fp, now, config), owned)?;
-        decode_claim(key, claimed)
+        decode_claim(key, self.write(claim_write(key, fingerprint))?)
+    }
+
+    /// `complete`'s write: the result encoded here, within the store's limit, before it
+    /// goes to the writer.
+    fn complete_write(&self, lease: &Lease, result: &R) -> Result<impl WriteJob<()>, StoreError> {
+        let bytes = encode_result(lease.key(), result, self.result_bytes_max)?;
+        let lease = lease.clone();
+        Ok(in_savepoint(
+            move |conn, now, config| complete_row(conn, &lease, &bytes, now, config),
+            |_| true,
+        ))
     }
 }
 
-impl<R: Durable + Clone + Send> SqliteStore<R> {
-    /// `complete`'s work, inside the trace span.
-    fn complete_now(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let bytes = encode_result(lease.key(), &result, self.result_bytes_max)?;
-        let lease = lease.clone();
-        self.write(
-            move |conn, now, config| complete_row(conn, &lease, &bytes, now, config),
-            |_| true,
-        )
-    }
+/// One write for the writer thread: an operation run in the group's transaction, answered
+/// with its own result once the group is committed.
+trait WriteJob<T>: FnOnce(&mut Writer) -> Result<T, StoreError> + Send + 'static {}
 
-    /// `release`'s work, inside the trace span.
-    fn release_now(&self, lease: &Lease) -> Result<(), StoreError> {
-        let lease = lease.clone();
-        self.write(move |conn, _, _| release_row(conn, &lease), |_| true)
+impl<T, F: FnOnce(&mut Writer) -> Result<T, StoreError> + Send + 'static> WriteJob<T> for F {}
+
+/// `op` as a write in a savepoint of its own, its changes kept if `keep` says so.
+fn in_savepoint<T, Op, Keep>(op: Op, keep: Keep) -> impl WriteJob<T>
+where
+    Op: FnOnce(&Connection, Timestamp, StoreConfig) -> Result<T, StoreError> + Send + 'static,
+    Keep: FnOnce(&T) -> bool + Send + 'static,
+{
+    move |writer: &mut Writer| writer.in_savepoint(op, keep)
+}
+
+/// A write's answer as the writer gave it: the operation's own result, or why its group
+/// got none.
+fn written<T>(answer: Result<Result<T, StoreError>, CommitError>) -> Result<T, StoreError> {
+    match answer {
+        Ok(result) => result,
+        Err(CommitError::Failed(why)) => Err(SqliteError::Write(why).into()),
+        // Stopped, Lost, or a reason added later: the writer gave no answer.
+        Err(_) => Err(SqliteError::WriterStopped.into()),
     }
+}
+
+/// The claim's write: insert or take over the key, kept only if the caller now holds it.
+fn claim_write(key: &ScopedKey, fingerprint: &Fingerprint) -> impl WriteJob<Claim<Vec<u8>>> {
+    let (key, fp) = (key.clone(), *fingerprint);
+    let owned = |c: &Claim<Vec<u8>>| matches!(c, Claim::Acquired(_) | Claim::Recover(_));
+    in_savepoint(move |conn, now, config| claim(conn, &key, &fp, now, config), owned)
+}
+
+fn release_write(lease: &Lease) -> impl WriteJob<()> {
+    let lease = lease.clone();
+    in_savepoint(move |conn, _, _| release_row(conn, &lease), |_| true)
+}
+
+fn renew_write(lease: &Lease) -> impl WriteJob<Lease> {
+    let lease = lease.clone();
+    in_savepoint(move |conn, now, config| renew_row(conn, &lease, now, config), |_| true)
+}
+
+fn sweep_write() -> impl WriteJob<usize> {
+    in_savepoint(sweep, |_| true)
+}
+
+/// Read-only, but on the writer's connection, in the group's transaction: nothing to keep.
+fn pending_write(max: usize) -> impl WriteJob<Vec<PendingClaim>> {
+    in_savepoint(move |conn, now, _| pending(conn, now, max), |_| false)
 }
 
 impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
@@ -701,11 +793,13 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     }
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        idem_core::trace::settle("complete", lease, || self.complete_now(lease, result))
+        idem_core::trace::settle("complete", lease, || {
+            self.write(self.complete_write(lease, &result)?)
+        })
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        idem_core::trace::settle("release", lease, || self.release_now(lease))
+        idem_core::trace::settle("release", lease, || self.write(release_write(lease)))
     }
 
     fn lease(&self) -> Duration {
@@ -713,17 +807,15 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
     }
 
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        let lease = lease.clone();
-        self.write(move |conn, now, config| renew_row(conn, &lease, now, config), |_| true)
+        self.write(renew_write(lease))
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {
-        self.write(sweep, |_| true)
+        self.write(sweep_write())
     }
 
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
-        // Read-only: nothing to keep.
-        self.write(move |conn, now, _| pending(conn, now, max), |_| false)
+        self.write(pending_write(max))
     }
 
     /// Reads on the reader connection, beside the writer thread: it takes no write lock.

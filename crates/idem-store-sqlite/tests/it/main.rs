@@ -1,6 +1,7 @@
-//! The conformance suite against the SQLite store, plus what only a file can show:
-//! reopening keeps everything, a file of another schema version is refused, the result
-//! size limit, and two handles on one file give one owner.
+//! The conformance suite against the SQLite store, through both store contracts, plus
+//! what only a file can show: reopening keeps everything, a file of another schema
+//! version is refused, the result size limit, and two handles on one file give one owner;
+//! and async callers (`async_callers`) answered through the writer's reply channel.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,6 +29,14 @@ mod conformance {
     use super::sqlite;
     idem_testkit::conformance_tests!(sqlite);
 }
+
+/// The same suite through the async contract: every call awaited.
+mod through_the_async_contract {
+    use super::sqlite;
+    idem_testkit::async_conformance_tests!(sqlite);
+}
+
+mod async_callers;
 
 fn key() -> ScopedKey {
     ScopedKey::parse("tenant", "k").expect("key")
