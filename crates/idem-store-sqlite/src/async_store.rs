@@ -14,6 +14,12 @@
 //! the OS's; when they do not, the read waits for the disk once, as a task reading a file
 //! would. Sending each read to a thread instead would cost a hop per replay, the call a
 //! retry storm makes most, to save a rare page read.
+//!
+//! What a read can still wait for, and rarely: SQLite makes a WAL reader wait (through
+//! the busy timeout) while another connection holds the file exclusively, which happens
+//! when the last connection to the file closes and cleans up its WAL, when a connection
+//! rebuilds the WAL index after a crash, or when a process opened the file in exclusive
+//! locking mode. A sync caller waits there too; an async caller's thread does, once.
 
 use idem_core::{
     AsyncKeyStore, Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,

@@ -35,7 +35,8 @@
 //!   way, and a writer that has stopped answers at once.
 //! * Reads (a replay, a claim in flight, `lookup`) are answered on the caller's task or
 //!   thread, on the reader connection: one indexed read of one row under a mutex nobody
-//!   holds across a commit, which in WAL mode never waits for a writer.
+//!   holds across a commit, which in WAL mode does not wait for a writer (the rare waits
+//!   it can meet are listed in the async contract's module, `src/async_store.rs`).
 //!
 //! An async call given up (its future dropped) once its write is queued still happens,
 //! and only its answer is lost: a claim leaves its key in flight until its lease runs out
