@@ -252,6 +252,37 @@ fn loom(only: Option<&str>) -> Result {
     Ok(())
 }
 
+/// The steps that need a PostgreSQL server: the store's suite (with the clock-skewed
+/// server), the crash tests on PostgreSQL, and last, alone, the restart under a live store.
+fn postgres_steps() -> Result {
+    let url = postgres_url()?;
+    let skewed = skewed_postgres_url()?;
+    run(
+        "postgres",
+        cargo()
+            .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
+            .args(["--test", "postgres"])
+            .env("IDEM_PG_URL", &url)
+            .env("IDEM_PG_SKEWED_URL", &skewed),
+    )?;
+    run(
+        "postgres crash",
+        cargo()
+            .args(["test", "-p", "idem-crash", "--features", "postgres", "--test", "payments_pg"])
+            .args(["--test", "orders_pg"])
+            .env("IDEM_PG_URL", &url),
+    )?;
+    // Last, alone: it restarts the server under a live store.
+    run(
+        "postgres restart",
+        cargo()
+            .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
+            .args(["--test", "postgres_restart"])
+            .env("IDEM_PG_URL", &url),
+    )?;
+    Ok(())
+}
+
 fn ci() -> Result {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
@@ -281,30 +312,7 @@ fn ci() -> Result {
         tracing.args(["-p", krate]);
     }
     run("tracing", tracing.args(["--features", &features.join(","), "--test", "it"]))?;
-    let url = postgres_url()?;
-    let skewed = skewed_postgres_url()?;
-    run(
-        "postgres",
-        cargo()
-            .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
-            .args(["--test", "postgres"])
-            .env("IDEM_PG_URL", &url)
-            .env("IDEM_PG_SKEWED_URL", &skewed),
-    )?;
-    run(
-        "postgres crash",
-        cargo()
-            .args(["test", "-p", "idem-crash", "--features", "postgres", "--test", "payments_pg"])
-            .env("IDEM_PG_URL", &url),
-    )?;
-    // Last, alone: it restarts the server under a live store.
-    run(
-        "postgres restart",
-        cargo()
-            .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
-            .args(["--test", "postgres_restart"])
-            .env("IDEM_PG_URL", &url),
-    )?;
+    postgres_steps()?;
     // Default features and all features: a link that resolves only with a feature on
     // is caught by the first.
     run(

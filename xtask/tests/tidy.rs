@@ -23,6 +23,7 @@ const LONG_LINE_ALLOWED: &[(&str, &str)] = &[];
 const REAL_TIME_ALLOWED: &[(&str, &str)] = &[
     ("crates/idem-crash/tests/payments.rs", "places a SIGKILL at a random instant"),
     ("crates/idem-crash/tests/payments_pg.rs", "places a SIGKILL at a random instant"),
+    ("crates/idem-crash/tests/orders_pg.rs", "places a SIGKILL at a random instant"),
     ("crates/idem-crash/tests/wallet.rs", "places a SIGKILL at a random instant"),
     ("crates/idem-testkit/src/lib.rs", "wait_until: a bounded poll; it moves no clock"),
     ("crates/idem-testkit/src/bench.rs", "the benches' timing harness: timing is its job"),

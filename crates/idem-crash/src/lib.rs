@@ -121,6 +121,45 @@ pub mod payments {
     }
 }
 
+/// The order crash plan (the completion inside the caller's transaction, on
+/// PostgreSQL): each intent's key and fingerprint, the worker's crash points, and the
+/// orders table both sides use. An acknowledgement is a [`payments::Ack`] whose `charge`
+/// is the order's id.
+pub mod orders {
+    use idem_core::{Fingerprint, ScopedKey};
+
+    /// Intents per round.
+    pub const INTENTS: u64 = 12;
+
+    /// The order worker's named crash points, in the order it passes them.
+    pub const POINTS: [&str; 5] =
+        ["after_claim", "after_insert", "after_complete", "after_commit", "after_ack"];
+
+    /// The orders table in namespace `schema`: one row per order placed, and nothing that
+    /// refuses a second row for a key, so an order placed twice shows as two rows.
+    pub fn orders_table(schema: &str) -> String {
+        format!(
+            "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+             CREATE TABLE \"{schema}\".orders
+                 (id BIGSERIAL PRIMARY KEY, key TEXT NOT NULL, amount BIGINT NOT NULL)"
+        )
+    }
+
+    /// Intent `i`'s key.
+    ///
+    /// # Panics
+    ///
+    /// Never: the key is valid for every `i`.
+    pub fn key(i: u64) -> ScopedKey {
+        ScopedKey::parse("shop", &format!("order-{i}")).expect("a valid key")
+    }
+
+    /// Intent `i`'s request fingerprint.
+    pub fn request(i: u64) -> Fingerprint {
+        Fingerprint::builder("order").u64("intent", i).finish()
+    }
+}
+
 /// The wallet crash plan: the accounts and the batches both sides build.
 pub mod wallet {
     use idem_wallet::{Transfer, TransferFlags};
