@@ -648,6 +648,132 @@ const CATALOGUE: &[Mutant] = &[
         to: "",
         check: test("idem-http", "", "it", "limits::the_store_at_its_limits"),
     },
+    Mutant {
+        name: "durable-async-answered-before-the-commit",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "    let committed = state.commit().map_err(",
+        to: "    for finish in pending.0.drain(..) {\n        finish(Ok(()));\n    }\n    let \
+             committed = state.commit().map_err(",
+        check: test("idem-durable", "", "it", "submit_async::an_async_caller_is_answered_only_aft"),
+    },
+    Mutant {
+        name: "durable-queue-one-past-the-limit",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "channel::<Job<S>>(limits.queue_max)",
+        to: "channel::<Job<S>>(limits.queue_max + 1)",
+        check: test("idem-durable", "", "it", "submit_async::an_async_caller_at_the_limit"),
+    },
+    Mutant {
+        name: "durable-room-not-woken-after-a-group",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "        self.room.wake();\n        Some(group)",
+        to: "        Some(group)",
+        check: test("idem-durable", "", "it", "submit_async::a_caller_past_the_limit_waits"),
+    },
+    Mutant {
+        name: "durable-room-not-woken-when-the-writer-stops",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "        drop(self.queue.take());\n        self.room.wake();",
+        to: "        drop(self.queue.take());",
+        check: test("idem-durable", "", "it", "submit_async::callers_queued_or_waiting"),
+    },
+    Mutant {
+        name: "durable-reply-to-a-gone-caller-panics",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "            let _ = tx.send(answer);",
+        to: "            assert!(tx.send(answer).is_ok(), \"the caller waits\");",
+        check: test("idem-durable", "", "it", "submit_async::a_future_dropped_after"),
+    },
+    Mutant {
+        name: "durable-failed-commit-reply-lost",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "                reply.send(committed.map(|()| out).map_err(Clone::clone));",
+        to: "                if committed.is_ok() {\n                    reply.send(Ok(out));\
+             \n                }",
+        check: test("idem-durable", "", "it", "submit_async::an_async_caller_of_a_failed_group"),
+    },
+    Mutant {
+        name: "durable-async-failed-commit-answered-ok",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "        finish(committed.as_ref().map(|_| ()));",
+        to: "        finish(Ok(()));",
+        check: test("idem-durable", "", "it", "submit_async::an_async_caller_of_a_failed_group"),
+    },
+    Mutant {
+        name: "durable-groups-uncounted",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "counts.groups.fetch_add(1, Ordering::Relaxed);",
+        to: "counts.groups.fetch_add(0, Ordering::Relaxed);",
+        check: test("idem-durable", "", "it", "submit_async::a_future_dropped_after"),
+    },
+    Mutant {
+        name: "durable-async-blocks-for-room",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "                Err(TrySendError::Full(back)) => job = back,",
+        to: "                Err(TrySendError::Full(back)) => {\n                    jobs.send\
+             (back).map_err(|_| CommitError::Stopped)?;\n                    return Ok(());\n \
+             \x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20\x20}",
+        check: test("idem-durable", "", "it", "submit_async::callers_past_the_limit_never_park"),
+    },
+    Mutant {
+        name: "durable-given-up-work-skipped",
+        file: "crates/idem-durable/src/group_commit.rs",
+        from: "        Some(state) => {\n            reply.started = true;",
+        to: "        Some(_) if reply.tx.as_ref().is_some_and(oneshot::Sender::is_closed) => {\
+             \n            Box::new(|_: Result<(), &CommitError>| {})\n        }\n        Some\
+             (state) => {\n            reply.started = true;",
+        check: test("idem-store-sqlite", "", "it", "async_callers::async_calls_given_up"),
+    },
+    Mutant {
+        name: "sqlite-async-write-blocks-its-thread",
+        file: "crates/idem-store-sqlite/src/async_store.rs",
+        from: "written(self.writer.submit_async(job).await)",
+        to: "written(self.writer.submit(job))",
+        check: test("idem-store-sqlite", "", "it", "async_callers::async_callers_on_one_thread"),
+    },
+    Mutant {
+        name: "sqlite-async-claim-never-sweeps",
+        file: "crates/idem-store-sqlite/src/async_store.rs",
+        from: "claim_with_sweep_async(claim, || self.write_async(sweep_write())).await",
+        to: "claim().await",
+        check: test("idem-store-sqlite", "", "it", "through_the_async_contract::capacity"),
+    },
+    Mutant {
+        name: "sqlite-async-claim-skips-the-fast-path",
+        file: "crates/idem-store-sqlite/src/async_store.rs",
+        from: "        if let Some(answer) = self.read_claim(key, fingerprint)? {\n           \
+               \x20return Ok(answer);\n        }\n        decode_claim(key, self.write_async(",
+        to: "        decode_claim(key, self.write_async(",
+        check: test("idem-store-sqlite", "", "it", "async_callers::async_replays"),
+    },
+    Mutant {
+        name: "sqlite-async-claim-untraced",
+        file: "crates/idem-store-sqlite/src/async_store.rs",
+        from: "idem_core::trace::claim(key, || answer)",
+        to: "answer",
+        check: test("idem-store-sqlite", "tracing", "it", "async_callers::async_calls_report"),
+    },
+    Mutant {
+        name: "sqlite-async-complete-untraced",
+        file: "crates/idem-store-sqlite/src/async_store.rs",
+        from: "idem_core::trace::settle(\"complete\", lease, || answer)",
+        to: "answer",
+        check: test("idem-store-sqlite", "tracing", "it", "async_callers::async_calls_report"),
+    },
+    Mutant {
+        name: "sqlite-failed-write-answered-stopped",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "Err(CommitError::Failed(why)) => Err(SqliteError::Write(why).into()),",
+        to: "Err(CommitError::Failed(_)) => Err(SqliteError::WriterStopped.into()),",
+        check: test("idem-store-sqlite", "", "it", "async_callers::an_async_claim_whose_commit_fa"),
+    },
+    Mutant {
+        name: "http-blocking-complete-releases",
+        file: "crates/idem-http/src/blocking.rs",
+        from: "call(&self.0, move |s| s.complete(&lease, result)).await",
+        to: "call(&self.0, move |s| s.release(&lease).map(|()| drop(result))).await",
+        check: test("idem-http", "", "it", "concurrency::a_sync_store_behind"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

@@ -3,7 +3,8 @@
 //! In each group `idem` is the layer and `without_layer` the same handler alone, measured
 //! in the same run: `http_fresh` sends a new key per request (claim, run, store),
 //! `http_replay` the same key again and again (a replay, the handler not run). Values:
-//! `memory` (the async contract, answered on the request's task) and `sqlite`.
+//! `memory` (the async contract, answered on the request's task) and `sqlite` (writes
+//! awaited on its writer thread's reply channel).
 //! `http_store_calls` compares the memory store through the async contract with the same
 //! store behind `Blocking` (every call on tokio's blocking pool).
 //! `cargo xtask bench idem-http`.
@@ -76,14 +77,12 @@ async fn drive(addr: SocketAddr, iters: u64, key: impl Fn(u64) -> Option<String>
     start.elapsed()
 }
 
-fn sqlite() -> Blocking<idem_store_sqlite::SqliteStore<StoredResponse>> {
+fn sqlite() -> idem_store_sqlite::SqliteStore<StoredResponse> {
     let dir = std::env::temp_dir().join(format!("idem-http-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let path = dir.join(format!("keys-{}.db", FRESH.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_file(&path);
-    Blocking::new(Arc::new(
-        idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default()).expect("open"),
-    ))
+    idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default()).expect("open")
 }
 
 static FRESH: AtomicU64 = AtomicU64::new(0);

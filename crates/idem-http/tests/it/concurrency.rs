@@ -101,8 +101,10 @@ async fn sixty_four_concurrent_duplicates_run_the_handler_once() {
     }
 }
 
+/// A sync store behind `Blocking` (each call on tokio's blocking pool) serves the layer
+/// as an async one does: here the SQLite store through its sync contract.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sqlite_store_runs_on_the_blocking_pool() {
+async fn a_sync_store_behind_blocking_serves_the_layer() {
     let dir = std::env::temp_dir().join(format!("idem-http-sqlite-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let path = dir.join("keys.db");

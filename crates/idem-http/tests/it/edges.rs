@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::StreamBody;
 use idem_core::StoreConfig;
-use idem_http::{Blocking, Config, ConfigError, IdempotencyLayer, Recovering, StoredResponse};
+use idem_http::{Config, ConfigError, IdempotencyLayer, Recovering, StoredResponse};
 use idem_store_sqlite::SqliteStore;
 use idem_testkit::faulty::{Faulty, Op};
 use idem_testkit::scratch_dir;
@@ -184,13 +184,13 @@ async fn a_response_body_that_fails_half_way_is_502_then_409_then_recovering() {
     assert_eq!(recovering.load(Ordering::SeqCst), 1, "the run after the lease recovers");
 }
 
-fn sqlite(max: Option<usize>) -> Blocking<SqliteStore<StoredResponse>> {
+fn sqlite(max: Option<usize>) -> SqliteStore<StoredResponse> {
     let path = scratch_dir("http-edges").join("keys.db");
     let store = SqliteStore::open(&path, StoreConfig::default()).expect("open");
-    Blocking::new(Arc::new(match max {
+    match max {
         Some(max) => store.with_result_bytes_max(max),
         None => store,
-    }))
+    }
 }
 
 /// A 100 KiB response through the SQLite store replays whole: the store keeps what the

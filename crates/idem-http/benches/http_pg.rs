@@ -1,0 +1,136 @@
+//! Requests per second through the layer on PostgreSQL, at 1, 16 and 64 concurrent
+//! clients (each on its own keep-alive HTTP/1 connection, fresh keys, 1 KiB bodies): in
+//! group `http_pg/<n> clients`, `idem` is the layer on the async store (`AsyncPgStore`,
+//! tokio-postgres on a deadpool pool), `blocking` the layer on the sync store behind
+//! `Blocking` (every call on tokio's blocking pool), `without_layer` the same handler
+//! alone, all in the same run. A figure is the time per request over all clients (its
+//! inverse is the throughput). Needs `IDEM_PG_URL` (`cargo xtask bench` starts a server).
+
+// criterion's macros generate undocumented public functions.
+#![allow(missing_docs)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::post;
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use idem_core::{AsyncKeyStore, StoreConfig};
+use idem_http::{Blocking, IdempotencyLayer, StoredResponse};
+use idem_store_postgres::{AsyncPgStore, PgStore};
+
+const BODY: [u8; 1024] = [b'x'; 1024];
+
+fn url() -> String {
+    std::env::var("IDEM_PG_URL")
+        .expect("IDEM_PG_URL must name a PostgreSQL server (cargo xtask bench starts one)")
+}
+
+fn routes() -> Router {
+    Router::new().route(
+        "/charge",
+        post(|body: Bytes| async move {
+            (http::StatusCode::CREATED, format!("{{\"charged\":{}}}", body.len()))
+        }),
+    )
+}
+
+fn with_layer<S: AsyncKeyStore<StoredResponse> + 'static>(store: S) -> Router {
+    routes().layer(IdempotencyLayer::new(store, |_: &_| Some("bench".into())))
+}
+
+/// Serves `router` on its own 2-worker runtime, on its own thread: the clients' runtime
+/// and the server's do not share workers.
+fn serve(router: Router) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let addr = listener.local_addr().expect("bound");
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a server runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("a listener");
+            axum::serve(listener, router).await
+        })
+    });
+    addr
+}
+
+static FRESH: AtomicU64 = AtomicU64::new(0);
+
+/// One client: `count` requests with fresh keys on one keep-alive connection.
+async fn client(addr: SocketAddr, count: u64, keyed: bool) {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
+    tokio::spawn(connection);
+    for _ in 0..count {
+        let mut request = http::Request::post("/charge").header("host", "bench");
+        if keyed {
+            let key = format!("k-{}-{}", std::process::id(), FRESH.fetch_add(1, Ordering::Relaxed));
+            request = request.header("idempotency-key", key);
+        }
+        let request = request.body(Full::new(Bytes::from_static(&BODY))).expect("request");
+        sender.ready().await.expect("ready");
+        let response = sender.send_request(request).await.expect("response");
+        assert!(response.status().is_success(), "{}", response.status());
+        response.into_body().collect().await.expect("body");
+    }
+}
+
+/// `iters` requests split over `clients` clients at once; the time until the last ends.
+async fn drive(addr: SocketAddr, clients: u64, iters: u64, keyed: bool) -> Duration {
+    let share = iters.div_ceil(clients);
+    let start = Instant::now();
+    let runs: Vec<_> = (0..clients).map(|_| tokio::spawn(client(addr, share, keyed))).collect();
+    for run in runs {
+        run.await.expect("a client");
+    }
+    start.elapsed().mul_f64(iters as f64 / (share * clients) as f64)
+}
+
+fn bench_http_pg(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    let rt = rt.expect("a client runtime");
+    let schema = format!("idem_bench_http_{}", std::process::id());
+    let config = StoreConfig::default();
+    let setup = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("rt");
+    // The async store's pool lives on the server's runtime threads: built on a runtime of
+    // its own that stays up for the run.
+    let async_store: AsyncPgStore<StoredResponse> =
+        setup.block_on(AsyncPgStore::connect(&url(), &schema, config)).expect("connect");
+    let sync_store: PgStore<StoredResponse> =
+        PgStore::connect(&url(), &format!("{schema}_sync"), config).expect("connect");
+    let sync_store = Arc::new(sync_store);
+    let plain = serve(routes());
+    let on_async = serve(with_layer(async_store));
+    let on_blocking = serve(with_layer(Blocking::new(sync_store.clone())));
+    for clients in [1_u64, 16, 64] {
+        let mut g = c.benchmark_group(format!("http_pg/{clients} clients"));
+        g.sample_size(10).measurement_time(Duration::from_secs(5));
+        for (name, addr, keyed) in [
+            ("idem", on_async, true),
+            ("blocking", on_blocking, true),
+            ("without_layer", plain, false),
+        ] {
+            g.bench_function(name, |b| {
+                b.to_async(&rt).iter_custom(|iters| drive(addr, clients, iters, keyed))
+            });
+        }
+        g.finish();
+    }
+    sync_store.drop_schema().expect("the sync namespace is dropped");
+    let admin = PgStore::<StoredResponse>::connect(&url(), &schema, config).expect("connect");
+    admin.drop_schema().expect("the async namespace is dropped");
+}
+
+criterion_group!(benches, bench_http_pg);
+criterion_main!(benches);
