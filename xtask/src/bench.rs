@@ -36,6 +36,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
         }
     }
     command.arg("--benches");
+    // The PostgreSQL benches (idem-http's `http_pg`, idem-store-postgres's `floor`) need a
+    // server: the one `cargo xtask ci` starts, unless IDEM_PG_URL names another.
+    if only.is_none_or(|name| ["idem-http", "idem-store-postgres"].contains(&name.as_str())) {
+        command.env("IDEM_PG_URL", crate::postgres_url()?);
+    }
     run_step("bench", &mut command)?;
     let table = ratio_table(&collect(&criterion_dir)?);
     println!("\n{table}");
