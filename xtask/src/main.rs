@@ -272,6 +272,20 @@ fn postgres_steps() -> Result {
             .args(["--test", "orders_pg"])
             .env("IDEM_PG_URL", &url),
     )?;
+    run(
+        "checkout on postgres",
+        cargo()
+            .args([
+                "test",
+                "-p",
+                "idem-http",
+                "--features",
+                "server-tests",
+                "--test",
+                "checkout_pg",
+            ])
+            .env("IDEM_PG_URL", &url),
+    )?;
     // Last, alone: it restarts the server under a live store.
     run(
         "postgres restart",

@@ -973,6 +973,13 @@ const CATALOGUE: &[Mutant] = &[
         to: "let changed = 2 * client.execute(&complete,",
         check: test("idem-store-postgres", "server-tests", "postgres", "async_store::acquire_comp"),
     },
+    Mutant {
+        name: "checkout-order-recorded-without-its-answer",
+        file: "crates/idem-http/examples/checkout_server/orders.rs",
+        from: "    orders.store.complete_in(&tx, lease, answer).await?;",
+        to: "    drop(answer);",
+        check: test("idem-http", "server-tests", "checkout_pg", ""),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

@@ -35,6 +35,13 @@ pub(crate) struct Shop {
     fresh: AtomicU64,
 }
 
+impl Shop {
+    /// A shop on `gateway`.
+    pub(crate) fn new(gateway: SimulatedGateway) -> Self {
+        Self { gateway, fresh: AtomicU64::new(0) }
+    }
+}
+
 /// Every key is scoped to this merchant. A real service scopes by the session's account.
 const MERCHANT: &str = "demo-shop";
 
@@ -52,21 +59,12 @@ pub(crate) fn router_on<S>(mode: Mode, store: S, gateway: SimulatedGateway) -> (
 where
     S: AsyncKeyStore<StoredResponse> + 'static,
 {
-    let shop = Arc::new(Shop { gateway, fresh: AtomicU64::new(0) });
+    let shop = Arc::new(Shop::new(gateway));
     let routes = Router::new().route("/", get(page));
     let router = match mode {
         Mode::Naive => routes.route("/checkout", post(checkout_naive)),
         Mode::Idempotent => {
-            // A payment without a key is refused (400), not charged: the page always
-            // sends one, so a request without it is a client bug to surface.
-            let config = Config::builder()
-                .require_key(true)
-                .wait_for_first(Some(Duration::from_secs(10)))
-                .build()
-                .expect("valid settings");
-            let layer =
-                IdempotencyLayer::with_config(store, |_: &_| Some(MERCHANT.to_string()), config)
-                    .expect("the store keeps the layer's responses");
+            let layer = layer(store);
             // On the route, not the router: the router's own answers (404, and 405 for a
             // PATCH to this POST-only route) never reach the layer, so they are never
             // stored under a key that a later POST would then find reused.
@@ -76,11 +74,28 @@ where
     (router.with_state(shop.clone()), shop)
 }
 
+/// The layer every idempotent checkout route has, on `store`.
+pub(crate) fn layer<S>(store: S) -> IdempotencyLayer<S, fn(&http::request::Parts) -> Option<String>>
+where
+    S: AsyncKeyStore<StoredResponse> + 'static,
+{
+    // A payment without a key is refused (400), not charged: the page always sends one,
+    // so a request without it is a client bug to surface.
+    let config = Config::builder()
+        .require_key(true)
+        .wait_for_first(Some(Duration::from_secs(10)))
+        .build()
+        .expect("valid settings");
+    let merchant: fn(&http::request::Parts) -> Option<String> = |_| Some(MERCHANT.to_string());
+    IdempotencyLayer::with_config(store, merchant, config)
+        .expect("the store keeps the layer's responses")
+}
+
 /// The checkout page. It offers a fresh key when it renders, but the page keeps the first
 /// key it was given for this order (in the browser's `localStorage`): the key belongs to
 /// the intent (this order), not to the click nor to the render, so a double click, a
 /// retry after a network error and a reload all send the same key.
-async fn page() -> Html<String> {
+pub(crate) async fn page() -> Html<String> {
     Html(PAGE.replace("{KEY}", &intent_key()))
 }
 
@@ -106,10 +121,13 @@ fn parse_order(body: &str) -> Result<PaymentRequest, String> {
 }
 
 fn charged(status: StatusCode, charge: &idem_payments::Charge, how: &str) -> Response {
+    (status, [("content-type", "application/json")], charge_json(charge, how)).into_response()
+}
+
+/// The JSON body that answers a charge.
+pub(crate) fn charge_json(charge: &idem_payments::Charge, how: &str) -> String {
     let amount = charge.amount.in_currency(charge.currency);
-    let body =
-        format!("{{\"charge\":\"{}\",\"amount\":\"{amount}\",\"how\":\"{how}\"}}", charge.id);
-    (status, [("content-type", "application/json")], body).into_response()
+    format!("{{\"charge\":\"{}\",\"amount\":\"{amount}\",\"how\":\"{how}\"}}", charge.id)
 }
 
 /// The naive checkout: charges on every request, with a fresh gateway key each time.
@@ -120,7 +138,10 @@ async fn checkout_naive(State(shop): State<Arc<Shop>>, body: String) -> Response
     };
     let n = shop.fresh.fetch_add(1, Ordering::Relaxed);
     let key = ScopedKey::parse(MERCHANT, &format!("request-{n}")).expect("valid key");
-    charge(&shop, &GatewayKey::derive(&key), &order)
+    match charge(&shop, &GatewayKey::derive(&key), &order) {
+        Ok(charge) => charged(StatusCode::CREATED, &charge, "charged"),
+        Err(answer) => *answer,
+    }
 }
 
 /// The idempotent checkout, behind the layer: the gateway key is derived from the
@@ -131,51 +152,78 @@ async fn checkout(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let order = match parse_order(&body) {
+    match pay(&shop, recovering.is_some(), &headers, &body) {
+        Ok((status, charge, how)) => charged(status, &charge, how),
+        Err(answer) => *answer,
+    }
+}
+
+/// The payment behind a checkout: the charge and how it was found (charged now, or
+/// recovered from the gateway), or the answer to give instead (a bad order, a decline,
+/// an unknown outcome), each marked as the layer must treat it.
+pub(crate) fn pay(
+    shop: &Shop,
+    recovering: bool,
+    headers: &HeaderMap,
+    body: &str,
+) -> Result<(StatusCode, idem_payments::Charge, &'static str), Box<Response>> {
+    let order = match parse_order(body) {
         // Refused before any charge: nothing happened, so a fixed retry may run.
         Err(why) => {
-            return (StatusCode::BAD_REQUEST, Extension(NothingHappened), why).into_response();
+            return Err(Box::new(
+                (StatusCode::BAD_REQUEST, Extension(NothingHappened), why).into_response(),
+            ));
         }
         Ok(order) => order,
     };
     // The layer refused a request without a valid key (`require_key`); answer 400 rather
     // than trust that if this handler is ever mounted without it.
-    let Some(key) = idem_http::header::parse_key(&headers).ok().flatten() else {
+    let Some(key) = idem_http::header::parse_key(headers).ok().flatten() else {
         let why = "an Idempotency-Key header is required";
-        return (StatusCode::BAD_REQUEST, Extension(NothingHappened), why).into_response();
+        return Err(Box::new(
+            (StatusCode::BAD_REQUEST, Extension(NothingHappened), why).into_response(),
+        ));
     };
     let Ok(scope) = idem_core::Scope::new(MERCHANT) else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "invalid merchant scope").into_response();
+        return Err(Box::new(
+            (StatusCode::INTERNAL_SERVER_ERROR, "invalid merchant scope").into_response(),
+        ));
     };
     let key = GatewayKey::derive(&ScopedKey::new(scope, key));
-    if recovering.is_some() {
+    if recovering {
         match shop.gateway.lookup(&key) {
-            Lookup::Charged(charge) => return charged(StatusCode::OK, &charge, "recovered"),
+            Lookup::Charged(charge) => return Ok((StatusCode::OK, charge, "recovered")),
             Lookup::NotCharged => {}
             Lookup::Declined(reason) => {
-                return (StatusCode::PAYMENT_REQUIRED, reason).into_response();
+                return Err(Box::new((StatusCode::PAYMENT_REQUIRED, reason).into_response()));
             }
             // Still unknown: answer so, and leave the key in flight for the next recovery.
-            Lookup::Unknown => return outcome_unknown(),
+            Lookup::Unknown => return Err(Box::new(outcome_unknown())),
         }
     }
-    charge(&shop, &key, &order)
+    charge(shop, &key, &order).map(|charge| (StatusCode::CREATED, charge, "charged"))
 }
 
-fn charge(shop: &Shop, key: &GatewayKey, order: &PaymentRequest) -> Response {
+fn charge(
+    shop: &Shop,
+    key: &GatewayKey,
+    order: &PaymentRequest,
+) -> Result<idem_payments::Charge, Box<Response>> {
     match shop.gateway.charge(key, order) {
-        Ok(charge) => charged(StatusCode::CREATED, &charge, "charged"),
+        Ok(charge) => Ok(charge),
         Err(GatewayError::Declined(reason)) => {
-            (StatusCode::PAYMENT_REQUIRED, reason).into_response()
+            Err(Box::new((StatusCode::PAYMENT_REQUIRED, reason).into_response()))
         }
         // Nothing was charged: the key is given back, so a retry runs again. The gateway's
         // own words stay in the server's log, not in the customer's answer.
         Err(GatewayError::Refused(_)) => {
             let why = "the payment service is unavailable; nothing was charged, retry later";
-            (StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), why).into_response()
+            Err(Box::new(
+                (StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), why).into_response(),
+            ))
         }
         // Sent, no answer: charged or not, nobody knows yet. Never stored as the answer.
-        Err(_) => outcome_unknown(),
+        Err(_) => Err(Box::new(outcome_unknown())),
     }
 }
 

@@ -6,22 +6,76 @@
 //! cargo run -p idem-http --example checkout_server            # http://127.0.0.1:3000/
 //! IDEM_HTTP_ADDR=127.0.0.1:8080 cargo run -p idem-http --example checkout_server
 //! cargo run -p idem-http --example checkout_server -- --naive   # without the layer
+//! cargo run -p idem-http --example checkout_server -- --store sqlite:/tmp/keys.db
+//! cargo run -p idem-http --example checkout_server -- --store postgres:postgres://...
 //! ```
+//!
+//! `--store` picks where the keys live: `memory` (the default: one process, lost with
+//! it), `sqlite:PATH` (one machine, through crashes) or `postgres:URL` (every server on
+//! the database; each order is then recorded in the database in the transaction that
+//! stores its answer).
 
 mod app;
+mod orders;
 
 use std::sync::Arc;
 
 use idem_core::{MemoryStore, StoreConfig};
+use idem_payments::SimulatedGateway;
+use idem_store_postgres::AsyncPgStore;
+
+/// Where the keys live, from `--store`.
+enum Store {
+    Memory,
+    Sqlite(std::path::PathBuf),
+    Postgres(String),
+}
+
+/// `--store memory|sqlite:PATH|postgres:URL`, or what is wrong with it.
+fn store_arg(args: &[String]) -> Result<Store, String> {
+    let Some(at) = args.iter().position(|a| a == "--store") else { return Ok(Store::Memory) };
+    let value =
+        args.get(at + 1).ok_or("--store needs a value: memory, sqlite:PATH or postgres:URL")?;
+    if value == "memory" {
+        return Ok(Store::Memory);
+    }
+    if let Some(path) = value.strip_prefix("sqlite:").filter(|p| !p.is_empty()) {
+        return Ok(Store::Sqlite(path.into()));
+    }
+    if let Some(url) = value.strip_prefix("postgres:").filter(|u| u.starts_with("postgres")) {
+        return Ok(Store::Postgres(url.to_string()));
+    }
+    Err(format!("--store {value:?}: expected memory, sqlite:PATH or postgres:URL"))
+}
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let store = store_arg(&args).map_err(|why| {
+        eprintln!("checkout_server: {why}");
+        std::process::exit(2)
+    })?;
     let addr = std::env::var("IDEM_HTTP_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
-    let store = Arc::new(MemoryStore::new(StoreConfig::default()));
-    let naive = std::env::args().any(|arg| arg == "--naive");
+    let naive = args.iter().any(|arg| arg == "--naive");
+    if naive && !matches!(store, Store::Memory) {
+        eprintln!("checkout_server: --naive runs without the layer, so without a --store");
+        std::process::exit(2);
+    }
     let mode = if naive { app::Mode::Naive } else { app::Mode::Idempotent };
-    let (router, shop) = app::router(mode, store);
+    let (router, shop) = match store {
+        Store::Memory => app::router(mode, Arc::new(MemoryStore::new(StoreConfig::default()))),
+        Store::Sqlite(path) => {
+            app::router(mode, idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default())?)
+        }
+        Store::Postgres(url) => {
+            let store = AsyncPgStore::connect(&url, orders::SCHEMA, StoreConfig::default()).await?;
+            let store = orders::with_orders(store, orders::SCHEMA).await?;
+            let gateway = SimulatedGateway::new().without_dedup();
+            let (router, recorded) = orders::router(store, orders::SCHEMA, gateway);
+            (router, recorded.shop.clone())
+        }
+    };
     println!("checkout ({mode:?}) on http://{}/ (Ctrl-C to stop)", listener.local_addr()?);
     let served = axum::serve(listener, router).with_graceful_shutdown(async {
         let _ = tokio::signal::ctrl_c().await;
