@@ -980,6 +980,20 @@ const CATALOGUE: &[Mutant] = &[
         to: "    drop(answer);",
         check: test("idem-http", "server-tests", "checkout_pg", ""),
     },
+    Mutant {
+        name: "checkout-server-body-never-times-out",
+        file: "crates/idem-http/examples/checkout_server/serve.rs",
+        from: "let router = router.layer(RequestBodyTimeoutLayer::new(limits.body_timeout));",
+        to: "let router = router;",
+        check: test("idem-http", "", "it", "sockets::a_half_sent_request"),
+    },
+    Mutant {
+        name: "checkout-server-connections-one-past-the-bound",
+        file: "crates/idem-http/examples/checkout_server/serve.rs",
+        from: "Arc::new(Semaphore::new(limits.connections_max))",
+        to: "Arc::new(Semaphore::new(limits.connections_max + 1))",
+        check: test("idem-http", "", "it", "sockets::past_its_connection_bound"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

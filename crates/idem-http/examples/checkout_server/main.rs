@@ -10,6 +10,9 @@
 //! cargo run -p idem-http --example checkout_server -- --store postgres:postgres://...
 //! ```
 //!
+//! The server bounds its connections (1,024) and gives a client 10 s to send a request's
+//! headers (or, idle on a keep-alive connection, its next request) and 10 s for its body.
+//!
 //! `--store` picks where the keys live: `memory` (the default: one process, lost with
 //! it), `sqlite:PATH` (one machine, through crashes) or `postgres:URL` (every server on
 //! the database; each order is then recorded in the database in the transaction that
@@ -17,6 +20,7 @@
 
 mod app;
 mod orders;
+mod serve;
 
 use std::sync::Arc;
 
@@ -77,10 +81,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     println!("checkout ({mode:?}) on http://{}/ (Ctrl-C to stop)", listener.local_addr()?);
-    let served = axum::serve(listener, router).with_graceful_shutdown(async {
+    // Bounded connections, and timeouts on headers, bodies and idle connections.
+    let stop = async {
         let _ = tokio::signal::ctrl_c().await;
-    });
-    served.await?;
+    };
+    serve::serve(listener, router, serve::Limits::default(), stop).await?;
     let totals = shop.gateway.totals();
     println!("charges made: {} ({} minor units)", totals.charges, totals.charged_minor);
     Ok(())

@@ -15,6 +15,9 @@ use idem_payments::SimulatedGateway;
 #[path = "../../examples/checkout_server/app.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod app;
+#[path = "../../examples/checkout_server/serve.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod serve;
 
 /// Serves `mode` on a fresh loopback port, on a gateway that takes `latency` per charge.
 /// The server has its own runtime on its own thread: the simulated gateway blocks its
@@ -227,4 +230,67 @@ async fn an_awaiting_handler_whose_client_left_finishes_and_its_answer_replays()
     let (status, replayed, body) = post(addr, "k").await.expect("an answer");
     assert_eq!((status, replayed, body.as_str()), (201, true, "charged 1"));
     assert_eq!(finished.load(Ordering::SeqCst), 1, "one run, to its end");
+}
+
+/// The example's server within `limits`, on a fresh port, with the memory store.
+async fn serve_within(limits: serve::Limits) -> (SocketAddr, Arc<app::Shop>) {
+    let store = Arc::new(MemoryStore::new(StoreConfig::default()));
+    let (router, shop) = app::router(app::Mode::Idempotent, store);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(serve::serve(listener, router, limits, std::future::pending()));
+    (addr, shop)
+}
+
+/// Reads from `stream` until the server closes it; what it sent.
+async fn until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut said = Vec::new();
+    let read = stream.read_to_end(&mut said);
+    crate::bounded("the server to close the connection", read).await.expect("read");
+    String::from_utf8_lossy(&said).into_owned()
+}
+
+/// A client that sends its headers and half its body, then stalls: the body timeout
+/// answers 400 and ends the connection, and nothing is charged; one that stalls inside
+/// its headers has its connection closed by the header timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_request_is_cut_off_and_charges_nothing() {
+    use tokio::io::AsyncWriteExt;
+    let limits = serve::Limits {
+        header_timeout: Duration::from_millis(200),
+        body_timeout: Duration::from_millis(200),
+        ..serve::Limits::default()
+    };
+    let (addr, shop) = serve_within(limits).await;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let head = "POST /checkout HTTP/1.1\r\nhost: x\r\nidempotency-key: \"k1\"\r\n\
+                content-type: application/x-www-form-urlencoded\r\ncontent-length: 40\r\n\r\n\
+                customer=cus_1";
+    stream.write_all(head.as_bytes()).await.expect("sent");
+    let said = until_closed(&mut stream).await;
+    assert!(said.starts_with("HTTP/1.1 400"), "{said}");
+    assert_eq!(shop.gateway.totals().charges, 0);
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(b"POST /checkout HTTP/1.1\r\nhost: x\r\n").await.expect("sent");
+    let said = until_closed(&mut stream).await;
+    assert!(!said.contains("201"), "nothing served on half a head: {said}");
+}
+
+/// At its connection bound the server serves no more connections until one closes: a
+/// third client behind two idle ones is answered once one of them leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_connection_bound_a_client_waits_for_a_connection_to_close() {
+    let limits = serve::Limits { connections_max: 2, ..serve::Limits::default() };
+    let (addr, _) = serve_within(limits).await;
+    let idle = [
+        tokio::net::TcpStream::connect(addr).await.expect("connect"),
+        tokio::net::TcpStream::connect(addr).await.expect("connect"),
+    ];
+    let third = tokio::spawn(post(addr, "k3"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!third.is_finished(), "the third connection waits while two are held");
+    drop(idle);
+    let (status, _, body) = crate::bounded("the third", third).await.expect("task").expect("http");
+    assert_eq!(status, 201, "{body}");
 }
