@@ -282,8 +282,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-store-error-text-reaches-the-client",
         file: "crates/idem-http/src/layer.rs",
-        from: "format!(\"nothing was run; the error's id for the operator is {id}\"),",
-        to: "format!(\"nothing was run: {error}\"),",
+        from: "return Decision::Answer(store_unavailable(&id));",
+        to: "return Decision::Answer(store_unavailable(&format!(\"{id}: {error}\")));",
         check: test("idem-http", "", "it", "edges::"),
     },
     Mutant {
@@ -993,6 +993,27 @@ const CATALOGUE: &[Mutant] = &[
         from: "Arc::new(Semaphore::new(limits.connections_max))",
         to: "Arc::new(Semaphore::new(limits.connections_max + 1))",
         check: test("idem-http", "", "it", "sockets::past_its_connection_bound"),
+    },
+    Mutant {
+        name: "core-memory-result-ttl-says-the-lease",
+        file: "crates/idem-core/src/memory.rs",
+        from: "        self.config.result_ttl()\n",
+        to: "        self.config.lease()\n",
+        check: test("idem-core", "", "it", "conformance::acquire_complete_replay"),
+    },
+    Mutant {
+        name: "http-expiry-past-the-year-9999-dated",
+        file: "crates/idem-http/src/run.rs",
+        from: "if let Some(date) = expires.filter(|at| *at <= last)",
+        to: "if let Some(date) = expires",
+        check: test("idem-http", "", "it", "features::a_kept_response"),
+    },
+    Mutant {
+        name: "http-expiry-not-kept-for-replays",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if config.advertise_expiry && !config.replay_headers.contains(&expires) {",
+        to: "        if false {",
+        check: test("idem-http", "", "it", "features::a_kept_response"),
     },
 ];
 

@@ -126,6 +126,9 @@ pub trait AsyncKeyStore<R>: Send + Sync {
     /// As [`KeyStore::lease`]: how long a claim holds its key.
     fn lease(&self) -> Duration;
 
+    /// As [`KeyStore::result_ttl`]: how long a finished result is replayed.
+    fn result_ttl(&self) -> Duration;
+
     /// As [`KeyStore::sweep`].
     ///
     /// # Errors
@@ -181,6 +184,10 @@ impl<R: Clone + Send + Sync> AsyncKeyStore<R> for MemoryStore<R> {
 
     fn lease(&self) -> Duration {
         KeyStore::lease(self)
+    }
+
+    fn result_ttl(&self) -> Duration {
+        KeyStore::result_ttl(self)
     }
 
     async fn sweep(&self) -> Result<usize, StoreError> {
@@ -244,6 +251,10 @@ impl<R: Send, S: AsyncKeyStore<R> + ?Sized> AsyncKeyStore<R> for crate::sync::Ar
 
     fn lease(&self) -> Duration {
         (**self).lease()
+    }
+
+    fn result_ttl(&self) -> Duration {
+        (**self).result_ttl()
     }
 
     fn sweep(&self) -> impl Future<Output = Result<usize, StoreError>> + Send {

@@ -649,6 +649,10 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
         self.config.lease()
     }
 
+    fn result_ttl(&self) -> Duration {
+        self.config.result_ttl()
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         Ok(self.sweep_all())
     }

@@ -421,6 +421,10 @@ pub trait KeyStore<R>: Send + Sync {
     /// does so well within it (idem-http renews every third of it).
     fn lease(&self) -> Duration;
 
+    /// How long a finished result is replayed ([`StoreConfig::result_ttl`]): what a
+    /// caller may tell its client about a key's lifetime.
+    fn result_ttl(&self) -> Duration;
+
     /// Removes up to the configured batch of finished records whose TTL has ended, and
     /// returns how many it removed. In-flight claims are never removed, even with their
     /// lease run out: they are for [`Claim::Recover`].
@@ -537,6 +541,10 @@ impl<R, S: KeyStore<R> + ?Sized> KeyStore<R> for crate::sync::Arc<S> {
 
     fn lease(&self) -> Duration {
         (**self).lease()
+    }
+
+    fn result_ttl(&self) -> Duration {
+        (**self).result_ttl()
     }
 
     fn sweep(&self) -> Result<usize, StoreError> {

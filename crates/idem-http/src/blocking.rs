@@ -99,6 +99,10 @@ where
         self.0.lease()
     }
 
+    fn result_ttl(&self) -> Duration {
+        self.0.result_ttl()
+    }
+
     async fn sweep(&self) -> Result<usize, StoreError> {
         call(&self.0, KeyStore::sweep).await
     }

@@ -72,6 +72,7 @@ pub struct Config {
     pub(crate) effect_free: EffectFree,
     pub(crate) meaning: Option<SharedMeaning>,
     pub(crate) on_replay: Option<ReplayHook>,
+    pub(crate) advertise_expiry: bool,
 }
 
 impl Config {
@@ -173,6 +174,7 @@ impl Default for ConfigBuilder {
                 effect_free: EffectFree::default(),
                 meaning: None,
                 on_replay: None,
+                advertise_expiry: false,
             },
         }
     }
@@ -318,6 +320,17 @@ impl ConfigBuilder {
         hook: impl Fn(&http::request::Parts, &mut http::response::Parts) + Send + Sync + 'static,
     ) -> Self {
         self.config.on_replay = Some(ReplayHook(Arc::new(hook)));
+        self
+    }
+
+    /// Whether each kept response (and so each replay) carries an
+    /// [`Idempotency-Expires`](crate::header::IDEMPOTENCY_EXPIRES) header: the time, as an
+    /// HTTP date, until which the key's answer is replayed (when the response was kept
+    /// plus the store's result TTL). A client then knows how long it may retry with the
+    /// key, and when a retry would run the request again. Default `false`.
+    #[must_use]
+    pub fn advertise_expiry(mut self, advertise: bool) -> Self {
+        self.config.advertise_expiry = advertise;
         self
     }
 

@@ -8,6 +8,12 @@ use idem_core::{IdempotencyKey, KeyError};
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// The response header set on a replayed response.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// The response header that tells, with
+/// [`ConfigBuilder::advertise_expiry`](crate::ConfigBuilder::advertise_expiry), until when
+/// the key's answer is replayed (an HTTP date); after it the key is forgotten and the same
+/// key would run the request again. Not a standard header: the IETF draft leaves the
+/// expiry to the server's documentation.
+pub const IDEMPOTENCY_EXPIRES: &str = "idempotency-expires";
 
 /// Why an `Idempotency-Key` header was refused (answered 400 before anything was claimed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -185,7 +185,12 @@ where
         Ok(Self::build(store, scope, config, limit))
     }
 
-    fn build(store: St, scope: F, config: Config, response_bytes_max: usize) -> Self {
+    fn build(store: St, scope: F, mut config: Config, response_bytes_max: usize) -> Self {
+        let expires = http::HeaderName::from_static(crate::header::IDEMPOTENCY_EXPIRES);
+        if config.advertise_expiry && !config.replay_headers.contains(&expires) {
+            // Kept with the response, so every replay tells the same expiry.
+            config.replay_headers.push(expires);
+        }
         let (waiters, counters) = (AtomicUsize::new(0), Counters::default());
         let store_bytes_max = store.result_bytes_max();
         let state = LayerState {

@@ -35,6 +35,9 @@ use crate::stored::StoredResponse;
 /// task reads the handler's body at most this far ahead of what the client took.
 pub(crate) const STREAM_FRAMES_BUFFERED: usize = 4;
 
+/// The last instant an HTTP date can name, 9999-12-31T23:59:59Z, in seconds since 1970.
+const LAST_HTTP_DATE_SECS: u64 = 253_402_300_799;
+
 /// What the run task sends back: the response, or the service's own error.
 type Reply<RB, E> = Result<Response<ResponseBody<RB>>, E>;
 
@@ -232,6 +235,9 @@ async fn settle<St, F, RB, E>(
         let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
         return;
     }
+    if state.config.advertise_expiry {
+        advertise_expiry(state, &mut parts.headers);
+    }
     let limit = state.response_bytes_max;
     let keep = Keep { body: limit, store: state.store_bytes_max };
     let mut body = pin!(body);
@@ -256,6 +262,21 @@ async fn settle<St, F, RB, E>(
     match stream_rest(body, &frames).await {
         Ok(()) => state.complete(lease, stored, kept, lost).await,
         Err(error) => body_failed(state, error),
+    }
+}
+
+/// Sets [`IDEMPOTENCY_EXPIRES`](crate::header::IDEMPOTENCY_EXPIRES): now plus the store's
+/// result TTL. A lifetime past what an HTTP date can say (the year 9999) is told as none.
+fn advertise_expiry<St, F>(state: &LayerState<St, F>, headers: &mut http::HeaderMap)
+where
+    St: AsyncKeyStore<StoredResponse>,
+{
+    let last = std::time::UNIX_EPOCH + Duration::from_secs(LAST_HTTP_DATE_SECS);
+    let expires = std::time::SystemTime::now().checked_add(state.store.result_ttl());
+    if let Some(date) = expires.filter(|at| *at <= last)
+        && let Ok(date) = http::HeaderValue::from_str(&httpdate::fmt_http_date(date))
+    {
+        headers.insert(crate::header::IDEMPOTENCY_EXPIRES, date);
     }
 }
 

@@ -462,6 +462,10 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyStore<R> for AsyncPgStore<R> {
         self.settings.config.lease()
     }
 
+    fn result_ttl(&self) -> Duration {
+        self.settings.config.result_ttl()
+    }
+
     async fn sweep(&self) -> Result<usize, StoreError> {
         self.sweep_now().await
     }

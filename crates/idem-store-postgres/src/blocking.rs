@@ -276,6 +276,10 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
         self.settings.config.lease()
     }
 
+    fn result_ttl(&self) -> Duration {
+        self.settings.config.result_ttl()
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         let params = self.settings.sweep();
         let sweep = &self.settings.statements.sweep;

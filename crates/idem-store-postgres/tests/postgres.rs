@@ -76,6 +76,10 @@ impl KeyStore<String> for TestStore {
     fn lease(&self) -> Duration {
         self.store.lease()
     }
+
+    fn result_ttl(&self) -> Duration {
+        self.store.result_ttl()
+    }
     fn sweep(&self) -> Result<usize, StoreError> {
         self.store.sweep()
     }

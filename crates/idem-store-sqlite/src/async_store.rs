@@ -89,6 +89,10 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyStore<R> for SqliteStore<R> {
         KeyStore::lease(self)
     }
 
+    fn result_ttl(&self) -> std::time::Duration {
+        KeyStore::result_ttl(self)
+    }
+
     async fn sweep(&self) -> Result<usize, StoreError> {
         self.write_async(sweep_write()).await
     }

@@ -191,6 +191,8 @@ pub struct SqliteStore<R> {
     result_bytes_max: usize,
     /// How long a claim is held: bounds the wait a read-path answer tells.
     lease: Duration,
+    /// How long a finished result is replayed.
+    result_ttl: Duration,
     _result: std::marker::PhantomData<fn() -> R>,
 }
 
@@ -625,6 +627,7 @@ impl<R: Durable + Clone + Send> SqliteStore<R> {
             writer,
             result_bytes_max: idem_durable::RESULT_BYTES_MAX_DEFAULT,
             lease: config.lease(),
+            result_ttl: config.result_ttl(),
             _result: std::marker::PhantomData,
         })
     }
@@ -805,6 +808,10 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
 
     fn lease(&self) -> Duration {
         self.lease
+    }
+
+    fn result_ttl(&self) -> Duration {
+        self.result_ttl
     }
 
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {

@@ -93,6 +93,10 @@ impl<R: Send, S: AsyncKeyStore<R>> KeyStore<R> for BlockOn<S> {
         self.0.lease()
     }
 
+    fn result_ttl(&self) -> Duration {
+        self.0.result_ttl()
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         wait(self.0.sweep())
     }

@@ -119,6 +119,7 @@ pub fn acquire_complete_replay<S: KeyStore<String>>(
     assert_eq!(lease.key(), &k);
     assert_eq!(lease.expires_at(), START.saturating_add(LEASE));
     assert_eq!(f.store.lease(), LEASE, "the store tells the lease it was configured with");
+    assert_eq!(f.store.result_ttl(), TTL, "and the result TTL");
     f.store.complete(&lease, "charged".into()).expect("complete");
     for _ in 0..3 {
         assert_eq!(claim(&f.store, &k, 1), Claim::Replay("charged".into()));

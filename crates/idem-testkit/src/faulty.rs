@@ -94,6 +94,10 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
         KeyStore::lease(&self.inner)
     }
 
+    fn result_ttl(&self) -> std::time::Duration {
+        KeyStore::result_ttl(&self.inner)
+    }
+
     fn sweep(&self) -> Result<usize, StoreError> {
         self.inner.sweep()
     }
@@ -139,6 +143,10 @@ impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
 
     fn lease(&self) -> std::time::Duration {
         AsyncKeyStore::lease(&self.inner)
+    }
+
+    fn result_ttl(&self) -> std::time::Duration {
+        AsyncKeyStore::result_ttl(&self.inner)
     }
 
     async fn sweep(&self) -> Result<usize, StoreError> {

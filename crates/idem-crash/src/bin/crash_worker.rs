@@ -76,6 +76,10 @@ impl KeyStore<PaymentOutcome> for CrashStore<'_> {
     fn lease(&self) -> std::time::Duration {
         self.inner.lease()
     }
+
+    fn result_ttl(&self) -> std::time::Duration {
+        self.inner.result_ttl()
+    }
     fn sweep(&self) -> Result<usize, StoreError> {
         self.inner.sweep()
     }

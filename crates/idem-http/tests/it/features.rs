@@ -211,3 +211,45 @@ async fn retry_after_follows_how_long_handlers_take_never_past_the_lease() {
     assert_eq!(in_flight("k1").await, "30", "no handler has answered yet: the lease left");
     assert_eq!(in_flight("k2").await, "2", "the last handler took 2 s");
 }
+
+/// With `advertise_expiry`, a kept response says until when its key's answer is
+/// replayed (when it was kept plus the store's result TTL, an HTTP date), and every replay
+/// says the same; a lifetime past the year 9999 is said as no date, never a panic.
+#[tokio::test]
+async fn a_kept_response_tells_when_its_key_expires() {
+    let (route, _) = answering(|_| 201);
+    let layer = IdempotencyLayer::with_config(
+        store().0,
+        crate::tenant,
+        config(|c| c.advertise_expiry(true)),
+    );
+    let router = Router::new().route("/charge", route).layer(layer.expect("fits"));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    let said = first.headers["idempotency-expires"].to_str().expect("ascii").to_string();
+    let at = httpdate::parse_http_date(&said).expect("an HTTP date");
+    let ttl = idem_core::StoreConfig::RESULT_TTL_DEFAULT;
+    let lifetime = at.duration_since(std::time::SystemTime::now()).expect("in the future");
+    assert!(lifetime <= ttl && lifetime + std::time::Duration::from_secs(60) > ttl, "{said}");
+    let replay = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(
+        (replay.replayed, &replay.headers["idempotency-expires"]),
+        (true, &first.headers["idempotency-expires"])
+    );
+    let forever = idem_core::StoreConfig::builder()
+        .result_ttl(std::time::Duration::from_secs(1 << 40))
+        .build()
+        .expect("valid");
+    let store = Arc::new(idem_core::MemoryStore::new(forever));
+    let (route, _) = answering(|_| 201);
+    let layer =
+        IdempotencyLayer::with_config(store, crate::tenant, config(|c| c.advertise_expiry(true)));
+    let router = Router::new().route("/charge", route).layer(layer.expect("fits"));
+    let far = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(far.status, 201, "{far:?}");
+    assert!(!far.headers.contains_key("idempotency-expires"), "past the year 9999: no date");
+    let (route, _) = answering(|_| 201);
+    let layer = IdempotencyLayer::with_config(crate::store().0, crate::tenant, config(|c| c));
+    let router = Router::new().route("/charge", route).layer(layer.expect("fits"));
+    let plain = send(&router, charge(Some("k1"), "x")).await;
+    assert!(!plain.headers.contains_key("idempotency-expires"), "off by default");
+}

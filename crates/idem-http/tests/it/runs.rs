@@ -108,6 +108,10 @@ impl AsyncKeyStore<StoredResponse> for LosesEveryRenewal {
     fn lease(&self) -> Duration {
         LEASE
     }
+
+    fn result_ttl(&self) -> Duration {
+        AsyncKeyStore::result_ttl(&self.0)
+    }
     async fn sweep(&self) -> Result<usize, StoreError> {
         AsyncKeyStore::sweep(&self.0).await
     }

@@ -144,6 +144,10 @@ impl KeyStore<PaymentOutcome> for Witness {
     fn lease(&self) -> std::time::Duration {
         self.inner.lease()
     }
+
+    fn result_ttl(&self) -> std::time::Duration {
+        self.inner.result_ttl()
+    }
     fn sweep(&self) -> Result<usize, idem_core::StoreError> {
         self.inner.sweep()
     }

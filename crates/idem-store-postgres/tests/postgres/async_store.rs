@@ -49,6 +49,10 @@ impl AsyncKeyStore<String> for AsyncTestStore {
     fn lease(&self) -> Duration {
         self.store.lease()
     }
+
+    fn result_ttl(&self) -> Duration {
+        self.store.result_ttl()
+    }
     fn sweep(&self) -> impl Future<Output = Result<usize, StoreError>> + Send {
         self.store.sweep()
     }
