@@ -534,11 +534,11 @@ const CATALOGUE: &[Mutant] = &[
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\
-               \x20       let run = run(&run_state, inner, request, lease, reply);\n\
+               \x20       let run = run(&run_state, inner, request, (held, lost, stop), reply);\n\
                \x20       orphan_bound(&run_state, run, gone).await;\n\
                \x20   });",
         to: "    async move {\n\
-             \x20       let run = run(&run_state, inner, request, lease, reply);\n\
+             \x20       let run = run(&run_state, inner, request, (held, lost, stop), reply);\n\
              \x20       orphan_bound(&run_state, run, gone).await;\n\
              \x20   }.await;",
         check: test("idem-http", "", "it", "sockets::an_awaiting_handler"),
@@ -546,15 +546,15 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-lease-never-renewed",
         file: "crates/idem-http/src/run.rs",
-        from: "match state.store.renew(lease).await {",
+        from: "match state.store.renew(&lease).await {",
         to: "match Err::<Lease, StoreError>(StoreError::Storage(\"off\".into())) {",
         check: test("idem-http", "", "it", "runs::a_handler_three_times_slower"),
     },
     Mutant {
         name: "http-lost-lease-still-completes",
         file: "crates/idem-http/src/layer.rs",
-        from: "if lost.load(Ordering::Relaxed) {",
-        to: "if lost.load(Ordering::Relaxed) && false {",
+        from: "if lost.load(Ordering::Acquire) {",
+        to: "if lost.load(Ordering::Acquire) && false {",
         check: test("idem-http", "", "it", "runs::a_renewal_that_finds"),
     },
     Mutant {
@@ -574,14 +574,9 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-streamed-response-kept-before-it-ends",
         file: "crates/idem-http/src/run.rs",
-        from: "    match stream_rest(body, &frames).await {\n\
-               \x20       Ok(()) => state.complete(lease, stored, kept, lost).await,\n\
-               \x20       Err(error) => body_failed(state, error),\n\
-               \x20   }",
-        to: "    state.complete(lease, stored, kept, lost).await;\n\
-             \x20   if let Err(error) = stream_rest(body, &frames).await {\n\
-             \x20       body_failed(state, error);\n\
-             \x20   }",
+        from: "    match stream_rest(body, &frames).await {",
+        to: "    state.complete(lease, stored.clone(), kept, lost).await;\n\
+             \x20   match stream_rest(body, &frames).await {",
         check: test("idem-http", "", "it", "a_streamed_response_that_fails"),
     },
     Mutant {
@@ -1014,6 +1009,35 @@ const CATALOGUE: &[Mutant] = &[
         from: "        if config.advertise_expiry && !config.replay_headers.contains(&expires) {",
         to: "        if false {",
         check: test("idem-http", "", "it", "features::a_kept_response"),
+    },
+    Mutant {
+        name: "http-recovered-claim-released",
+        file: "crates/idem-http/src/run.rs",
+        from: "    if recovering {\n        // This run did nothing",
+        to: "    if recovering && false {\n        // This run did nothing",
+        check: test("idem-http", "", "it", "runs::a_recovered_claim"),
+    },
+    Mutant {
+        name: "http-cut-stream-ends-as-if-whole",
+        file: "crates/idem-http/src/body.rs",
+        from: "                        Some(Err(\"the response ended before it was whole\".int\
+               o()))",
+        to: "                        None",
+        check: test("idem-http", "", "it", "edges::a_body_panicking"),
+    },
+    Mutant {
+        name: "http-json-numbers-as-floats",
+        file: "crates/idem-http/Cargo.toml",
+        from: "serde_json = { workspace = true, features = [\"arbitrary_precision\"] }",
+        to: "serde_json = { workspace = true }",
+        check: test("idem-http", "", "it", "features::a_json_meaning_compares"),
+    },
+    Mutant {
+        name: "pg-lease-from-before-the-row-lock",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "                 lease_expires_at = {clock} + $4, expires_at = 0, result = NULL,",
+        to: "                 lease_expires_at = {now} + $4, expires_at = 0, result = NULL,",
+        check: test("idem-store-postgres", "server-tests", "postgres", "row_lock"),
     },
 ];
 

@@ -13,6 +13,16 @@ use tokio::sync::{mpsc, oneshot};
 /// A boxed error, as tower's.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What the run task sends down a streamed body: a frame, the body's failure, or its end.
+/// The end is said, not inferred: a channel that closes without it (the run task
+/// panicked, or was stopped past its orphan bound) is a body that failed, never one that
+/// ended well.
+pub(crate) enum Streamed {
+    Frame(Frame<Bytes>),
+    Failed(BoxError),
+    End,
+}
+
 /// The body of a response from [`Idempotency`](crate::Idempotency): the handler's body
 /// `B` passed through, read whole (a response the layer kept, a replay, a problem), or a
 /// head read while deciding whether to keep it followed by the rest of `B` as the run
@@ -30,8 +40,9 @@ enum Kind<B> {
     /// sign that the client is still here (dropped with the body).
     Streamed {
         head: Option<Bytes>,
-        frames: mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
+        frames: mpsc::Receiver<Streamed>,
         present: Option<oneshot::Sender<()>>,
+        ended: bool,
     },
 }
 
@@ -44,12 +55,9 @@ impl<B> ResponseBody<B> {
         Self { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())) }
     }
 
-    pub(crate) fn streamed(
-        head: Bytes,
-        frames: mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
-    ) -> Self {
+    pub(crate) fn streamed(head: Bytes, frames: mpsc::Receiver<Streamed>) -> Self {
         let head = Some(head).filter(|b| !b.is_empty());
-        Self { kind: Kind::Streamed { head, frames, present: None } }
+        Self { kind: Kind::Streamed { head, frames, present: None, ended: false } }
     }
 
     /// Keeps `present` for as long as the client reads a streamed body: its drop tells
@@ -89,10 +97,26 @@ where
         match &mut this.kind {
             Kind::Inner(body) => body.as_mut().poll_frame(cx).map_err(Into::into),
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Streamed { head, frames, .. } => match head.take() {
-                Some(head) => Poll::Ready(Some(Ok(Frame::data(head)))),
-                None => frames.poll_recv(cx),
-            },
+            Kind::Streamed { head, frames, ended, .. } => {
+                if let Some(head) = head.take() {
+                    return Poll::Ready(Some(Ok(Frame::data(head))));
+                }
+                if *ended {
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(match std::task::ready!(frames.poll_recv(cx)) {
+                    Some(Streamed::Frame(frame)) => Some(Ok(frame)),
+                    Some(Streamed::Failed(error)) => Some(Err(error)),
+                    Some(Streamed::End) => {
+                        *ended = true;
+                        None
+                    }
+                    None => {
+                        *ended = true;
+                        Some(Err("the response ended before it was whole".into()))
+                    }
+                })
+            }
         }
     }
 

@@ -34,7 +34,9 @@ use crate::stored::{
 /// Put in a response's extensions by a handler that did nothing (it refused before any
 /// side effect, say a dependency was down): the claim is released instead of stored, so
 /// a retry with the same key runs the handler again. With axum, return
-/// `(StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), "...")`.
+/// `(StatusCode::SERVICE_UNAVAILABLE, Extension(NothingHappened), "...")`. A run that
+/// recovered its claim ([`Recovering`]) never releases it, even so: the earlier run may
+/// have acted, so the key stays in flight and the next request recovers and checks again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NothingHappened;
 
@@ -367,7 +369,7 @@ where
     // From here the claim is ours, and a task of its own runs the handler and settles
     // the claim, to the end even if this future is dropped (the client went away).
     let request = Request::from_parts(parts, B::from(bytes));
-    crate::run::run_claimed(state, inner, request, lease).await
+    crate::run::run_claimed(state, inner, request, crate::run::Held { lease, recovering }).await
 }
 
 fn missing_key() -> Problem {
@@ -740,8 +742,8 @@ where
         if !kept {
             self.counters.count(Count::NotKept);
         }
-        // ORDERING: written by the same task's renewal, before this read.
-        if lost.load(Ordering::Relaxed) {
+        // ORDERING: Acquire, paired with the renewal's Release (see its RACE note).
+        if lost.load(Ordering::Acquire) {
             self.lease_lost("renew");
             return;
         }

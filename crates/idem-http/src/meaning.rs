@@ -42,7 +42,10 @@ where
 /// A JSON body's meaning: the same value whatever the order of its objects' fields and
 /// whatever its whitespace, without the fields named in [`ignoring`](Self::ignoring) (at
 /// any depth: a `client_time` or `attempt` field a client sets on each attempt). Numbers
-/// are compared as written (`1` and `1.0` differ), strings after unescaping. A body that
+/// are compared as written (`1` and `1.0` differ, and so do two integers past what a
+/// float holds), strings after unescaping. Of a field named twice in one object the last
+/// counts, as serde_json reads it: a handler that reads such a body otherwise would act
+/// on another request than the one fingerprinted, so it should refuse it. A body that
 /// is not JSON is refused with 400, and so is one nested 128 arrays and objects deep or
 /// more (serde_json's recursion limit; 127 is read), so a hostile body cannot exhaust the
 /// stack.

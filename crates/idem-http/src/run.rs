@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body::{Body, Frame};
+use http_body::Body;
 use http_body_util::BodyExt;
 use idem_core::{AsyncKeyStore, Lease, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tower_service::Service;
 
-use crate::body::{BoxError, ResponseBody};
+use crate::body::{BoxError, ResponseBody, Streamed};
 use crate::layer::{
     Claimed, Keep, LayerState, NothingHappened, OutcomeUnknown, StoredByHandler, stored_response,
 };
@@ -63,7 +63,7 @@ pub(crate) async fn run_claimed<S, St, F, B, RB>(
     state: Arc<LayerState<St, F>>,
     inner: S,
     request: Request<B>,
-    lease: Lease,
+    held: Held,
 ) -> Reply<RB, S::Error>
 where
     S: Service<Request<B>, Response = Response<RB>> + Send + 'static,
@@ -77,9 +77,17 @@ where
 {
     let (reply, answer) = oneshot::channel();
     let (present, gone) = oneshot::channel::<()>();
+    // The renewal, on a task of its own, so that a handler that blocks its thread (a sync
+    // SDK call) cannot starve it: on a multi-threaded runtime another worker renews. It is
+    // spawned before the run: a task spawned from a worker waits in that worker's slot
+    // for the next task, which no other worker may take, and the run then blocks it.
+    let lost = Arc::new(AtomicBool::new(false));
+    let renewal = (held.lease.clone(), lost.clone());
+    let renewal = tokio::spawn(keep_renewing(state.clone(), renewal.0, renewal.1));
+    let stop = StopRenewing(renewal.abort_handle());
     let run_state = Arc::clone(&state);
     tokio::spawn(async move {
-        let run = run(&run_state, inner, request, lease, reply);
+        let run = run(&run_state, inner, request, (held, lost, stop), reply);
         orphan_bound(&run_state, run, gone).await;
     });
     // The client is here while this future waits, and then while it reads a streamed
@@ -124,21 +132,39 @@ async fn orphan_bound<St, F>(
     }
 }
 
+/// The claim a run holds: its lease, and whether it recovered a claim an earlier run
+/// never settled.
+pub(crate) struct Held {
+    pub(crate) lease: Lease,
+    pub(crate) recovering: bool,
+}
+
+/// Stops the renewal task when the run ends, however it ends (settled, panicked, or
+/// abandoned past its orphan bound).
+struct StopRenewing(tokio::task::AbortHandle);
+
+impl Drop for StopRenewing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The handler under a renewed lease, then the settle.
 async fn run<S, St, F, B, RB>(
-    state: &LayerState<St, F>,
+    state: &Arc<LayerState<St, F>>,
     mut inner: S,
     request: Request<B>,
-    lease: Lease,
+    (held, lost, _stop): (Held, Arc<AtomicBool>, StopRenewing),
     reply: oneshot::Sender<Reply<RB, S::Error>>,
 ) where
     S: Service<Request<B>, Response = Response<RB>>,
-    St: AsyncKeyStore<StoredResponse>,
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
     RB: Body<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError> + Send,
 {
     let mut unsettled = Unsettled { state, armed: true };
-    let lost = AtomicBool::new(false);
+    let Held { lease, recovering } = held;
     let mut request = request;
     request.extensions_mut().insert(Claimed { lease: lease.clone() });
     let work = async {
@@ -151,14 +177,12 @@ async fn run<S, St, F, B, RB>(
                 state.left_in_flight("the service returned an error");
                 let _ = reply.send(Err(error));
             }
-            Ok(response) => settle(state, &lease, response, &lost, reply).await,
+            Ok(response) => {
+                settle(state, (&lease, recovering), response, &lost, reply).await;
+            }
         }
     };
-    let mut work = pin!(work);
-    tokio::select! {
-        () = &mut work => {}
-        () = keep_renewing(state, &lease, &lost) => unreachable!("renewal never ends"),
-    }
+    work.await;
     unsettled.armed = false;
 }
 
@@ -170,23 +194,29 @@ async fn run<S, St, F, B, RB>(
 /// RACE (renewal against recovery): the store compares the token in the statement that
 /// extends the deadline, so a renewal either lands before a recovery (which then answers
 /// in flight) or is refused after it. Loom model: idem-core's `renewal_races_recovery`.
-async fn keep_renewing<St, F>(state: &LayerState<St, F>, lease: &Lease, lost: &AtomicBool)
+///
+/// RACE (the lost flag against the completion): the flag is set on this task and read by
+/// the run's; a completion that starts before the flag is seen is refused by the store's
+/// fencing all the same (the token moved on), so the flag only spares the call and counts
+/// the loss. The store side is the loom model above.
+async fn keep_renewing<St, F>(state: Arc<LayerState<St, F>>, lease: Lease, lost: Arc<AtomicBool>)
 where
     St: AsyncKeyStore<StoredResponse>,
 {
     let every = (state.store.lease() / 3).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(every).await;
-        match state.store.renew(lease).await {
+        match state.store.renew(&lease).await {
             Ok(_) => state.counters.count(Count::LeasesRenewed),
             Err(StoreError::LeaseLost { .. }) => {
-                // ORDERING: read by the same task (`settle`), after this write. Counted
-                // there, where it decides what is kept: a handler that stored its answer
-                // itself (`StoredByHandler`) finished the claim, which a late renewal
-                // then finds settled.
-                lost.store(true, Ordering::Relaxed);
+                // ORDERING: Release, paired with the Acquire in `complete`: the run sees
+                // the loss once it sees the flag (see the RACE above). Counted there,
+                // where it decides what is kept: a handler that stored its answer itself
+                // (`StoredByHandler`) finished the claim, which a late renewal then finds
+                // settled.
+                lost.store(true, Ordering::Release);
                 idem_core::trace_event!(WARN, "a renewal found the lease lost");
-                return std::future::pending().await;
+                return;
             }
             Err(error) => {
                 crate::layer::count_store_error(&state.counters, "renew", &error);
@@ -200,7 +230,7 @@ where
 /// streamed, and its stand-in completed only once the stream ended well.
 async fn settle<St, F, RB, E>(
     state: &LayerState<St, F>,
-    lease: &Lease,
+    (lease, recovering): (&Lease, bool),
     response: Response<RB>,
     lost: &AtomicBool,
     reply: oneshot::Sender<Reply<RB, E>>,
@@ -210,28 +240,7 @@ async fn settle<St, F, RB, E>(
     RB::Error: Into<BoxError> + Send,
 {
     let (mut parts, body) = response.into_parts();
-    if parts.extensions.remove::<StoredByHandler>().is_some() {
-        // The handler completed the claim itself, inside its own transaction.
-        let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
-        return;
-    }
-    // An unknown outcome wins over "nothing happened" if a handler says both,
-    // since releasing a key whose effect may have happened would act twice.
-    if parts.extensions.remove::<OutcomeUnknown>().is_some() {
-        state.left_in_flight("the handler marked its outcome unknown");
-        let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
-        return;
-    }
-    // Nothing happened, as the handler says, or as the configuration says of this status
-    // (a promise the handler made: releasing after an effect would run it again).
-    let effect_free = state.config.effect_free.contains(parts.status);
-    if parts.extensions.remove::<NothingHappened>().is_some() || effect_free {
-        // If the release fails, the claim stays in flight and recovers after its lease.
-        let released = state.store.release(lease).await;
-        if released.is_ok() {
-            state.counters.count(Count::Released);
-        }
-        state.settled("release", released);
+    if !must_keep(state, (lease, recovering), &mut parts).await {
         let _ = reply.send(Ok(Response::from_parts(parts, ResponseBody::inner(body))));
         return;
     }
@@ -260,9 +269,58 @@ async fn settle<St, F, RB, E>(
     let streamed = ResponseBody::streamed(head, receiver);
     let _ = reply.send(Ok(Response::from_parts(parts, streamed)));
     match stream_rest(body, &frames).await {
-        Ok(()) => state.complete(lease, stored, kept, lost).await,
+        // The end is sent once the stand-in is kept: a caller that retries the moment its
+        // body ends finds it, as a caller of a whole body finds its response kept.
+        Ok(()) => {
+            state.complete(lease, stored, kept, lost).await;
+            let _ = frames.send(Streamed::End).await;
+        }
         Err(error) => body_failed(state, error),
     }
+}
+
+/// Whether the response is to be kept; if not, the claim is settled here as the response
+/// says: already completed by the handler, left in flight (the outcome is unknown, or a
+/// recovered claim did nothing), or released (nothing happened).
+async fn must_keep<St, F>(
+    state: &LayerState<St, F>,
+    (lease, recovering): (&Lease, bool),
+    parts: &mut http::response::Parts,
+) -> bool
+where
+    St: AsyncKeyStore<StoredResponse>,
+{
+    if parts.extensions.remove::<StoredByHandler>().is_some() {
+        // The handler completed the claim itself, inside its own transaction.
+        return false;
+    }
+    // An unknown outcome wins over "nothing happened" if a handler says both,
+    // since releasing a key whose effect may have happened would act twice.
+    if parts.extensions.remove::<OutcomeUnknown>().is_some() {
+        state.left_in_flight("the handler marked its outcome unknown");
+        return false;
+    }
+    // Nothing happened, as the handler says, or as the configuration says of this status
+    // (a promise the handler made: releasing after an effect would run it again).
+    let effect_free = state.config.effect_free.contains(parts.status);
+    let nothing_happened = parts.extensions.remove::<NothingHappened>().is_some();
+    if !(nothing_happened || effect_free) {
+        return true;
+    }
+    if recovering {
+        // This run did nothing, but the claim it recovered was held by an earlier run
+        // that may have acted: releasing would let the next request act blindly, as a
+        // fresh claim. Left in flight, the next request recovers it and checks again.
+        state.left_in_flight("a recovered claim is never released");
+        return false;
+    }
+    // If the release fails, the claim stays in flight and recovers after its lease.
+    let released = state.store.release(lease).await;
+    if released.is_ok() {
+        state.counters.count(Count::Released);
+    }
+    state.settled("release", released);
+    false
 }
 
 /// Sets [`IDEMPOTENCY_EXPIRES`](crate::header::IDEMPOTENCY_EXPIRES): now plus the store's
@@ -309,7 +367,7 @@ where
 /// well decides whether it is kept.
 async fn stream_rest<B>(
     mut body: std::pin::Pin<&mut B>,
-    frames: &mpsc::Sender<Result<Frame<Bytes>, BoxError>>,
+    frames: &mpsc::Sender<Streamed>,
 ) -> Result<(), BoxError>
 where
     B: Body<Data = Bytes>,
@@ -319,12 +377,12 @@ where
         match frame {
             Ok(frame) => {
                 // A client that left takes no more frames; the body is still read.
-                let _ = frames.send(Ok(frame)).await;
+                let _ = frames.send(Streamed::Frame(frame)).await;
             }
             Err(error) => {
                 let error: BoxError = error.into();
                 let said = "the response failed half-way; retry with the same key";
-                let _ = frames.send(Err(said.into())).await;
+                let _ = frames.send(Streamed::Failed(said.into())).await;
                 return Err(error);
             }
         }

@@ -269,6 +269,16 @@ fn now_sql(n: usize) -> String {
     format!("COALESCE(${n}::BIGINT, (extract(epoch FROM now()) * 1000)::BIGINT)")
 }
 
+/// The time a new deadline is counted from: as [`now_sql`], but the database's clock at
+/// the moment the expression is evaluated (`clock_timestamp()`), not at the start of the
+/// transaction. A claim or renewal that waited on a row's lock (another transaction held
+/// it: a caller's `complete_in`, a concurrent claim) sets its lease from when it got the
+/// row, so the lease it hands out is a whole lease, never one that ran out while it
+/// waited (which a claim waiting behind it would recover at once: two holders).
+fn clock_sql(n: usize) -> String {
+    format!("COALESCE(${n}::BIGINT, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)")
+}
+
 /// Where a store's statements read the time: a clock the caller gave (every client must
 /// share it), or the database's own ([`now_sql`]).
 #[derive(Debug, Clone)]
@@ -383,7 +393,7 @@ impl Statements {
                 "UPDATE {s}.claims SET lease_expires_at = {} + $4
                  WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished
                  RETURNING lease_expires_at",
-                now_sql(5)
+                clock_sql(5)
             ),
             release: release_sql(&s),
             sweep: sweep_sql(&s),
@@ -415,7 +425,7 @@ impl Statements {
 /// is the lease in milliseconds, `$5` the time ([`now_sql`]). It runs in a transaction
 /// that a refusal (the store full, a scope over its quota) rolls back.
 fn claim_sql(s: &str) -> String {
-    let now = now_sql(5);
+    let (now, clock) = (now_sql(5), clock_sql(5));
     format!(
         "WITH taken AS (
              INSERT INTO {s}.claims (scope, key, fingerprint, token, finished,
@@ -423,7 +433,7 @@ fn claim_sql(s: &str) -> String {
              VALUES ($1, $2, $3, nextval('{s}.tokens'), FALSE, {now} + $4, 0, NULL, FALSE, TRUE)
              ON CONFLICT (scope, key) DO UPDATE SET
                  fingerprint = EXCLUDED.fingerprint, token = EXCLUDED.token, finished = FALSE,
-                 lease_expires_at = EXCLUDED.lease_expires_at, expires_at = 0, result = NULL,
+                 lease_expires_at = {clock} + $4, expires_at = 0, result = NULL,
                  recovered = NOT {s}.claims.finished, fresh = FALSE
              WHERE ({s}.claims.finished AND {s}.claims.expires_at <= {now})
                 OR (NOT {s}.claims.finished AND {s}.claims.lease_expires_at <= {now}

@@ -486,3 +486,37 @@ async fn a_streamed_response_that_fails_past_the_limit_is_left_in_flight() {
     assert_eq!((after.status, runs.load(Ordering::SeqCst)), (201, 2), "{after:?}");
     assert_eq!(recovering.load(Ordering::SeqCst), 1, "the run after the lease recovers");
 }
+
+/// A body of `frames` chunks of 1 KiB, then a panic in the middle of the stream.
+fn panicking_body(frames: usize) -> Body {
+    struct Chunks(usize);
+    impl futures_core::Stream for Chunks {
+        type Item = Result<Bytes, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            assert!(self.0 > 0, "the handler's body stream panicked");
+            self.0 -= 1;
+            std::task::Poll::Ready(Some(Ok(Bytes::from(vec![b'x'; 1024]))))
+        }
+    }
+    Body::from_stream(Chunks(frames))
+}
+
+/// A body that panics after the stored limit ends the caller's body with an error, never
+/// cleanly as if it were whole, and its key stays in flight.
+#[tokio::test]
+async fn a_body_panicking_past_the_limit_reaches_its_caller_as_a_failure() {
+    let (store, _) = store();
+    let route = post(|| async { Response::new(panicking_body(8)) });
+    let config = config(|c| c.response_bytes_max(1024));
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config).expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let response = tower::ServiceExt::oneshot(router.clone(), charge(Some("k1"), "x")).await;
+    let read = http_body_util::BodyExt::collect(response.expect("infallible").into_body()).await;
+    assert!(read.is_err(), "a truncated body must not end as if whole");
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 409, "left in flight");
+    assert_eq!(stats.stats().left_in_flight, 1);
+}

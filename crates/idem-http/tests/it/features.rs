@@ -253,3 +253,21 @@ async fn a_kept_response_tells_when_its_key_expires() {
     let plain = send(&router, charge(Some("k1"), "x")).await;
     assert!(!plain.headers.contains_key("idempotency-expires"), "off by default");
 }
+
+/// A JSON meaning compares numbers as written: two amounts that differ only past what a
+/// float holds are two requests (422), and so are `1.0` and `1.00`.
+#[tokio::test]
+async fn a_json_meaning_compares_numbers_as_written() {
+    let (route, _) = answering(|_| 201);
+    let config = config(|c| c.fingerprint_meaning(JsonMeaning::new()));
+    let layer = IdempotencyLayer::with_config(store().0, crate::tenant, config).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    for (key, first, other) in [
+        ("k1", r#"{"amount":100000000000000000000001}"#, r#"{"amount":100000000000000000000000}"#),
+        ("k2", r#"{"amount":1.0}"#, r#"{"amount":1.00}"#),
+    ] {
+        assert_eq!(send(&router, charge(Some(key), first)).await.status, 201);
+        assert_eq!(send(&router, charge(Some(key), other)).await.status, 422, "{other}");
+        assert!(send(&router, charge(Some(key), first)).await.replayed);
+    }
+}

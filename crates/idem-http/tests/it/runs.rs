@@ -233,3 +233,80 @@ async fn a_handler_that_stored_its_own_answer_is_replayed_and_not_stored_twice()
     assert_eq!((counted.leases_lost, counted.store_errors, counted.left_in_flight), (0, 0, 0));
     assert_eq!(store.stats().lease_lost, 0, "the layer never tried to complete it again");
 }
+
+/// A run that recovered a claim and then did nothing (it answered `NothingHappened`, or a
+/// status named effect-free: its gateway was down) never releases the key: the claim's
+/// earlier run may have acted, so the next request recovers it again and checks again,
+/// rather than acting as a fresh claim.
+#[tokio::test(start_paused = true)]
+async fn a_recovered_claim_is_never_released_by_a_run_that_did_nothing() {
+    use axum::Extension;
+    use axum::response::IntoResponse;
+    use idem_http::{EffectFree, NothingHappened, OutcomeUnknown, Recovering};
+    let down = http::StatusCode::SERVICE_UNAVAILABLE;
+    for by_status in [false, true] {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let route = post(move |recovering: Option<Extension<Recovering>>| {
+            let log = log.clone();
+            async move {
+                let run = {
+                    let mut seen = log.lock().expect("unpoisoned");
+                    seen.push(recovering.is_some());
+                    seen.len()
+                };
+                match run {
+                    1 => (http::StatusCode::GATEWAY_TIMEOUT, Extension(OutcomeUnknown))
+                        .into_response(),
+                    2 if by_status => down.into_response(),
+                    2 => (down, Extension(NothingHappened)).into_response(),
+                    _ => (http::StatusCode::OK, "checked first").into_response(),
+                }
+            }
+        });
+        let config =
+            config(|c| if by_status { c.release_on(EffectFree::statuses([down])) } else { c });
+        let layer = IdempotencyLayer::with_config(store(), crate::tenant, config).expect("fits");
+        let stats = layer.clone();
+        let router = Router::new().route("/charge", route).layer(layer);
+        send(&router, charge(Some("k1"), "x")).await;
+        tokio::time::sleep(LEASE).await;
+        assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 503);
+        assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 409, "still held");
+        tokio::time::sleep(LEASE).await;
+        send(&router, charge(Some("k1"), "x")).await;
+        let seen = seen.lock().expect("unpoisoned").clone();
+        assert_eq!(seen, [false, true, true], "the third run recovers too ({by_status})");
+        assert_eq!(stats.stats().released, 0);
+    }
+}
+
+/// A handler that blocks its thread for three leases (a sync SDK call) keeps its lease:
+/// the renewal runs on a task of its own, on the runtime's other worker, so a duplicate in
+/// the meantime is answered 409 and the handler runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_blocks_its_thread_keeps_its_lease() {
+    let short = StoreConfig::builder().lease(LEASE).build().expect("valid");
+    let store = Arc::new(MemoryStore::<StoredResponse>::new(short));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let route = post(move || {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(LEASE * 3);
+            (http::StatusCode::CREATED, "charged")
+        }
+    });
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = tokio::spawn({
+        let router = router.clone();
+        async move { send(&router, charge(Some("k1"), "x")).await }
+    });
+    tokio::time::sleep(LEASE * 2).await;
+    let duplicate = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(duplicate.status, 409, "{duplicate:?}");
+    assert_eq!(crate::bounded("the first", first).await.expect("first").status, 201);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "one run");
+}

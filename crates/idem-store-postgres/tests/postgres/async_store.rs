@@ -583,3 +583,39 @@ fn a_result_over_the_async_stores_limit_is_refused() {
         assert!(matches!(state, KeyState::InFlight { .. }), "{state:?}");
     });
 }
+
+/// A claim that waits on the key's row lock (the holder's `complete_in` transaction holds
+/// it) past the lease, and a second claim that waits behind it: when the holder rolls
+/// back, whichever gets the row first takes the key over with a whole lease from when it
+/// got the row, so the other finds it in flight. One holder, never two (a lease counted from when the claim
+/// began waiting would be born expired, and the second claim would recover it at once).
+#[test]
+fn a_claim_that_waited_on_the_row_lock_gets_a_whole_lease() {
+    let namespace = Namespace::new();
+    run(async {
+        let config = StoreConfig::builder().lease(Duration::from_secs(1)).build().expect("ok");
+        let store = Arc::new(connect(&namespace, config).await);
+        let Claim::Acquired(held) = store.claim(&key("k"), &fp()).await.expect("claim") else {
+            panic!("an absent key is acquired")
+        };
+        let mut client = store.pool().get().await.expect("a connection");
+        let tx = client.transaction().await.expect("a transaction");
+        store.complete_in(&tx, &held, "A".into()).await.expect("written, not committed");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let waiting = |store: Arc<AsyncPgStore<String>>| {
+            tokio::spawn(async move { store.claim(&key("k"), &fp()).await })
+        };
+        let first = waiting(store.clone());
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let second = waiting(store.clone());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tx.rollback().await.expect("rolled back");
+        let first = bounded("the first waiter", first).await.expect("task").expect("claim");
+        let second = bounded("the second waiter", second).await.expect("task").expect("claim");
+        // Either waiter may get the row first; whichever does holds the key, alone.
+        let holders = [&first, &second].iter().filter(|c| c.lease().is_some()).count();
+        assert_eq!(holders, 1, "one holder: {first:?} / {second:?}");
+        let other = if first.lease().is_some() { &second } else { &first };
+        assert!(matches!(other, Claim::InFlight { .. }), "the other waits: {other:?}");
+    });
+}
