@@ -587,8 +587,9 @@ fn a_result_over_the_async_stores_limit_is_refused() {
 /// A claim that waits on the key's row lock (the holder's `complete_in` transaction holds
 /// it) past the lease, and a second claim that waits behind it: when the holder rolls
 /// back, whichever gets the row first takes the key over with a whole lease from when it
-/// got the row, so the other finds it in flight. One holder, never two (a lease counted from when the claim
-/// began waiting would be born expired, and the second claim would recover it at once).
+/// got the row, so the other finds it in flight. One holder, never two (a lease counted
+/// from when the claim began waiting would be born expired, and the other claim would
+/// recover it at once).
 #[test]
 fn a_claim_that_waited_on_the_row_lock_gets_a_whole_lease() {
     let namespace = Namespace::new();
