@@ -1039,6 +1039,13 @@ const CATALOGUE: &[Mutant] = &[
         to: "                 lease_expires_at = {now} + $4, expires_at = 0, result = NULL,",
         check: test("idem-store-postgres", "server-tests", "postgres", "row_lock"),
     },
+    Mutant {
+        name: "http-ended-runs-never-uncounted",
+        file: "crates/idem-http/src/run.rs",
+        from: "        (self.0).0.send_modify(|going| *going -= 1);",
+        to: "        let _ = &self.0;",
+        check: test("idem-http", "", "it", "runs::a_shutdown_can_wait"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

@@ -104,6 +104,8 @@ pub(crate) struct LayerState<St, F> {
     /// Requests waiting for a first request to finish (`wait_for_first`).
     waiters: AtomicUsize,
     pub(crate) counters: Counters,
+    /// The runs going on their own tasks.
+    pub(crate) runs: crate::run::Runs,
 }
 
 /// What the layer counted, from [`IdempotencyLayer::stats`]: the outcomes an operator
@@ -203,6 +205,7 @@ where
             store_bytes_max,
             waiters,
             counters,
+            runs: crate::run::Runs::default(),
         };
         Self { state: Arc::new(state) }
     }
@@ -216,6 +219,12 @@ where
     /// store when the layer was built.
     pub fn response_bytes_max(&self) -> usize {
         self.state.response_bytes_max
+    }
+
+    /// The runs this layer has going on their own tasks: a graceful shutdown waits for
+    /// them ([`Runs::drained`](crate::Runs::drained)) before the runtime ends.
+    pub fn runs(&self) -> crate::Runs {
+        self.state.runs.clone()
     }
 
     /// What the layer counted (store failures, lost leases, responses not kept).

@@ -105,6 +105,7 @@ pub use layer::{
     Recovering, StoredByHandler,
 };
 pub use meaning::{JsonMeaning, Meaning, MeaningError};
+pub use run::Runs;
 pub use stored::{
     NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,
     StoredResponse,

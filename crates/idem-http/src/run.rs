@@ -86,7 +86,9 @@ where
     let renewal = tokio::spawn(keep_renewing(state.clone(), renewal.0, renewal.1));
     let stop = StopRenewing(renewal.abort_handle());
     let run_state = Arc::clone(&state);
+    let counted = state.runs.start();
     tokio::spawn(async move {
+        let _counted = counted;
         let run = run(&run_state, inner, request, (held, lost, stop), reply);
         orphan_bound(&run_state, run, gone).await;
     });
@@ -406,4 +408,50 @@ fn failed_half_way() -> Problem {
         "the handler's response failed half-way; whether it acted is unknown. Retry with \
          the same key: the retry checks before acting",
     )
+}
+
+/// The runs a layer has on their own tasks, for a graceful shutdown: a server that stops
+/// accepting connections waits with [`Runs::drained`] for the runs still going (their
+/// clients may have left), so no handler is dropped half-way when the runtime ends. From
+/// [`IdempotencyLayer::runs`](crate::IdempotencyLayer::runs); clones share the count.
+#[derive(Debug, Clone)]
+pub struct Runs(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Default for Runs {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+impl Runs {
+    /// How many runs are going now.
+    pub fn going(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Waits until no run is going, at most `limit`; whether none is. A run started while
+    /// it waits is waited for too.
+    pub async fn drained(&self, limit: Duration) -> bool {
+        let mut count = self.0.subscribe();
+        // The watch channel checks and waits in one step: an end between a check and a
+        // wait cannot be missed.
+        let idle = count.wait_for(|going| *going == 0);
+        matches!(tokio::time::timeout(limit, idle).await, Ok(Ok(_)))
+    }
+
+    /// Counts a run from now until the returned guard drops (the run's end, however it
+    /// ends: settled, panicked, abandoned).
+    pub(crate) fn start(&self) -> RunGuard {
+        self.0.send_modify(|going| *going += 1);
+        RunGuard(self.clone())
+    }
+}
+
+/// One run counted in [`Runs`].
+pub(crate) struct RunGuard(Runs);
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        (self.0).0.send_modify(|going| *going -= 1);
+    }
 }

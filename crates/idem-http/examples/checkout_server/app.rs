@@ -33,12 +33,14 @@ pub(crate) enum Mode {
 pub(crate) struct Shop {
     pub(crate) gateway: SimulatedGateway,
     fresh: AtomicU64,
+    /// The layer's runs, for a shutdown to wait for (none without the layer).
+    pub(crate) runs: std::sync::OnceLock<idem_http::Runs>,
 }
 
 impl Shop {
     /// A shop on `gateway`.
     pub(crate) fn new(gateway: SimulatedGateway) -> Self {
-        Self { gateway, fresh: AtomicU64::new(0) }
+        Self { gateway, fresh: AtomicU64::new(0), runs: std::sync::OnceLock::new() }
     }
 }
 
@@ -65,6 +67,7 @@ where
         Mode::Naive => routes.route("/checkout", post(checkout_naive)),
         Mode::Idempotent => {
             let layer = layer(store);
+            let _ = shop.runs.set(layer.runs());
             // On the route, not the router: the router's own answers (404, and 405 for a
             // PATCH to this POST-only route) never reach the layer, so they are never
             // stored under a key that a later POST would then find reused.

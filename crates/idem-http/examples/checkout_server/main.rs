@@ -86,6 +86,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = tokio::signal::ctrl_c().await;
     };
     serve::serve(listener, router, serve::Limits::default(), stop).await?;
+    // Runs whose clients left are still charging: let them end before the runtime does.
+    if let Some(runs) = shop.runs.get() {
+        let going = runs.going();
+        if !runs.drained(idem_http::ConfigBuilder::ORPHAN_TIME_DEFAULT).await {
+            eprintln!("checkout_server: {going} runs did not end in time; their keys recover");
+        }
+    }
     let totals = shop.gateway.totals();
     println!("charges made: {} ({} minor units)", totals.charges, totals.charged_minor);
     Ok(())

@@ -56,10 +56,12 @@ pub(crate) fn router(
     gateway: SimulatedGateway,
 ) -> (Router, Arc<Orders>) {
     let shop = Arc::new(Shop::new(gateway));
-    let orders = Arc::new(Orders { store: store.clone(), shop, schema: schema.to_string() });
+    let layer = layer(store.clone());
+    let _ = shop.runs.set(layer.runs());
+    let orders = Arc::new(Orders { store, shop, schema: schema.to_string() });
     let router = Router::new()
         .route("/", get(page))
-        .route("/checkout", post(checkout).route_layer(layer(store)))
+        .route("/checkout", post(checkout).route_layer(layer))
         .with_state(orders.clone());
     (router, orders)
 }

@@ -310,3 +310,22 @@ async fn a_handler_that_blocks_its_thread_keeps_its_lease() {
     assert_eq!(crate::bounded("the first", first).await.expect("first").status, 201);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "one run");
 }
+
+/// A graceful shutdown waits for the runs still going: `runs()` counts a run whose client
+/// left, `drained` says no while it works and yes once it ended, and the handler ran to
+/// its end.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_can_wait_for_the_runs_still_going() {
+    let (route, finished) = slow(Duration::from_secs(2));
+    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config(|c| c));
+    let layer = layer.expect("fits");
+    let runs = layer.runs();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(50), router.oneshot(charge(Some("k1"), "x")));
+    assert!(gave_up.await.is_err(), "the client left before the answer");
+    assert_eq!(runs.going(), 1, "its run goes on");
+    assert!(!runs.drained(Duration::from_secs(1)).await, "not drained while it works");
+    assert!(runs.drained(Duration::from_secs(5)).await, "drained once it ended");
+    assert_eq!((runs.going(), finished.load(Ordering::SeqCst)), (0, 1));
+}
