@@ -534,10 +534,12 @@ const CATALOGUE: &[Mutant] = &[
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\
+               \x20       let _counted = counted;\n\
                \x20       let run = run(&run_state, inner, request, (held, lost, stop), reply);\n\
                \x20       orphan_bound(&run_state, run, gone).await;\n\
                \x20   });",
         to: "    async move {\n\
+             \x20       let _counted = counted;\n\
              \x20       let run = run(&run_state, inner, request, (held, lost, stop), reply);\n\
              \x20       orphan_bound(&run_state, run, gone).await;\n\
              \x20   }.await;",
