@@ -1048,6 +1048,13 @@ const CATALOGUE: &[Mutant] = &[
         to: "        let _ = &self.0;",
         check: test("idem-http", "", "it", "runs::a_shutdown_can_wait"),
     },
+    Mutant {
+        name: "http-stalled-reader-waited-for-ever",
+        file: "crates/idem-http/src/run.rs",
+        from: "        let sent = tokio::time::timeout(self.stall, self.sender.send(item)).await;",
+        to: "        let sent = Ok::<_, ()>(self.sender.send(item).await);",
+        check: test("idem-http", "", "it", "runs::a_client_that_stops"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

@@ -284,7 +284,9 @@ impl ConfigBuilder {
     /// does not cancel it half-way: it runs to its end, its response is stored, and the
     /// client's retry replays it. Past this bound, counted from when the client left, it
     /// is stopped and its key left in flight for recovery after the lease
-    /// ([`LayerStats::orphans_abandoned`](crate::LayerStats)). Default
+    /// ([`LayerStats::orphans_abandoned`](crate::LayerStats)). A client that stops reading
+    /// a streamed response (its connection left open) is treated as gone after as long
+    /// without taking a frame: the rest is read, not sent, and the response kept. Default
     /// [`ORPHAN_TIME_DEFAULT`](Self::ORPHAN_TIME_DEFAULT), one minute; between
     /// [`ORPHAN_TIME_MIN`](Self::ORPHAN_TIME_MIN) and
     /// [`ORPHAN_TIME_LIMIT`](Self::ORPHAN_TIME_LIMIT).

@@ -267,7 +267,8 @@ async fn settle<St, F, RB, E>(
         }
     };
     let (stored, kept) = stored_response(&parts, None, &state.config, keep);
-    let (frames, receiver) = mpsc::channel(STREAM_FRAMES_BUFFERED);
+    let (sender, receiver) = mpsc::channel(STREAM_FRAMES_BUFFERED);
+    let frames = Frames { sender, stall: state.config.orphan_time_max };
     let streamed = ResponseBody::streamed(head, receiver);
     let _ = reply.send(Ok(Response::from_parts(parts, streamed)));
     match stream_rest(body, &frames).await {
@@ -275,7 +276,7 @@ async fn settle<St, F, RB, E>(
         // body ends finds it, as a caller of a whole body finds its response kept.
         Ok(()) => {
             state.complete(lease, stored, kept, lost).await;
-            let _ = frames.send(Streamed::End).await;
+            frames.send(Streamed::End).await;
         }
         Err(error) => body_failed(state, error),
     }
@@ -367,29 +368,42 @@ where
 /// Sends the rest of `body` to the client through `frames`, and reads it to its end
 /// even once the client has gone (its receiver dropped): whether the response ended
 /// well decides whether it is kept.
-async fn stream_rest<B>(
-    mut body: std::pin::Pin<&mut B>,
-    frames: &mpsc::Sender<Streamed>,
-) -> Result<(), BoxError>
+async fn stream_rest<B>(mut body: std::pin::Pin<&mut B>, frames: &Frames) -> Result<(), BoxError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
+    let mut taking = true;
     while let Some(frame) = body.frame().await {
         match frame {
-            Ok(frame) => {
-                // A client that left takes no more frames; the body is still read.
-                let _ = frames.send(Streamed::Frame(frame)).await;
-            }
+            // A client that left, or took no frame for the stall bound, is sent no more;
+            // the body is still read to its end.
+            Ok(frame) if taking => taking = frames.send(Streamed::Frame(frame)).await,
+            Ok(_) => {}
             Err(error) => {
                 let error: BoxError = error.into();
                 let said = "the response failed half-way; retry with the same key";
-                let _ = frames.send(Streamed::Failed(said.into())).await;
+                frames.send(Streamed::Failed(said.into())).await;
                 return Err(error);
             }
         }
     }
     Ok(())
+}
+
+/// The channel to a streamed body, with how long a frame may wait for the client.
+struct Frames {
+    sender: mpsc::Sender<Streamed>,
+    stall: Duration,
+}
+
+impl Frames {
+    /// Sends `item`; whether the client took it within the stall bound (a client that
+    /// stops reading, its connection open, would otherwise hold its key for ever).
+    async fn send(&self, item: Streamed) -> bool {
+        let sent = tokio::time::timeout(self.stall, self.sender.send(item)).await;
+        matches!(sent, Ok(Ok(())))
+    }
 }
 
 /// A response body that failed: what the handler did is unknown, so the claim stays in

@@ -329,3 +329,40 @@ async fn a_shutdown_can_wait_for_the_runs_still_going() {
     assert!(runs.drained(Duration::from_secs(5)).await, "drained once it ended");
     assert_eq!((runs.going(), finished.load(Ordering::SeqCst)), (0, 1));
 }
+
+/// A body of `count` chunks of 1 KiB.
+fn chunks(count: usize) -> axum::body::Body {
+    struct Chunks(usize);
+    impl futures_core::Stream for Chunks {
+        type Item = Result<bytes::Bytes, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            let Some(left) = self.0.checked_sub(1) else { return std::task::Poll::Ready(None) };
+            self.0 = left;
+            std::task::Poll::Ready(Some(Ok(bytes::Bytes::from(vec![b'x'; 1024]))))
+        }
+    }
+    axum::body::Body::from_stream(Chunks(count))
+}
+
+/// A client that reads the head of a streamed response and then stops reading, its
+/// connection open, is treated as gone once it has taken no frame for `orphan_time_max`:
+/// the run reads the rest, keeps the response, and the key no longer waits on it.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_a_stream_does_not_hold_its_key() {
+    use http_body_util::BodyExt;
+    let route = post(|| async { http::Response::new(chunks(64)) });
+    let config = config(|c| c.response_bytes_max(1024).orphan_time_max(Duration::from_secs(1)));
+    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    let response = router.clone().oneshot(charge(Some("k1"), "x")).await.expect("infallible");
+    let mut body = response.into_body();
+    let head = body.frame().await.expect("a frame").expect("data");
+    assert!(head.is_data());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert!(retry.replayed, "kept, not held in flight by the stalled reader: {retry:?}");
+    drop(body);
+}
