@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Opens the checkout example's page in headless Chromium, clicks "Pay" three times in a
-row (a triple click), and checks that the page shows one charge: the first answer, then
-replays of it. Then reloads the page (a new render, which offers a new key) and pays
-again: the page keeps its order's key, so the answer is the same charge, replayed.
+row (a triple click), and checks what a person sees: "Paid" with one charge, the button
+off. Then reloads the page (a new render, which offers a new key) and pays again: the
+page keeps its order's key, so it says "Already paid", the same charge, replayed.
 Installs Chromium and ChromeDriver from Debian if they are missing.
 
     python3 crates/idem-http/scripts/browser_check.py   # from the repository root
@@ -53,6 +53,25 @@ def click(session, css):
     call("POST", f"/session/{session}/element/{element(session, css)}/click", {})
 
 
+def log_text(session):
+    """The page's log of raw answers (inside a closed <details>: read its text content)."""
+    script = {"script": "return document.getElementById('log').textContent", "args": []}
+    return call("POST", f"/session/{session}/execute/sync", script)
+
+
+def wait_for_status(session, words, what):
+    """The page's status line once it holds `words`."""
+    said = {"text": ""}
+
+    def shown():
+        status = element(session, "#status")
+        said["text"] = call("GET", f"/session/{session}/element/{status}/text")
+        return words in said["text"]
+
+    wait_for(what, shown)
+    return said["text"]
+
+
 def wait_for_charges(session, count, what):
     """The page's log once it shows `count` charges."""
     log = {"text": ""}
@@ -85,10 +104,14 @@ def main():
         call("POST", f"/session/{session}/url", {"url": f"http://{ADDR}/"})
         for _ in range(3):
             click(session, "#pay")
-        first = wait_for_charges(session, 3, "three answers on the page")
+        paid = wait_for_status(session, "Paid ", "the page to say it was paid")
+        disabled = call("GET", f"/session/{session}/element/{element(session, '#pay')}"
+                               "/enabled") is False
+        first = log_text(session)
         call("POST", f"/session/{session}/refresh", {})
         click(session, "#pay")
-        log = {"text": first + "\n" + wait_for_charges(session, 1, "an answer after the reload")}
+        again = wait_for_status(session, "Already paid", "the page to say it was paid already")
+        log = {"text": first + "\n" + log_text(session)}
         shot = call("GET", f"/session/{session}/screenshot")
         with open("target/checkout_page.png", "wb") as out:
             import base64
@@ -96,11 +119,14 @@ def main():
         call("DELETE", f"/session/{session}")
         lines = log["text"].strip().splitlines()
         print("\n".join(lines))
-        charges = {line.split('"charge":"')[1].split('"')[0] for line in lines}
+        print(f"page said: {paid!r}, then after the reload: {again!r}")
+        charges = {line.split('"charge":"')[1].split('"')[0] for line in lines if "ch_" in line}
         assert charges == {"ch_1"}, f"one charge expected, the page shows {charges}"
-        assert sum("(replayed)" in line for line in lines) == 3, "three replays expected"
-        print("browser check: 3 clicks, a reload, a click: 1 charge (ch_1), 3 replays; "
-              "screenshot in target/checkout_page.png")
+        assert disabled, "the button is off once paid"
+        assert "(replayed)" in lines[-1], "the click after the reload is a replay"
+        print("browser check: 3 clicks (the button off while paying), a reload, a click: "
+              "1 charge (ch_1), 'Paid', then 'Already paid'; screenshot in "
+              "target/checkout_page.png")
     finally:
         driver.terminate()
         server.terminate()

@@ -244,23 +244,48 @@ const PAGE: &str = r#"<!doctype html>
 <style>
 body { font: 16px system-ui, sans-serif; max-width: 32rem; margin: 3rem auto; }
 button { font-size: 1.2rem; padding: .6rem 1.4rem; }
-#log { margin-top: 1.5rem; white-space: pre-wrap; font-family: monospace; }
+#status { margin-top: 1.2rem; font-size: 1.1rem; min-height: 1.5rem; }
+#status.paid { color: #106b21; } #status.problem { color: #9a3412; }
+#log { white-space: pre-wrap; font-family: monospace; font-size: .8rem; }
 </style></head>
 <body data-key="{KEY}">
 <h1>Order #1: 10.50 EUR</h1>
 <p>Click as often as you like, reload the page: this order keeps one key, so every click,
 every retry and every reload sends the same <code>Idempotency-Key</code>.</p>
 <button id="pay">Pay 10.50 EUR</button>
-<div id="log"></div>
+<div id="status" role="status" aria-live="polite"></div>
+<details><summary>What the server answered</summary><div id="log"></div></details>
 <script>
 // The order's key: the one kept for this order, else the one this render offers (kept
 // from now on). A reload must not make a new intent of the same order.
 const stored = window.localStorage.getItem('idem-order-1');
 const key = stored || document.body.dataset.key;
 if (!stored) { window.localStorage.setItem('idem-order-1', key); }
+const button = document.getElementById('pay');
 const log = (line) => { document.getElementById('log').textContent += line + '\n'; };
+const say = (text, kind) => {
+  const status = document.getElementById('status');
+  status.textContent = text;
+  status.className = kind || '';
+};
+const pause = (ms) => new Promise((done) => setTimeout(done, ms));
+// What a person reads for an answer; the raw answer goes to the log.
+function shown(response, replayed, text) {
+  if (response.ok) {
+    const charge = JSON.parse(text);
+    return replayed
+      ? ['Already paid: ' + charge.amount + ' (charge ' + charge.charge
+         + '). Nothing was charged again.', 'paid']
+      : ['Paid ' + charge.amount + ' (charge ' + charge.charge + '). Thank you.', 'paid'];
+  }
+  if (response.status === 402) { return ['The card was declined: ' + text, 'problem']; }
+  return ['The payment could not be confirmed yet. Pay again: you will not be charged twice.',
+          'problem'];
+}
 async function pay() {
-  for (let attempt = 1; attempt <= 3; attempt++) {
+  button.disabled = true;
+  say('Paying...');
+  for (let attempt = 1; attempt <= 5; attempt++) {
     try {
       const response = await fetch('/checkout', {
         method: 'POST',
@@ -269,14 +294,29 @@ async function pay() {
         body: 'customer=cus_1&amount=1050&currency=EUR',
       });
       const replayed = response.headers.get('Idempotent-Replayed') === 'true';
-      log(response.status + (replayed ? ' (replayed) ' : ' ') + await response.text());
+      const text = await response.text();
+      log(response.status + (replayed ? ' (replayed) ' : ' ') + text);
+      if (response.status === 409) {
+        say('Your payment is still being processed...');
+        await pause(1000 * Number(response.headers.get('Retry-After') || 1));
+        continue;
+      }
+      const [message, kind] = shown(response, replayed, text);
+      say(message, kind);
+      // Paid: the button stays off. Otherwise the person may try again, with the same key.
+      button.disabled = response.ok;
+      button.textContent = response.ok ? 'Paid' : 'Pay 10.50 EUR';
       return;
     } catch (error) {
       log('network error, retrying with the same key: ' + error);
+      say('The network failed; trying again with the same key...');
     }
   }
+  say('The payment could not be confirmed yet. Pay again: you will not be charged twice.',
+      'problem');
+  button.disabled = false;
 }
-document.getElementById('pay').addEventListener('click', pay);
+button.addEventListener('click', pay);
 </script>
 </body></html>
 "#;
