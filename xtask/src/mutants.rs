@@ -1055,6 +1055,21 @@ const CATALOGUE: &[Mutant] = &[
         to: "        let sent = Ok::<_, ()>(self.sender.send(item).await);",
         check: test("idem-http", "", "it", "runs::a_client_that_stops"),
     },
+    Mutant {
+        name: "http-claim-dropped-with-its-client",
+        file: "crates/idem-http/src/layer.rs",
+        from: "    let (lease, recovering) = match decide_detached(&state, scoped, fingerprint\
+               ).await {",
+        to: "    let (lease, recovering) = match state.decide(scoped, fingerprint).await {",
+        check: test("idem-http", "", "it", "runs::a_client_that_leaves_during"),
+    },
+    Mutant {
+        name: "http-claim-of-a-gone-client-kept",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if let Err(Decision::Run(lease, false)) = decided.send(claimed) {",
+        to: "        if let Err(Decision::Run(lease, true)) = decided.send(claimed) {",
+        check: test("idem-http", "", "it", "runs::a_client_that_leaves_during"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

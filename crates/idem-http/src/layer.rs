@@ -317,7 +317,7 @@ where
 }
 
 /// What the claim decided.
-enum Decision {
+pub(crate) enum Decision {
     /// Run the handler under this lease; `recovering` if an earlier run never finished.
     Run(Lease, bool),
     Replay(StoredResponse),
@@ -364,7 +364,7 @@ where
         Ok(fingerprint) => fingerprint,
         Err(problem) => return Ok(problem.response()),
     };
-    let (lease, recovering) = match state.decide(scoped, fingerprint).await {
+    let (lease, recovering) = match decide_detached(&state, scoped, fingerprint).await {
         Decision::Run(lease, recovering) => (lease, recovering),
         Decision::Replay(stored) => return Ok(replay(stored, &parts, config)),
         Decision::Answer(problem) => {
@@ -696,6 +696,45 @@ fn replay<RB>(
     let (mut parts, body) = response.into_parts();
     (hook.0)(request, &mut parts);
     Response::from_parts(parts, body)
+}
+
+/// Claims on a task of its own, and waits for the decision. If this future is dropped
+/// while the claim is being written (the client left; the store may still commit it), the
+/// task gives a fresh claim back, since no handler ran: the client's retry then runs at
+/// once instead of waiting out the lease. A recovered claim is left in flight, as any
+/// recovered claim whose run did nothing.
+async fn decide_detached<St, F>(
+    state: &Arc<LayerState<St, F>>,
+    key: ScopedKey,
+    fingerprint: Fingerprint,
+) -> Decision
+where
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
+{
+    let (decided, decision) = tokio::sync::oneshot::channel();
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        let claimed = state.decide(key, fingerprint).await;
+        if let Err(Decision::Run(lease, false)) = decided.send(claimed) {
+            let released = state.store.release(&lease).await;
+            if released.is_ok() {
+                state.counters.count(Count::Released);
+            }
+            state.settled("release", released);
+        }
+    });
+    decision.await.unwrap_or_else(|_| Decision::Answer(claim_failed()))
+}
+
+/// The answer when the claim's own task ended without a decision (it panicked).
+fn claim_failed() -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "claim-failed",
+        "Claim failed",
+        "the server failed while claiming the key; nothing was run. Retry with the same key",
+    )
 }
 
 /// tokio's timer, for the store's waiting claim.

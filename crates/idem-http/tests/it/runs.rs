@@ -84,46 +84,56 @@ async fn a_handler_three_times_slower_than_its_lease_runs_once() {
     assert!(stats.stats().leases_renewed >= 8, "{:?}", stats.stats());
 }
 
-/// A memory store whose renewals all answer that the lease was lost, as when another
-/// request recovered the key while the handler ran.
-struct LosesEveryRenewal(Arc<MemoryStore<StoredResponse>>);
+/// A memory store bent as a test needs: its renewals all answer that the lease was lost
+/// (as when another request recovered the key while the handler ran), or its claims take
+/// `claim_takes` to answer after they took effect (a slow database).
+struct Bent {
+    inner: Arc<MemoryStore<StoredResponse>>,
+    loses_renewals: bool,
+    claim_takes: Duration,
+}
 
-impl AsyncKeyStore<StoredResponse> for LosesEveryRenewal {
+impl AsyncKeyStore<StoredResponse> for Bent {
     async fn claim(
         &self,
         k: &ScopedKey,
         fp: &Fingerprint,
     ) -> Result<Claim<StoredResponse>, StoreError> {
-        AsyncKeyStore::claim(&self.0, k, fp).await
+        let claimed = AsyncKeyStore::claim(&self.inner, k, fp).await;
+        tokio::time::sleep(self.claim_takes).await;
+        claimed
     }
     async fn complete(&self, lease: &Lease, result: StoredResponse) -> Result<(), StoreError> {
-        AsyncKeyStore::complete(&self.0, lease, result).await
+        AsyncKeyStore::complete(&self.inner, lease, result).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        AsyncKeyStore::release(&self.0, lease).await
+        AsyncKeyStore::release(&self.inner, lease).await
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() })
+        if self.loses_renewals {
+            return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
+        }
+        AsyncKeyStore::renew(&self.inner, lease).await
     }
     fn lease(&self) -> Duration {
-        LEASE
+        AsyncKeyStore::lease(&self.inner)
     }
 
     fn result_ttl(&self) -> Duration {
-        AsyncKeyStore::result_ttl(&self.0)
+        AsyncKeyStore::result_ttl(&self.inner)
     }
     async fn sweep(&self) -> Result<usize, StoreError> {
-        AsyncKeyStore::sweep(&self.0).await
+        AsyncKeyStore::sweep(&self.inner).await
     }
     async fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
-        AsyncKeyStore::pending(&self.0, max).await
+        AsyncKeyStore::pending(&self.inner, max).await
     }
     async fn lookup(
         &self,
         k: &ScopedKey,
         fp: &Fingerprint,
     ) -> Result<KeyState<StoredResponse>, StoreError> {
-        AsyncKeyStore::lookup(&self.0, k, fp).await
+        AsyncKeyStore::lookup(&self.inner, k, fp).await
     }
 }
 
@@ -134,11 +144,8 @@ impl AsyncKeyStore<StoredResponse> for LosesEveryRenewal {
 async fn a_renewal_that_finds_the_lease_lost_keeps_the_answer_out_of_the_store() {
     let (route, finished) = slow(LEASE * 2 / 3);
     let inner = store();
-    let layer = IdempotencyLayer::with_config(
-        LosesEveryRenewal(inner.clone()),
-        crate::tenant,
-        config(|c| c),
-    );
+    let bent = Bent { inner: inner.clone(), loses_renewals: true, claim_takes: Duration::ZERO };
+    let layer = IdempotencyLayer::with_config(bent, crate::tenant, config(|c| c));
     let layer = layer.expect("fits");
     let stats = layer.clone();
     let router = Router::new().route("/charge", route).layer(layer);
@@ -365,4 +372,27 @@ async fn a_client_that_stops_reading_a_stream_does_not_hold_its_key() {
     let retry = send(&router, charge(Some("k1"), "x")).await;
     assert!(retry.replayed, "kept, not held in flight by the stalled reader: {retry:?}");
     drop(body);
+}
+
+/// A client that leaves while its claim is being written (the store takes the claim, then
+/// 200 ms to answer): no handler ran, so the fresh claim is given back, and the client's
+/// retry runs at once instead of waiting out the lease.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_leaves_during_its_claim_leaves_no_key_behind() {
+    let (route, finished) = slow(Duration::from_millis(10));
+    let bent =
+        Bent { inner: store(), loses_renewals: false, claim_takes: Duration::from_millis(200) };
+    let layer = IdempotencyLayer::with_config(bent, crate::tenant, config(|c| c)).expect("fits");
+    let stats = layer.clone();
+    let router = Router::new().route("/charge", route).layer(layer);
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        router.clone().oneshot(charge(Some("k1"), "x")),
+    );
+    assert!(gave_up.await.is_err(), "the client left during the claim");
+    // Past the claim's answer, well within its 300 ms lease.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((retry.status, finished.load(Ordering::SeqCst)), (201, 1), "{retry:?}");
+    assert_eq!(stats.stats().released, 1);
 }
