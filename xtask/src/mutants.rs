@@ -1070,6 +1070,14 @@ const CATALOGUE: &[Mutant] = &[
         to: "        if let Err(Decision::Run(lease, true)) = decided.send(claimed) {",
         check: test("idem-http", "", "it", "runs::a_client_that_leaves_during"),
     },
+    Mutant {
+        name: "http-renewal-not-a-task-of-its-own",
+        file: "crates/idem-http/src/run.rs",
+        from: "    let renewal = tokio::spawn(keep_renewing(state.clone(), renewal.0, renewal.\
+               1));\n    let stop = StopRenewing(renewal.abort_handle());",
+        to: "    let stop = StopRenewing(tokio::spawn(async {}).abort_handle());",
+        check: test("idem-http", "", "it", "runs::a_handler_that_blocks"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

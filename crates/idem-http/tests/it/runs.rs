@@ -293,7 +293,10 @@ async fn a_recovered_claim_is_never_released_by_a_run_that_did_nothing() {
 /// the meantime is answered 409 and the handler runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_blocks_its_thread_keeps_its_lease() {
-    let short = StoreConfig::builder().lease(LEASE).build().expect("valid");
+    // A lease long enough that a loaded machine's scheduling delays stay well within it:
+    // renewals every 500 ms, each with a second to spare.
+    let lease = Duration::from_millis(1500);
+    let short = StoreConfig::builder().lease(lease).build().expect("valid");
     let store = Arc::new(MemoryStore::<StoredResponse>::new(short));
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
@@ -301,7 +304,7 @@ async fn a_handler_that_blocks_its_thread_keeps_its_lease() {
         let counter = counter.clone();
         async move {
             counter.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(LEASE * 3);
+            std::thread::sleep(Duration::from_millis(4500));
             (http::StatusCode::CREATED, "charged")
         }
     });
@@ -311,7 +314,7 @@ async fn a_handler_that_blocks_its_thread_keeps_its_lease() {
         let router = router.clone();
         async move { send(&router, charge(Some("k1"), "x")).await }
     });
-    tokio::time::sleep(LEASE * 2).await;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     let duplicate = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!(duplicate.status, 409, "{duplicate:?}");
     assert_eq!(crate::bounded("the first", first).await.expect("first").status, 201);
