@@ -9,15 +9,14 @@
 //! Needs `IDEM_PG_URL` (`.ci/postgres.sh`); `IDEM_CRASH_ROUNDS` rounds (default 10).
 
 mod common;
+use common::acks;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use idem_core::{KeyStore, StoreConfig};
 use idem_crash::orders::{INTENTS, POINTS, key, orders_table};
-use idem_crash::payments::parse_ack;
 use idem_store_postgres::PgStore;
 
 fn worker(url: &str, schema: &str, crash: Option<(&str, u64)>, later: bool) -> Child {
@@ -30,12 +29,6 @@ fn worker(url: &str, schema: &str, crash: Option<(&str, u64)>, later: bool) -> C
         command.arg(point).arg(intent.to_string());
     }
     command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("a worker starts")
-}
-
-fn acks(child: &mut Child) -> HashMap<u64, u64> {
-    let stdout = child.stdout.take().expect("piped");
-    let lines = BufReader::new(stdout).lines().map_while(Result::ok);
-    lines.filter_map(|l| parse_ack(&l)).map(|ack| (ack.intent, ack.charge)).collect()
 }
 
 /// What the workers answered before the restart: (intent, order id).

@@ -5,10 +5,9 @@
 //! Needs `IDEM_PG_URL` (`.ci/postgres.sh`); `IDEM_CRASH_ROUNDS` rounds (default 10).
 
 mod common;
-use common::dir;
+use common::{acks, dir};
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use std::time::Duration;
 
 use idem_core::{KeyStore, StoreConfig};
 use idem_crash::FileGateway;
-use idem_crash::payments::{INTENTS, Intent, LEASE, Later, POINTS, intent, parse_ack};
+use idem_crash::payments::{INTENTS, Intent, LEASE, Later, POINTS, intent};
 use idem_payments::{PaymentOutcome, Processor};
 use idem_store_postgres::PgStore;
 
@@ -27,12 +26,6 @@ fn worker(url: &str, schema: &str, gateway: &PathBuf, crash: Option<(&str, u64)>
         command.arg(point).arg(intent.to_string());
     }
     command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("a worker starts")
-}
-
-fn acks(child: &mut Child) -> HashMap<u64, u64> {
-    let stdout = child.stdout.take().expect("piped");
-    let lines = BufReader::new(stdout).lines().map_while(Result::ok);
-    lines.filter_map(|l| parse_ack(&l)).map(|ack| (ack.intent, ack.charge)).collect()
 }
 
 #[test]

@@ -1,9 +1,14 @@
 //! What the crash tests share: a scratch directory per test, the round count, a seeded
-//! random stream, and the tally of what the rounds saw.
+//! random stream, the tally of what the rounds saw, and a worker's acknowledgements.
 
 #![allow(dead_code, reason = "each crash test uses part of it")]
 
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::Child;
+
+use idem_crash::payments::parse_ack;
 
 /// A directory of this test process's own, per test.
 pub(crate) fn dir(test: &str) -> PathBuf {
@@ -92,4 +97,12 @@ impl Tally {
         let missing: Vec<&str> = names.iter().copied().filter(|n| self.get(n) == 0).collect();
         assert!(missing.is_empty(), "{missing:?} never seen: {}", self.summary());
     }
+}
+
+/// What a worker acknowledged (read from its stdout until it ends): intent to answer
+/// (the charge's id, or the order's).
+pub(crate) fn acks(child: &mut Child) -> HashMap<u64, u64> {
+    let stdout = child.stdout.take().expect("piped");
+    let lines = BufReader::new(stdout).lines().map_while(Result::ok);
+    lines.filter_map(|l| parse_ack(&l)).map(|ack| (ack.intent, ack.charge)).collect()
 }
