@@ -12,39 +12,21 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
-use axum::routing::post;
-use bytes::Bytes;
+use common::{drive, fresh, fresh_key, routes, with_layer};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use idem_core::{AsyncKeyStore, MemoryStore, StoreConfig};
-use idem_http::{Blocking, IdempotencyLayer, StoredResponse};
+use idem_core::{MemoryStore, StoreConfig};
+use idem_http::{Blocking, StoredResponse};
 use tokio::runtime::Runtime;
-
-const BODY: [u8; 1024] = [b'x'; 1024];
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt")
-}
-
-/// The handler every row runs: reads the body, answers 201 with a small JSON body.
-fn routes() -> Router {
-    Router::new().route(
-        "/charge",
-        post(|body: Bytes| async move {
-            (http::StatusCode::CREATED, format!("{{\"charged\":{}}}", body.len()))
-        }),
-    )
-}
-
-fn with_layer<S: AsyncKeyStore<StoredResponse> + 'static>(store: S) -> Router {
-    routes().layer(IdempotencyLayer::new(store, |_: &_| Some("bench".into())))
 }
 
 fn serve(rt: &Runtime, router: Router) -> SocketAddr {
@@ -56,39 +38,12 @@ fn serve(rt: &Runtime, router: Router) -> SocketAddr {
     })
 }
 
-/// Sends `iters` requests on one keep-alive connection; `key(i)` names each one's key.
-async fn drive(addr: SocketAddr, iters: u64, key: impl Fn(u64) -> Option<String>) -> Duration {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
-    tokio::spawn(connection);
-    let start = Instant::now();
-    for i in 0..iters {
-        let mut request = http::Request::post("/charge").header("host", "bench");
-        if let Some(key) = key(i) {
-            request = request.header("idempotency-key", key);
-        }
-        let request = request.body(Full::new(Bytes::from_static(&BODY))).expect("request");
-        sender.ready().await.expect("ready");
-        let response = sender.send_request(request).await.expect("response");
-        assert!(response.status().is_success(), "{}", response.status());
-        response.into_body().collect().await.expect("body");
-    }
-    start.elapsed()
-}
-
 fn sqlite() -> idem_store_sqlite::SqliteStore<StoredResponse> {
     let dir = std::env::temp_dir().join(format!("idem-http-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let path = dir.join(format!("keys-{}.db", FRESH.fetch_add(1, Ordering::Relaxed)));
+    let path = dir.join(format!("keys-{}.db", fresh()));
     let _ = std::fs::remove_file(&path);
     idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default()).expect("open")
-}
-
-static FRESH: AtomicU64 = AtomicU64::new(0);
-
-fn fresh_key(_: u64) -> Option<String> {
-    Some(format!("k-{}", FRESH.fetch_add(1, Ordering::Relaxed)))
 }
 
 fn bench_http(c: &mut Criterion) {

@@ -9,39 +9,22 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::routing::post;
-use bytes::Bytes;
+use common::{fresh_key, routes, with_layer};
 use criterion::{Criterion, criterion_group, criterion_main};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use idem_core::{AsyncKeyStore, StoreConfig};
-use idem_http::{Blocking, IdempotencyLayer, StoredResponse};
+use idem_core::StoreConfig;
+use idem_http::{Blocking, StoredResponse};
 use idem_store_postgres::{AsyncPgStore, PgStore};
-
-const BODY: [u8; 1024] = [b'x'; 1024];
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")
         .expect("IDEM_PG_URL must name a PostgreSQL server (cargo xtask bench starts one)")
-}
-
-fn routes() -> Router {
-    Router::new().route(
-        "/charge",
-        post(|body: Bytes| async move {
-            (http::StatusCode::CREATED, format!("{{\"charged\":{}}}", body.len()))
-        }),
-    )
-}
-
-fn with_layer<S: AsyncKeyStore<StoredResponse> + 'static>(store: S) -> Router {
-    routes().layer(IdempotencyLayer::new(store, |_: &_| Some("bench".into())))
 }
 
 /// Serves `router` on its own 2-worker runtime, on its own thread: the clients' runtime
@@ -64,33 +47,13 @@ fn serve(router: Router) -> SocketAddr {
     addr
 }
 
-static FRESH: AtomicU64 = AtomicU64::new(0);
-
-/// One client: `count` requests with fresh keys on one keep-alive connection.
-async fn client(addr: SocketAddr, count: u64, keyed: bool) {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
-    tokio::spawn(connection);
-    for _ in 0..count {
-        let mut request = http::Request::post("/charge").header("host", "bench");
-        if keyed {
-            let key = format!("k-{}-{}", std::process::id(), FRESH.fetch_add(1, Ordering::Relaxed));
-            request = request.header("idempotency-key", key);
-        }
-        let request = request.body(Full::new(Bytes::from_static(&BODY))).expect("request");
-        sender.ready().await.expect("ready");
-        let response = sender.send_request(request).await.expect("response");
-        assert!(response.status().is_success(), "{}", response.status());
-        response.into_body().collect().await.expect("body");
-    }
-}
-
 /// `iters` requests split over `clients` clients at once; the time until the last ends.
-async fn drive(addr: SocketAddr, clients: u64, iters: u64, keyed: bool) -> Duration {
+async fn clients_at_once(addr: SocketAddr, clients: u64, iters: u64, keyed: bool) -> Duration {
     let share = iters.div_ceil(clients);
     let start = Instant::now();
-    let runs: Vec<_> = (0..clients).map(|_| tokio::spawn(client(addr, share, keyed))).collect();
+    let key = if keyed { fresh_key } else { |_| None };
+    let runs: Vec<_> =
+        (0..clients).map(|_| tokio::spawn(common::drive(addr, share, key))).collect();
     for run in runs {
         run.await.expect("a client");
     }
@@ -122,7 +85,7 @@ fn bench_http_pg(c: &mut Criterion) {
             ("without_layer", plain, false),
         ] {
             g.bench_function(name, |b| {
-                b.to_async(&rt).iter_custom(|iters| drive(addr, clients, iters, keyed))
+                b.to_async(&rt).iter_custom(|iters| clients_at_once(addr, clients, iters, keyed))
             });
         }
         g.finish();
