@@ -6,6 +6,8 @@
 #[path = "../examples/checkout_server/app.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod app;
+#[path = "common/checkout_client.rs"]
+mod checkout_client;
 #[path = "../examples/checkout_server/orders.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod orders;
@@ -14,9 +16,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use idem_core::{ManualClock, StoreConfig, Timestamp};
 use idem_payments::{Fault, SimulatedGateway};
 use idem_store_postgres::AsyncPgStore;
@@ -47,22 +46,9 @@ async fn serve(
     (addr, shop)
 }
 
+/// One `POST /checkout` with `key`: its status, replay flag and body.
 async fn post(addr: SocketAddr, key: &str) -> (u16, bool, String) {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("the server listens");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
-    tokio::spawn(connection);
-    let request = http::Request::post("/checkout")
-        .header("host", addr.to_string())
-        .header("idempotency-key", format!("\"{key}\""))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR")))
-        .expect("a valid request");
-    let response = sender.send_request(request).await.expect("an answer");
-    let status = response.status().as_u16();
-    let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
-    let body = response.into_body().collect().await.expect("a body").to_bytes();
-    (status, replayed, String::from_utf8_lossy(&body).into_owned())
+    checkout_client::post(addr, key).await.expect("an answer")
 }
 
 /// The orders recorded: (key, charge).

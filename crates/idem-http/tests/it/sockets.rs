@@ -15,9 +15,13 @@ use idem_payments::SimulatedGateway;
 #[path = "../../examples/checkout_server/app.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod app;
+#[path = "../common/checkout_client.rs"]
+mod checkout_client;
 #[path = "../../examples/checkout_server/serve.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod serve;
+
+use checkout_client::post;
 
 /// Serves `mode` on a fresh loopback port, on a gateway that takes `latency` per charge.
 /// The server has its own runtime on its own thread: the simulated gateway blocks its
@@ -41,25 +45,6 @@ async fn serve(mode: app::Mode, latency: Duration) -> (SocketAddr, Arc<app::Shop
         })
     });
     (addr, shop)
-}
-
-/// One `POST /checkout` on a new connection: its status, replay flag and body.
-async fn post(addr: SocketAddr, key: &str) -> Result<(u16, bool, String), hyper::Error> {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("the server listens");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
-    let request = http::Request::post("/checkout")
-        .header("host", addr.to_string())
-        .header("idempotency-key", format!("\"{key}\""))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR")))
-        .expect("a valid request");
-    let response = sender.send_request(request).await?;
-    let status = response.status().as_u16();
-    let replayed = response.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
-    let body = response.into_body().collect().await?.to_bytes();
-    Ok((status, replayed, String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// A client that gives up on an answer after `patience` and retries with the same key,
