@@ -52,16 +52,38 @@ fn slow(work: Duration) -> (axum::routing::MethodRouter, Arc<AtomicUsize>) {
     (route, finished)
 }
 
+/// The tests' scope function, as a type.
+type Tenant = fn(&http::request::Parts) -> Option<String>;
+
+/// `route` at `/charge` behind a layer on `store` with `config`, and the layer, whose
+/// counts the tests read.
+fn behind<St>(
+    store: St,
+    route: axum::routing::MethodRouter,
+    config: idem_http::Config,
+) -> (Router, IdempotencyLayer<St, Tenant>)
+where
+    St: AsyncKeyStore<StoredResponse> + 'static,
+{
+    let tenant: Tenant = crate::tenant;
+    let layer = IdempotencyLayer::with_config(store, tenant, config).expect("fits");
+    (Router::new().route("/charge", route).layer(layer.clone()), layer)
+}
+
+/// A client that sends a charge and leaves 50 ms later, before any answer.
+async fn leave_after_50_ms(router: &Router) {
+    let request = router.clone().oneshot(charge(Some("k1"), "x"));
+    let gave_up = tokio::time::timeout(Duration::from_millis(50), request);
+    assert!(gave_up.await.is_err(), "the client left before the answer");
+}
+
 /// A handler three times slower than its lease, with a duplicate every 50 ms: its lease
 /// is renewed, so every duplicate is answered 409 while it works, none recovers the key,
 /// and the handler runs once; the duplicates after it replay its answer.
 #[tokio::test(start_paused = true)]
 async fn a_handler_three_times_slower_than_its_lease_runs_once() {
     let (route, finished) = slow(LEASE * 3);
-    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config(|c| c));
-    let layer = layer.expect("fits");
-    let stats = layer.clone();
-    let router = Router::new().route("/charge", route).layer(layer);
+    let (router, stats) = behind(store(), route, config(|c| c));
     let first = tokio::spawn({
         let router = router.clone();
         async move { send(&router, charge(Some("k1"), "x")).await }
@@ -145,10 +167,7 @@ async fn a_renewal_that_finds_the_lease_lost_keeps_the_answer_out_of_the_store()
     let (route, finished) = slow(LEASE * 2 / 3);
     let inner = store();
     let bent = Bent { inner: inner.clone(), loses_renewals: true, claim_takes: Duration::ZERO };
-    let layer = IdempotencyLayer::with_config(bent, crate::tenant, config(|c| c));
-    let layer = layer.expect("fits");
-    let stats = layer.clone();
-    let router = Router::new().route("/charge", route).layer(layer);
+    let (router, stats) = behind(bent, route, config(|c| c));
     let first = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((first.status, first.body.as_str()), (201, "charged 1"));
     assert_eq!(finished.load(Ordering::SeqCst), 1);
@@ -164,14 +183,8 @@ async fn a_renewal_that_finds_the_lease_lost_keeps_the_answer_out_of_the_store()
 async fn an_orphaned_handler_past_its_bound_is_stopped_and_left_in_flight() {
     let (route, finished) = slow(Duration::from_secs(10));
     let config = config(|c| c.orphan_time_max(Duration::from_secs(1)));
-    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config).expect("fits");
-    let stats = layer.clone();
-    let router = Router::new().route("/charge", route).layer(layer);
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(50),
-        router.clone().oneshot(charge(Some("k1"), "x")),
-    );
-    assert!(gave_up.await.is_err(), "the client left before the answer");
+    let (router, stats) = behind(store(), route, config);
+    leave_after_50_ms(&router).await;
     tokio::time::sleep(Duration::from_millis(900)).await;
     assert_eq!(stats.stats().orphans_abandoned, 0, "still within its bound");
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -185,15 +198,8 @@ async fn an_orphaned_handler_past_its_bound_is_stopped_and_left_in_flight() {
 #[tokio::test(start_paused = true)]
 async fn an_orphaned_handler_within_its_bound_finishes_and_replays() {
     let (route, finished) = slow(Duration::from_millis(500));
-    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config(|c| c));
-    let layer = layer.expect("fits");
-    let stats = layer.clone();
-    let router = Router::new().route("/charge", route).layer(layer);
-    let gave_up = tokio::time::timeout(
-        Duration::from_millis(50),
-        router.clone().oneshot(charge(Some("k1"), "x")),
-    );
-    assert!(gave_up.await.is_err(), "the client left before the answer");
+    let (router, stats) = behind(store(), route, config(|c| c));
+    leave_after_50_ms(&router).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(finished.load(Ordering::SeqCst), 1);
     assert_eq!(stats.stats().orphans_finished, 1, "{:?}", stats.stats());
@@ -331,9 +337,7 @@ async fn a_shutdown_can_wait_for_the_runs_still_going() {
     let layer = layer.expect("fits");
     let runs = layer.runs();
     let router = Router::new().route("/charge", route).layer(layer);
-    let gave_up =
-        tokio::time::timeout(Duration::from_millis(50), router.oneshot(charge(Some("k1"), "x")));
-    assert!(gave_up.await.is_err(), "the client left before the answer");
+    leave_after_50_ms(&router).await;
     assert_eq!(runs.going(), 1, "its run goes on");
     assert!(!runs.drained(Duration::from_secs(1)).await, "not drained while it works");
     assert!(runs.drained(Duration::from_secs(5)).await, "drained once it ended");
@@ -385,9 +389,7 @@ async fn a_client_that_leaves_during_its_claim_leaves_no_key_behind() {
     let (route, finished) = slow(Duration::from_millis(10));
     let bent =
         Bent { inner: store(), loses_renewals: false, claim_takes: Duration::from_millis(200) };
-    let layer = IdempotencyLayer::with_config(bent, crate::tenant, config(|c| c)).expect("fits");
-    let stats = layer.clone();
-    let router = Router::new().route("/charge", route).layer(layer);
+    let (router, stats) = behind(bent, route, config(|c| c));
     let gave_up = tokio::time::timeout(
         Duration::from_millis(50),
         router.clone().oneshot(charge(Some("k1"), "x")),
