@@ -16,6 +16,7 @@ use http_body::Body;
 use http_body_util::BodyExt;
 use idem_core::{
     AsyncKeyStore, Claim, Fingerprint, IdempotencyKey, Lease, Scope, ScopedKey, StoreError, Timer,
+    WAIT_PAUSE_FIRST,
 };
 use sha2::{Digest, Sha256};
 use tower_layer::Layer;
@@ -760,16 +761,20 @@ where
     async fn decide(self: &Arc<Self>, key: ScopedKey, fingerprint: Fingerprint) -> Decision {
         let first = self.store.claim(&key, &fingerprint).await;
         let Some(wait) = self.config.wait else { return decision(first, &self.counters) };
-        if !matches!(first, Ok(Claim::InFlight { .. })) {
+        let Ok(Claim::InFlight { retry_after }) = first else {
             return decision(first, &self.counters);
-        }
+        };
         // At most `waiters_max` requests wait at once; one more is answered 409 at once.
         let Some(_waiter) = Waiter::enter(&self.waiters, self.config.waiters_max) else {
             return decision(first, &self.counters);
         };
         // The store's waiting claim: idem-core's pauses (1 ms doubling to 50 ms), never
-        // past the holder's lease or `wait`, on tokio's clock.
-        let waited = self.store.claim_wait(&key, &fingerprint, wait, &TokioTimer).await;
+        // past the holder's lease or `wait`, on tokio's clock. It claims before its first
+        // pause, so the first pause is taken here: the claim just made is not made again.
+        let pause = WAIT_PAUSE_FIRST.min(retry_after).min(wait);
+        tokio::time::sleep(pause).await;
+        let left = wait - pause;
+        let waited = self.store.claim_wait(&key, &fingerprint, left, &TokioTimer).await;
         decision(waited, &self.counters)
     }
 }
