@@ -1078,6 +1078,20 @@ const CATALOGUE: &[Mutant] = &[
         to: "    let stop = StopRenewing(tokio::spawn(async {}).abort_handle());",
         check: test("idem-http", "", "it", "runs::a_handler_that_blocks"),
     },
+    Mutant {
+        name: "checkout-retry-never-waits-for-the-first",
+        file: "crates/idem-http/examples/checkout_server/app.rs",
+        from: "        .wait_for_first(Some(Duration::from_secs(10)))",
+        to: "        .wait_for_first(None)",
+        check: test("idem-http", "", "it", "sockets::a_client_that_leaves_mid_handler"),
+    },
+    Mutant {
+        name: "http-body-left-out-of-the-fingerprint",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        return Ok(builder.bytes(\"body-sha256\", body_sha256).finish());",
+        to: "        return Ok(builder.finish());",
+        check: test("idem-http", "", "it", "features::by_default"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).
