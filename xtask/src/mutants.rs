@@ -1092,6 +1092,13 @@ const CATALOGUE: &[Mutant] = &[
         to: "        return Ok(builder.finish());",
         check: test("idem-http", "", "it", "features::by_default"),
     },
+    Mutant {
+        name: "http-missed-frames-end-as-if-whole",
+        file: "crates/idem-http/src/run.rs",
+        from: "            let end = if whole {",
+        to: "            let end = if whole || true {",
+        check: test("idem-http", "", "it", "runs::a_client_that_missed"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).

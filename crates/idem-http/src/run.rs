@@ -274,9 +274,16 @@ async fn settle<St, F, RB, E>(
     match stream_rest(body, &frames).await {
         // The end is sent once the stand-in is kept: a caller that retries the moment its
         // body ends finds it, as a caller of a whole body finds its response kept.
-        Ok(()) => {
+        Ok(whole) => {
             state.complete(lease, stored, kept, lost).await;
-            frames.send(Streamed::End).await;
+            // A client that missed frames (it stalled past the bound, then read on) is
+            // told its body is not whole, never an end as if it were.
+            let end = if whole {
+                Streamed::End
+            } else {
+                Streamed::Failed("the response was cut short: the client stopped reading".into())
+            };
+            frames.send(end).await;
         }
         Err(error) => body_failed(state, error),
     }
@@ -367,8 +374,8 @@ where
 
 /// Sends the rest of `body` to the client through `frames`, and reads it to its end
 /// even once the client has gone (its receiver dropped): whether the response ended
-/// well decides whether it is kept.
-async fn stream_rest<B>(mut body: std::pin::Pin<&mut B>, frames: &Frames) -> Result<(), BoxError>
+/// well decides whether it is kept; whether the client took every frame, the answer.
+async fn stream_rest<B>(mut body: std::pin::Pin<&mut B>, frames: &Frames) -> Result<bool, BoxError>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -388,7 +395,7 @@ where
             }
         }
     }
-    Ok(())
+    Ok(taking)
 }
 
 /// The channel to a streamed body, with how long a frame may wait for the client.

@@ -401,3 +401,20 @@ async fn a_client_that_leaves_during_its_claim_leaves_no_key_behind() {
     assert_eq!((retry.status, finished.load(Ordering::SeqCst)), (201, 1), "{retry:?}");
     assert_eq!(stats.stats().released, 1);
 }
+
+/// A client that pauses past `orphan_time_max` in the middle of a streamed response and
+/// then reads on missed frames: its body ends with an error, never as if it were whole.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_missed_frames_gets_a_body_that_fails() {
+    use http_body_util::BodyExt;
+    let route = post(|| async { http::Response::new(chunks(64)) });
+    let config = config(|c| c.response_bytes_max(1024).orphan_time_max(Duration::from_secs(1)));
+    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config).expect("fits");
+    let router = Router::new().route("/charge", route).layer(layer);
+    let response = router.clone().oneshot(charge(Some("k1"), "x")).await.expect("infallible");
+    let mut body = response.into_body();
+    body.frame().await.expect("a frame").expect("the head");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rest = body.collect().await;
+    assert!(rest.is_err(), "missed frames, yet the body ended as if whole");
+}
