@@ -531,6 +531,98 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-postgres", "server-tests", "postgres", "renew"),
     },
     Mutant {
+        name: "core-forget-removes-a-live-holder",
+        file: "crates/idem-core/src/admin.rs",
+        from: "Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) => {",
+        to: "Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) if false \
+             => {",
+        check: test("idem-core", "", "it", "conformance::forget"),
+    },
+    Mutant {
+        name: "core-forget-beside-a-renewing-holder",
+        file: "crates/idem-core/src/admin.rs",
+        from: "Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) => {",
+        to: "Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) if false \
+             => {",
+        check: Check::Loom { package: "idem-core" },
+    },
+    Mutant {
+        name: "core-forget-keeps-the-record-count",
+        file: "crates/idem-core/src/memory.rs",
+        from: "                self.records.fetch_sub(1, Ordering::Relaxed);\n\
+               \x20               // A waiter on the pending claim",
+        to: "                // A waiter on the pending claim",
+        check: test("idem-core", "", "it", "conformance::forget"),
+    },
+    Mutant {
+        name: "core-forget-keeps-the-scope-count",
+        file: "crates/idem-core/src/memory.rs",
+        from: "if matches!(record.state, RecordState::Pending { .. }) {",
+        to: "if matches!(record.state, RecordState::InFlight { .. }) {",
+        check: test("idem-core", "", "it", "conformance::forget"),
+    },
+    Mutant {
+        name: "core-forget-untraced-who-and-why",
+        file: "crates/idem-core/src/trace.rs",
+        from: "tracing::warn!(scope, key, who, why, ?was,",
+        to: "tracing::warn!(scope, key, ?was,",
+        check: test("idem-core", "tracing", "it", "a_forget_says"),
+    },
+    Mutant {
+        name: "sqlite-forget-keeps-the-record-count",
+        file: "crates/idem-store-sqlite/src/admin.rs",
+        from: "        exec(conn, \"UPDATE meta SET records = records - 1 WHERE id = 1\", [])",
+        to: "        exec(conn, \"UPDATE meta SET records = records - 0 WHERE id = 1\", [])",
+        check: test("idem-store-sqlite", "", "it", "forget"),
+    },
+    Mutant {
+        name: "pg-forget-keeps-the-record-count",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "records - 1\n\
+               \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
+               \x20        SELECT COUNT(*) FROM gone\"\n\
+               \x20   )\n\
+               }\n\
+               \n\
+               /// The sweep",
+        to: "records - 0\n\
+             \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
+             \x20        SELECT COUNT(*) FROM gone\"\n\
+             \x20   )\n\
+             }\n\
+             \n\
+             /// The sweep",
+        check: test("idem-store-postgres", "server-tests", "postgres", "forget"),
+    },
+    Mutant {
+        name: "pg-forget-judges-the-row-unlocked",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "record_locked: format!(\"{} FOR UPDATE\", record_sql(&s)),",
+        to: "record_locked: record_sql(&s),",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_forget_waits"),
+    },
+    Mutant {
+        name: "http-forget-without-a-reason",
+        file: "crates/idem-http/src/operator.rs",
+        from: "if why.trim().is_empty() || why.len() > FORGET_REASON_BYTES_MAX {",
+        to: "if why.len() > FORGET_REASON_BYTES_MAX {",
+        check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
+        name: "http-operator-store-error-shown",
+        file: "crates/idem-http/src/operator.rs",
+        from: "        OperatorError::Store(_) => Problem::new(",
+        to: "        OperatorError::Store(_) if false => Problem::new(",
+        check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
+        name: "http-forget-uncounted",
+        file: "crates/idem-http/src/operator.rs",
+        from: "            self.state.counters.count(Count::Forgotten);",
+        to: "",
+        check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\
@@ -924,8 +1016,24 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-release-keeps-the-count",
         file: "crates/idem-store-postgres/src/lib.rs",
-        from: "UPDATE {s}.meta SET records = records - 1",
-        to: "UPDATE {s}.meta SET records = records - 0",
+        from: "RETURNING 1),\n\
+               \x20        counted AS (\n\
+               \x20            UPDATE {s}.meta SET records = records - 1\n\
+               \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
+               \x20        SELECT COUNT(*) FROM gone\"\n\
+               \x20   )\n\
+               }\n\
+               \n\
+               /// An operator's read",
+        to: "RETURNING 1),\n\
+             \x20        counted AS (\n\
+             \x20            UPDATE {s}.meta SET records = records - 0\n\
+             \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
+             \x20        SELECT COUNT(*) FROM gone\"\n\
+             \x20   )\n\
+             }\n\
+             \n\
+             /// An operator's read",
         check: test("idem-store-postgres", "server-tests", "postgres", "async_store::capacity_ref"),
     },
     Mutant {

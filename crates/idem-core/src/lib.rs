@@ -78,6 +78,7 @@
 //! `tracing` (off by default): the stores' `claim` and `settle` spans and their events
 //! (replay, in flight, recover, key reused, lease lost), through [`trace`]; free when off.
 
+mod admin;
 mod async_store;
 mod clock;
 mod fingerprint;
@@ -87,6 +88,9 @@ mod store;
 mod sync;
 pub mod trace;
 
+pub use admin::{
+    AsyncKeyAdmin, Forgotten, KeyAdmin, KeyRecord, RecordState, forget_decision, record_state,
+};
 pub use async_store::{AsyncKeyStore, Timer};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use fingerprint::{Fingerprint, FingerprintBuilder};

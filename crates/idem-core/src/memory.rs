@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use hashbrown::HashTable;
 
+use crate::admin::{Forgotten, KeyAdmin, KeyRecord, RecordState};
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::fingerprint::Fingerprint;
 use crate::key::{Scope, ScopedKey};
@@ -705,6 +706,60 @@ impl<R: Clone + Send> KeyStore<R> for MemoryStore<R> {
             Phase::InFlight { lease_expires_at } => {
                 KeyState::Pending { lease_expired_at: *lease_expires_at }
             }
+        })
+    }
+}
+
+impl<R> Record<R> {
+    /// The record as an operator sees it at `now`; `None` for an expired result.
+    fn seen(&self, now: Timestamp) -> Option<KeyRecord> {
+        let state = match &self.phase {
+            Phase::InFlight { lease_expires_at } => {
+                crate::admin::record_state(false, *lease_expires_at, Timestamp::ZERO, now)
+            }
+            Phase::Finished { expires_at, .. } => {
+                crate::admin::record_state(true, Timestamp::ZERO, *expires_at, now)
+            }
+        }?;
+        Some(KeyRecord { fingerprint: self.fingerprint, state })
+    }
+}
+
+impl<R: Clone + Send> KeyAdmin for MemoryStore<R> {
+    fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+        let now = self.clock.now();
+        let (hash, shard) = self.locate(key);
+        let state = shard.state.lock();
+        Ok(state.table.find(hash, |r| r.key == *key).and_then(|r| r.seen(now)))
+    }
+
+    /// RACE (forget against the holder): an operator forgets a key while its holder
+    /// renews or completes, or a retry recovers it. The record is read, judged and removed
+    /// under the shard's lock that those take: the forget sees the holder live (and
+    /// refuses) or the key pending (and removes it, and the holder's token then holds
+    /// nothing). Loom model: `forget_races_the_holder`.
+    fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        crate::trace::forget(key, who, why, || {
+            let now = self.clock.now();
+            let (hash, shard) = self.locate(key);
+            let mut state = shard.state.lock();
+            let Ok(entry) = state.table.find_entry(hash, |r| r.key == *key) else {
+                return Ok(Forgotten::Absent);
+            };
+            let decision = crate::admin::forget_decision(entry.get().seen(now));
+            if let Forgotten::Removed(record) = decision {
+                entry.remove();
+                if matches!(record.state, RecordState::Pending { .. }) {
+                    self.scope_settled(key);
+                }
+                // ORDERING: see `reserve`.
+                self.records.fetch_sub(1, Ordering::Relaxed);
+                // A waiter on the pending claim claims again now: the key is absent.
+                if state.waiters > 0 {
+                    shard.changed.notify_all();
+                }
+            }
+            Ok(decision)
         })
     }
 }

@@ -18,7 +18,7 @@
 //! [`KeyStore::claim`]: crate::KeyStore::claim
 //! [`KeyStore::complete`]: crate::KeyStore::complete
 
-use crate::{Claim, Lease, ScopedKey, StoreError};
+use crate::{Claim, Forgotten, Lease, ScopedKey, StoreError};
 
 /// A span entered for the length of an operation; with the feature off, nothing.
 #[must_use = "the span ends when this guard is dropped"]
@@ -109,6 +109,40 @@ pub fn settle(
     #[cfg(not(feature = "tracing"))]
     let _ = (op, lease);
     result
+}
+
+/// Runs a forget and reports it, with who asked and why, at warn: forgetting a key lets
+/// its next request run again, which an operator reading the log must be able to trace.
+///
+/// # Errors
+///
+/// Whatever `run` returns, unchanged.
+#[inline]
+pub fn forget(
+    key: &ScopedKey,
+    who: &str,
+    why: &str,
+    run: impl FnOnce() -> Result<Forgotten, StoreError>,
+) -> Result<Forgotten, StoreError> {
+    let answer = run();
+    #[cfg(feature = "tracing")]
+    {
+        let (scope, key) = (key.scope().as_str(), key.key().as_str());
+        match &answer {
+            Ok(Forgotten::Removed(record)) => {
+                let was = &record.state;
+                tracing::warn!(scope, key, who, why, ?was, "forgotten: its next request runs");
+            }
+            Ok(Forgotten::Absent) => tracing::info!(scope, key, who, why, "forget: no record"),
+            Ok(Forgotten::HolderLive { .. }) => {
+                tracing::warn!(scope, key, who, why, "forget refused: the holder still runs");
+            }
+            Err(error) => tracing::warn!(scope, key, who, why, %error, "forget failed"),
+        }
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (key, who, why);
+    answer
 }
 
 /// Enters a span when the calling crate's `tracing` feature is on; nothing otherwise.

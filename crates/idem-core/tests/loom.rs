@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use idem_core::{
-    Claim, Fingerprint, KeyStore, ManualClock, MemoryStore, ScopedKey, StoreConfig, StoreError,
-    Timestamp,
+    Claim, Fingerprint, Forgotten, KeyAdmin, KeyStore, ManualClock, MemoryStore, ScopedKey,
+    StoreConfig, StoreError, Timestamp,
 };
 use loom::sync::Arc;
 use loom::thread;
@@ -30,6 +30,23 @@ fn key() -> ScopedKey {
 fn request() -> Fingerprint {
     Fingerprint::builder("loom").u64("n", 1).finish()
 }
+
+/// A store whose one key's holder renews, on a thread of its own, just as its lease has
+/// run out; the thread answers the renewal and the lease it renewed.
+fn renewing_as_the_lease_runs_out() -> (Arc<MemoryStore<u32>>, thread::JoinHandle<Renewal>) {
+    let (store, clock) = store();
+    let Claim::Acquired(held) = store.claim(&key(), &request()).expect("claim") else {
+        panic!("an absent key is acquired");
+    };
+    clock.advance(LEASE);
+    let holder = {
+        let store = store.clone();
+        thread::spawn(move || (store.renew(&held), held))
+    };
+    (store, holder)
+}
+
+type Renewal = (Result<idem_core::Lease, StoreError>, idem_core::Lease);
 
 /// Race: two claimers of one absent key (a check-then-insert window). The first completes
 /// if it wins.
@@ -122,15 +139,7 @@ fn stale_complete_races_recovery() {
 #[test]
 fn renewal_races_recovery() {
     loom::model(|| {
-        let (store, clock) = store();
-        let Claim::Acquired(held) = store.claim(&key(), &request()).expect("claim") else {
-            panic!("an absent key is acquired");
-        };
-        clock.advance(LEASE);
-        let holder = {
-            let store = store.clone();
-            thread::spawn(move || (store.renew(&held), held))
-        };
+        let (store, holder) = renewing_as_the_lease_runs_out();
         let claim = store.claim(&key(), &request()).expect("claim");
         let (renewed, held) = holder.join().expect("holder thread");
         match (renewed, claim) {
@@ -144,6 +153,36 @@ fn renewal_races_recovery() {
                 store.complete(&fresh, 2).expect("the recovering holder completes");
             }
             (renewed, claim) => panic!("both or neither hold the key: {renewed:?} / {claim:?}"),
+        }
+        store.assert_invariants();
+    });
+}
+
+/// Race: an operator forgets a key whose holder's lease has just run out, while the
+/// holder renews it. Invariant: either the renewal lands first (the forget sees a live
+/// holder and refuses, and the holder completes) or the forget does (the pending claim is
+/// removed, the renewal is refused, and the next claim acquires the key afresh): never a
+/// forgotten key whose holder still holds a lease.
+#[test]
+fn forget_races_the_holder() {
+    loom::model(|| {
+        let (store, holder) = renewing_as_the_lease_runs_out();
+        let forgotten = store.forget(&key(), "operator", "stuck").expect("forget");
+        let (renewed, held) = holder.join().expect("holder thread");
+        match (renewed, forgotten) {
+            (Ok(renewed), Forgotten::HolderLive { .. }) => {
+                store.complete(&renewed, 1).expect("the renewed holder completes");
+                assert_eq!(store.claim(&key(), &request()).expect("claim"), Claim::Replay(1));
+            }
+            (Err(StoreError::LeaseLost { .. }), Forgotten::Removed(_)) => {
+                let refused = store.complete(&held, 1);
+                assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+                let fresh = store.claim(&key(), &request()).expect("claim");
+                assert!(matches!(fresh, Claim::Acquired(_)), "{fresh:?}");
+            }
+            (renewed, forgotten) => {
+                panic!("forgotten beside a holder: {renewed:?} / {forgotten:?}")
+            }
         }
         store.assert_invariants();
     });

@@ -1,13 +1,16 @@
 //! How a SQL backend reads a stored claim row: into a [`KeyState`], into the reason a
-//! claim changed nothing, into a pending claim; and a claim that sweeps once when full
-//! (for either store contract).
+//! claim changed nothing, into a pending claim, into an operator's record; and a claim
+//! that sweeps once when full (for either store contract).
 //! The SQLite and PostgreSQL stores share these, so they judge a row alike.
 
 use crate::codec::{CodecError, Durable};
 use std::future::Future;
 use std::time::Duration;
 
-use idem_core::{Claim, Fingerprint, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp};
+use idem_core::{
+    Claim, Fingerprint, KeyRecord, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp,
+    record_state,
+};
 
 use crate::result::decode_result;
 
@@ -129,6 +132,27 @@ pub fn pending_claim(
         .map_err(|_| CodecError::Corrupt(format!("{key}: fingerprint is not 32 bytes")))?;
     let lease_expired_at = Timestamp::from_millis(u64::try_from(lease_expired_ms).unwrap_or(0));
     Ok(PendingClaim { key, fingerprint: Fingerprint::from_bytes(fingerprint), lease_expired_at })
+}
+
+/// A stored row's record as an operator sees it at `now` ([`idem_core::KeyAdmin`]):
+/// `None` for a result whose TTL has ended.
+///
+/// # Errors
+///
+/// [`CodecError::Corrupt`] if the stored fingerprint is not 32 bytes.
+pub fn stored_record(
+    key: &ScopedKey,
+    fingerprint: &[u8],
+    finished: bool,
+    (lease_expires_ms, expires_ms): (i64, i64),
+    now: Timestamp,
+) -> Result<Option<KeyRecord>, CodecError> {
+    let fingerprint: [u8; 32] = fingerprint
+        .try_into()
+        .map_err(|_| CodecError::Corrupt(format!("{key}: fingerprint is not 32 bytes")))?;
+    let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
+    let state = record_state(finished, at(lease_expires_ms), at(expires_ms), now);
+    Ok(state.map(|state| KeyRecord { fingerprint: Fingerprint::from_bytes(fingerprint), state }))
 }
 
 /// A claim that sweeps expired results once when the store is full, then tries again:

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    AsyncKeyStore, Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
-    StoreError,
+    AsyncKeyAdmin, AsyncKeyStore, Claim, Fingerprint, Forgotten, KeyAdmin, KeyRecord, KeyState,
+    KeyStore, Lease, PendingClaim, ScopedKey, StoreError,
 };
 
 /// A sync [`KeyStore`] seen through [`AsyncKeyStore`]: every call runs on tokio's blocking
@@ -122,5 +122,17 @@ where
 
     fn result_bytes_max(&self) -> Option<usize> {
         self.0.result_bytes_max()
+    }
+}
+
+impl<S: KeyAdmin + 'static> AsyncKeyAdmin for Blocking<S> {
+    async fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+        let key = key.clone();
+        call(&self.0, move |s| s.inspect(&key)).await
+    }
+
+    async fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        let (key, who, why) = (key.clone(), who.to_string(), why.to_string());
+        call(&self.0, move |s| s.forget(&key, &who, &why)).await
     }
 }

@@ -156,6 +156,9 @@ pub struct LayerStats {
     /// [`ConfigBuilder::orphan_time_max`](crate::ConfigBuilder::orphan_time_max): stopped,
     /// their keys left in flight for recovery.
     pub orphans_abandoned: u64,
+    /// Records an operator forgot ([`Operator::forget`](crate::Operator::forget)): their
+    /// next request runs the handler again.
+    pub forgotten: u64,
 }
 
 impl<St, F> IdempotencyLayer<St, F>
@@ -247,7 +250,19 @@ where
             leases_renewed: c.get(Count::LeasesRenewed),
             orphans_finished: c.get(Count::OrphansFinished),
             orphans_abandoned: c.get(Count::OrphansAbandoned),
+            forgotten: c.get(Count::Forgotten),
         }
+    }
+}
+
+impl<St, F> IdempotencyLayer<St, F>
+where
+    St: idem_core::AsyncKeyAdmin + 'static,
+{
+    /// The operator's handle on this layer's keys: look one up, forget one
+    /// ([`Operator`](crate::Operator)), on the same store.
+    pub fn operator(&self) -> crate::Operator<St, F> {
+        crate::Operator::new(self.state.clone())
     }
 }
 

@@ -80,6 +80,10 @@
 //! longer explanation, a diagram and a comparison with Stripe, the IETF draft and other
 //! Rust middlewares.
 //!
+//! An operator looks a key up and forgets one a bug poisoned through
+//! [`IdempotencyLayer::operator`]: an [`Operator`] on the layer's store, which the
+//! application mounts behind its own admin route ([`Operator::serve`]).
+//!
 //! # Features
 //!
 //! `tracing` (off by default): the store's `claim` and `settle` events, and an event for
@@ -91,6 +95,7 @@ mod config;
 pub mod header;
 mod layer;
 mod meaning;
+mod operator;
 mod outcomes;
 mod problem;
 mod run;
@@ -105,6 +110,7 @@ pub use layer::{
     Recovering, StoredByHandler,
 };
 pub use meaning::{JsonMeaning, Meaning, MeaningError};
+pub use operator::{FORGET_REASON_BYTES_MAX, OPERATOR_QUERY_BYTES_MAX, Operator, OperatorError};
 pub use run::Runs;
 pub use stored::{
     NOT_KEPT_BYTES_MAX, STORED_ENVELOPE_BYTES, STORED_HEADER_BYTES_MAX, STORED_HEADERS_MAX,

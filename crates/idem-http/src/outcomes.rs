@@ -26,9 +26,10 @@ pub(crate) enum Count {
     LeasesRenewed,
     OrphansFinished,
     OrphansAbandoned,
+    Forgotten,
 }
 
-const COUNTS: usize = 15;
+const COUNTS: usize = 16;
 
 impl Count {
     /// The counter's name in the `metrics` facade: `idem_http_` and what it counts, with
@@ -51,6 +52,7 @@ impl Count {
             Self::LeasesRenewed => "idem_http_leases_renewed_total",
             Self::OrphansFinished => "idem_http_orphans_finished_total",
             Self::OrphansAbandoned => "idem_http_orphans_abandoned_total",
+            Self::Forgotten => "idem_http_forgotten_total",
         }
     }
 }

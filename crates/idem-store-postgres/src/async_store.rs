@@ -102,7 +102,7 @@ pub struct AsyncPgStore<R> {
     pool: Pool,
     /// The statements, the clock ([`AsyncPgStore::connect_with_clock`]'s or the
     /// database's) and the limits.
-    settings: Settings,
+    pub(crate) settings: Settings,
     pool_wait_max: Duration,
     _result: PhantomData<fn() -> R>,
 }
@@ -333,12 +333,12 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
 }
 
 impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
-    async fn connection(&self) -> Result<Object, StoreError> {
+    pub(crate) async fn connection(&self) -> Result<Object, StoreError> {
         checkout(&self.pool, self.pool_wait_max).await
     }
 
     /// Runs `statement` on a free connection; `None` if it returned no row.
-    async fn query_opt(
+    pub(crate) async fn query_opt(
         &self,
         statement: &str,
         params: &[Param<'_>],

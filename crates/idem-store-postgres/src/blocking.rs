@@ -28,7 +28,7 @@ pub struct PgStore<R> {
     connector: Connector,
     /// The statements, the clock ([`PgStore::connect_with_clock`]'s or the database's)
     /// and the limits.
-    settings: Settings,
+    pub(crate) settings: Settings,
     _result: PhantomData<fn() -> R>,
 }
 
@@ -154,7 +154,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     /// if the server is still away, that is the error, and the next call tries again.
     /// An operation whose connection fails under it is not retried: it may have taken
     /// effect, and its caller decides (a claim left pending is recovered, never redone).
-    fn with_client<T>(
+    pub(crate) fn with_client<T>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {

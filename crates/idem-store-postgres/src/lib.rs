@@ -115,6 +115,7 @@ use std::sync::Arc;
 use idem_core::{Clock, ConfigError, StoreError, Timestamp};
 use tokio_postgres::types::ToSql;
 
+mod admin;
 mod async_store;
 mod blocking;
 mod rows;
@@ -367,6 +368,11 @@ struct Statements {
     sweep: String,
     pending: String,
     lookup: String,
+    /// An operator's read of a row, whatever its fingerprint (no result).
+    record: String,
+    /// As `record`, locking the row for the forget in the same transaction.
+    record_locked: String,
+    forget: String,
 }
 
 impl Statements {
@@ -409,6 +415,9 @@ impl Statements {
                      ON c.scope = $1 AND c.key = $2",
                 now_sql(3)
             ),
+            record: record_sql(&s),
+            record_locked: format!("{} FOR UPDATE", record_sql(&s)),
+            forget: forget_sql(&s),
             schema: s,
         }
     }
@@ -455,6 +464,29 @@ fn release_sql(s: &str) -> String {
         "WITH gone AS (
              DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished
              RETURNING 1),
+         counted AS (
+             UPDATE {s}.meta SET records = records - 1
+             WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)
+         SELECT COUNT(*) FROM gone"
+    )
+}
+
+/// An operator's read of a row: its fingerprint, state and deadlines, and the time
+/// ([`now_sql`]); no row for an absent key.
+fn record_sql(s: &str) -> String {
+    format!(
+        "SELECT fingerprint, finished, lease_expires_at, expires_at, {} FROM {s}.claims
+         WHERE scope = $1 AND key = $2",
+        now_sql(3)
+    )
+}
+
+/// A forget's delete of a row its transaction locked and judged, and the record count
+/// less one if it deleted; it returns how many rows it deleted.
+fn forget_sql(s: &str) -> String {
+    format!(
+        "WITH gone AS (
+             DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 RETURNING 1),
          counted AS (
              UPDATE {s}.meta SET records = records - 1
              WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)

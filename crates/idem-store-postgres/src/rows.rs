@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    Claim, Clock, FencingToken, Fingerprint, KeyState, Lease, PendingClaim, ScopedKey, StoreConfig,
-    StoreError, Timestamp,
+    Claim, Clock, FencingToken, Fingerprint, KeyRecord, KeyState, Lease, PendingClaim, ScopedKey,
+    StoreConfig, StoreError, Timestamp,
 };
-use idem_durable::row::{StoredRow, claim_refused, pending_claim, row_state};
+use idem_durable::row::{StoredRow, claim_refused, pending_claim, row_state, stored_record};
 use idem_durable::{Durable, encode_result};
 use tokio_postgres::Row;
 
@@ -107,6 +107,15 @@ impl Settings {
         FencedParams::new(lease, Duration::ZERO, None, Vec::new())
     }
 
+    /// For an operator's read or forget of `key`.
+    pub(crate) fn key<'a>(&self, key: &'a ScopedKey) -> KeyParams<'a> {
+        KeyParams {
+            scope: key.scope().as_str(),
+            key: key.key().as_str(),
+            now: self.clock.now_param(),
+        }
+    }
+
     /// For a sweep of at most the configured batch.
     pub(crate) fn sweep(&self) -> BatchParams {
         BatchParams { now: self.clock.now_param(), limit: bigint(self.config.sweep_batch_max()) }
@@ -141,6 +150,25 @@ impl ClaimParams<'_> {
     /// For [`Statements::scope_in_flight`].
     pub(crate) fn scope(&self) -> [Param<'_>; 1] {
         [&self.scope]
+    }
+}
+
+/// The parameters of an operator's read and forget of one key.
+pub(crate) struct KeyParams<'a> {
+    scope: &'a str,
+    key: &'a str,
+    now: Option<i64>,
+}
+
+impl KeyParams<'_> {
+    /// For [`Statements::record`] and [`Statements::record_locked`].
+    pub(crate) fn record(&self) -> [Param<'_>; 3] {
+        [&self.scope, &self.key, &self.now]
+    }
+
+    /// For [`Statements::forget`].
+    pub(crate) fn forget(&self) -> [Param<'_>; 2] {
+        [&self.scope, &self.key]
     }
 }
 
@@ -317,4 +345,11 @@ pub(crate) fn pending(rows: &[Row]) -> Result<Vec<PendingClaim>, StoreError> {
     rows.iter()
         .map(|row| Ok(pending_claim(row.get(0), row.get(1), row.get(2), row.get(3))?))
         .collect()
+}
+
+/// An operator's record of `key` from the row [`Statements::record`] read (none: absent).
+pub(crate) fn record(row: Option<&Row>, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+    let Some(row) = row else { return Ok(None) };
+    let deadlines = (row.get(2), row.get(3));
+    Ok(stored_record(key, row.get(0), row.get(1), deadlines, timestamp(row.get(4)))?)
 }

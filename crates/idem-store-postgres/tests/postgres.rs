@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use idem_core::{
-    Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, PendingClaim, ScopedKey,
-    StoreConfig, StoreError,
+    Claim, Fingerprint, Forgotten, KeyAdmin, KeyState, KeyStore, Lease, ManualClock, PendingClaim,
+    ScopedKey, StoreConfig, StoreError,
 };
 use idem_store_postgres::{PgError, PgStore};
 
@@ -88,6 +88,15 @@ impl KeyStore<String> for TestStore {
     }
     fn lookup(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<KeyState<String>, StoreError> {
         self.store.lookup(key, fp)
+    }
+}
+
+impl KeyAdmin for TestStore {
+    fn inspect(&self, key: &ScopedKey) -> Result<Option<idem_core::KeyRecord>, StoreError> {
+        self.store.inspect(key)
+    }
+    fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        self.store.forget(key, who, why)
     }
 }
 

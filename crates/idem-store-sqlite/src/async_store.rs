@@ -36,7 +36,10 @@ use crate::{
 impl<R: Durable + Clone + Send> SqliteStore<R> {
     /// Runs `job` in the writer's next transaction; ready after the commit, with its own
     /// typed result or why the transaction failed. No thread waits meanwhile.
-    async fn write_async<T: Send + 'static>(&self, job: impl WriteJob<T>) -> Result<T, StoreError> {
+    pub(crate) async fn write_async<T: Send + 'static>(
+        &self,
+        job: impl WriteJob<T>,
+    ) -> Result<T, StoreError> {
         written(self.writer.submit_async(job).await)
     }
 

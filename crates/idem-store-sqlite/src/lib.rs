@@ -105,6 +105,7 @@
 //! `tracing` (off by default): the `claim` and `settle` spans and events every store emits
 //! (see `idem_core::trace`).
 
+mod admin;
 mod async_store;
 
 use std::fmt;

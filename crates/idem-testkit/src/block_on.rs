@@ -6,8 +6,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use idem_core::{
-    AsyncKeyStore, Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
-    StoreError, Timer,
+    AsyncKeyAdmin, AsyncKeyStore, Claim, Fingerprint, Forgotten, KeyAdmin, KeyRecord, KeyState,
+    KeyStore, Lease, PendingClaim, ScopedKey, StoreError, Timer,
 };
 
 /// The suite's runtime: multi-threaded (two workers), shared by every case of a test
@@ -115,5 +115,15 @@ impl<R: Send, S: AsyncKeyStore<R>> KeyStore<R> for BlockOn<S> {
 
     fn result_bytes_max(&self) -> Option<usize> {
         self.0.result_bytes_max()
+    }
+}
+
+impl<S: AsyncKeyAdmin> KeyAdmin for BlockOn<S> {
+    fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+        wait(self.0.inspect(key))
+    }
+
+    fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        wait(self.0.forget(key, who, why))
     }
 }

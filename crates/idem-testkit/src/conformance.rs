@@ -29,6 +29,13 @@ use std::time::Duration;
 use std::sync::{Arc, Barrier};
 use std::thread;
 
+mod admin;
+
+pub use admin::{
+    forget_of_a_pending_claim_fences_its_holder, forget_refuses_a_live_holder,
+    forget_removes_a_finished_result, inspect_shows_every_state,
+};
+
 use idem_core::{
     Claim, Fingerprint, KeyState, KeyStore, Lease, ManualClock, ScopedKey, StoreConfig, StoreError,
     Timestamp,
@@ -58,6 +65,22 @@ fn config(capacity: usize) -> StoreConfig {
         .sweep_batch_max(16)
         .build()
         .expect("the suite's configuration is valid")
+}
+
+/// A fresh store whose scopes each hold at most `in_flight_max` claims in flight, and the
+/// clock it reads.
+fn with_scope_quota<S>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+    in_flight_max: usize,
+) -> (S, Arc<ManualClock>) {
+    let config = StoreConfig::builder()
+        .lease(LEASE)
+        .result_ttl(TTL)
+        .scope_in_flight_max(in_flight_max)
+        .build()
+        .expect("the suite's configuration is valid");
+    let clock = Arc::new(ManualClock::new(START));
+    (make(config, clock.clone()), clock)
 }
 
 fn fixture<S>(make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S, capacity: usize) -> Fixture<S> {
@@ -534,14 +557,7 @@ pub fn lookup_changes_nothing<S: KeyStore<String>>(
 pub fn scope_quota_refuses_past_the_limit<S: KeyStore<String>>(
     make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
 ) {
-    let config = StoreConfig::builder()
-        .lease(LEASE)
-        .result_ttl(TTL)
-        .scope_in_flight_max(2)
-        .build()
-        .expect("the suite's configuration is valid");
-    let clock = Arc::new(ManualClock::new(START));
-    let store = make(config, clock.clone());
+    let (store, clock) = with_scope_quota(make, 2);
     let first = acquire(&store, &key("a", "k1"), 1);
     let _second = acquire(&store, &key("a", "k2"), 1);
     let refused = store.claim(&key("a", "k3"), &request(1));
@@ -559,17 +575,17 @@ pub fn scope_quota_refuses_past_the_limit<S: KeyStore<String>>(
 }
 
 /// Generates one `#[test]` per conformance case for the async backend built by `$make`, a
-/// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: AsyncKeyStore<String>`: each case
-/// runs the same steps as for a sync backend, every call awaited on the suite's runtime
-/// ([`BlockOn`](crate::BlockOn)). Build the store inside `runtime().block_on(...)` if
-/// it needs a runtime to start.
+/// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: AsyncKeyStore<String> + AsyncKeyAdmin`:
+/// each case runs the same steps as for a sync backend, every call awaited on the suite's
+/// runtime ([`BlockOn`](crate::BlockOn)). Build the store inside `runtime().block_on(...)`
+/// if it needs a runtime to start.
 #[macro_export]
 macro_rules! async_conformance_tests {
     ($make:expr) => {
         fn __blocking_store(
             config: idem_core::StoreConfig,
             clock: std::sync::Arc<idem_core::ManualClock>,
-        ) -> $crate::BlockOn<impl idem_core::AsyncKeyStore<String>> {
+        ) -> $crate::BlockOn<impl idem_core::AsyncKeyStore<String> + idem_core::AsyncKeyAdmin> {
             $crate::BlockOn::new($make(config, clock))
         }
         $crate::conformance_tests!(__blocking_store);
@@ -577,7 +593,7 @@ macro_rules! async_conformance_tests {
 }
 
 /// Generates one `#[test]` per conformance case for the backend built by `$make`, a
-/// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: KeyStore<String> + Sync`.
+/// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: KeyStore<String> + KeyAdmin + Sync`.
 #[macro_export]
 macro_rules! conformance_tests {
     ($make:expr) => {
@@ -591,7 +607,9 @@ macro_rules! conformance_tests {
             racing_claimers_one_owner, pending_lists_expired_claims,
             lookup_follows_the_state_machine, lookup_changes_nothing,
             scope_quota_refuses_past_the_limit, renew_extends_the_lease,
-            renew_of_a_lost_lease_is_refused);
+            renew_of_a_lost_lease_is_refused, inspect_shows_every_state,
+            forget_removes_a_finished_result, forget_refuses_a_live_holder,
+            forget_of_a_pending_claim_fences_its_holder);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(

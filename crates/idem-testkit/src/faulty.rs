@@ -17,8 +17,8 @@
 //! ```
 
 use idem_core::{
-    AsyncKeyStore, Claim, Fingerprint, KeyState, KeyStore, Lease, PendingClaim, ScopedKey,
-    StoreError,
+    AsyncKeyAdmin, AsyncKeyStore, Claim, Fingerprint, Forgotten, KeyAdmin, KeyRecord, KeyState,
+    KeyStore, Lease, PendingClaim, ScopedKey, StoreError,
 };
 
 /// An operation of the store contract that [`Faulty`] can fail.
@@ -34,6 +34,10 @@ pub enum Op {
     Renew,
     /// `pending`.
     Pending,
+    /// `inspect` ([`KeyAdmin`]).
+    Inspect,
+    /// `forget` ([`KeyAdmin`]).
+    Forget,
 }
 
 /// `inner`, except that the operations named by [`failing`](Self::failing) fail.
@@ -164,5 +168,29 @@ impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
 
     fn result_bytes_max(&self) -> Option<usize> {
         self.inner.result_bytes_max()
+    }
+}
+
+impl<S: KeyAdmin> KeyAdmin for Faulty<S> {
+    fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+        self.check(Op::Inspect)?;
+        self.inner.inspect(key)
+    }
+
+    fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        self.check(Op::Forget)?;
+        self.inner.forget(key, who, why)
+    }
+}
+
+impl<S: AsyncKeyAdmin> AsyncKeyAdmin for Faulty<S> {
+    async fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+        self.check(Op::Inspect)?;
+        self.inner.inspect(key).await
+    }
+
+    async fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        self.check(Op::Forget)?;
+        self.inner.forget(key, who, why).await
     }
 }

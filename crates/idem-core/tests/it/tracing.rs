@@ -60,3 +60,29 @@ fn a_replay_a_recover_a_reuse_and_a_lost_lease_each_say_so() {
     assert_eq!(reused.level, Level::WARN);
     assert!(reused.message.starts_with("key reused"), "{reused:?}");
 }
+
+/// A forget is traced at warn with who asked and why, the key, and what was removed; a
+/// refused forget says the holder still runs. No stored result is in either.
+#[test]
+fn a_forget_says_who_asked_and_why() {
+    use idem_core::KeyAdmin;
+    let store = MemoryStore::<String>::new(StoreConfig::default());
+    let key = ScopedKey::parse("shop", "order-1").expect("valid");
+    let fp = Fingerprint::builder("pay").u64("amount", 10).finish();
+    let Ok(Claim::Acquired(lease)) = store.claim(&key, &fp) else { panic!("acquired") };
+    let (_, seen) = capture(|| store.forget(&key, "alice", "ticket 42"));
+    let refused = seen.into_iter().next().expect("an event");
+    assert_eq!(refused.level, Level::WARN);
+    assert!(refused.message.starts_with("forget refused"), "{refused:?}");
+    store.complete(&lease, "secret-card-data".to_string()).expect("held");
+    let (_, seen) = capture(|| store.forget(&key, "alice", "ticket 42"));
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let event = &seen[0];
+    assert_eq!(event.level, Level::WARN);
+    assert!(event.message.starts_with("forgotten"), "{event:?}");
+    for (field, value) in [("who", "alice"), ("why", "ticket 42"), ("scope", "shop")] {
+        assert_eq!(event.fields.get(field).map(String::as_str), Some(value), "{event:?}");
+    }
+    assert!(event.fields.get("was").is_some_and(|w| w.contains("Finished")), "{event:?}");
+    assert!(event.all_values().all(|v| !v.contains("secret")), "no stored result: {event:?}");
+}

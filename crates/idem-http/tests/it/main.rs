@@ -8,6 +8,7 @@ mod edges;
 mod features;
 mod header;
 mod limits;
+mod operator;
 mod runs;
 mod sockets;
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    AsyncKeyStore, Claim, Clock, Fingerprint, KeyState, Lease, ManualClock, PendingClaim,
-    ScopedKey, StoreConfig, StoreError, Timestamp,
+    AsyncKeyAdmin, AsyncKeyStore, Claim, Clock, Fingerprint, KeyState, Lease, ManualClock,
+    PendingClaim, ScopedKey, StoreConfig, StoreError, Timestamp,
 };
 use idem_store_postgres::deadpool_postgres::{Manager, Pool};
 use idem_store_postgres::tokio_postgres::{self, NoTls};
@@ -71,6 +71,23 @@ impl AsyncKeyStore<String> for AsyncTestStore {
     }
     fn result_bytes_max(&self) -> Option<usize> {
         self.store.result_bytes_max()
+    }
+}
+
+impl AsyncKeyAdmin for AsyncTestStore {
+    fn inspect(
+        &self,
+        key: &ScopedKey,
+    ) -> impl Future<Output = Result<Option<idem_core::KeyRecord>, StoreError>> + Send {
+        self.store.inspect(key)
+    }
+    fn forget(
+        &self,
+        key: &ScopedKey,
+        who: &str,
+        why: &str,
+    ) -> impl Future<Output = Result<idem_core::Forgotten, StoreError>> + Send {
+        self.store.forget(key, who, why)
     }
 }
 
@@ -250,6 +267,18 @@ async fn acquire(store: &AsyncPgStore<String>, name: &str) -> Lease {
     }
 }
 
+/// Waits until exactly one of the store's sessions on `namespace` waits for a lock (a row
+/// another transaction holds), as the server sees it; fails the test after 4 s.
+fn wait_for_one_session_on_a_lock(namespace: &Namespace, what: &str) {
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let blocked = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    let name = format!("idem:{}", namespace.0);
+    idem_testkit::wait_until(what, Duration::from_secs(4), || {
+        admin.query_one(blocked, &[&name]).expect("pg_stat_activity").get::<_, i64>(0) == 1
+    });
+}
+
 /// Committed: the order and the stored answer appear together, and neither before; a
 /// duplicate claim made meanwhile waits on the claim's row (seen by the server) and
 /// replays the answer once it commits.
@@ -269,17 +298,44 @@ fn complete_in_commits_the_effect_and_the_answer_together() {
     assert_eq!(run(orders(&table)), 0, "uncommitted");
     let duplicate = Arc::clone(&store);
     let waiting = runtime().spawn(async move { duplicate.claim(&key("order-1"), &fp()).await });
-    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
-    let blocked = "SELECT count(*) FROM pg_stat_activity \
-                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    let name = format!("idem:{}", namespace.0);
-    idem_testkit::wait_until("the duplicate to wait on the row", Duration::from_secs(4), || {
-        admin.query_one(blocked, &[&name]).expect("pg_stat_activity").get::<_, i64>(0) == 1
-    });
+    wait_for_one_session_on_a_lock(&namespace, "the duplicate to wait on the row");
     run(tx.commit()).expect("commit");
     let duplicate = run(bounded("the duplicate claim", waiting)).expect("the task");
     assert_eq!(duplicate.expect("claim"), Claim::Replay("placed".into()));
     assert_eq!(run(orders(&table)), 1);
+}
+
+/// A forget that meets a renewal in flight (another session holds the pending claim's row,
+/// renewing it) waits for the row, then judges the renewed lease: live, so it refuses, and
+/// the renewed holder's record stands. A forget that judged the row as it was before the
+/// renewal committed would delete a live holder's claim.
+#[test]
+fn a_forget_waits_for_a_renewal_in_flight_and_sees_it() {
+    use idem_core::{AsyncKeyAdmin, Forgotten};
+    let namespace = Namespace::new();
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
+    let config = StoreConfig::default();
+    let server = url();
+    let connecting = AsyncPgStore::connect_with_clock(&server, &namespace.0, config, clock.clone());
+    let store = Arc::new(run(connecting).expect("connect"));
+    let _lease = run(acquire(&store, "renewed"));
+    clock.advance(config.lease());
+    let mut renewal = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
+    let mut tx = renewal.transaction().expect("begin");
+    let renew = format!(
+        "UPDATE \"{}\".claims SET lease_expires_at = lease_expires_at + 600000 WHERE key = $1",
+        namespace.0
+    );
+    assert_eq!(tx.execute(&renew, &[&"renewed"]).expect("the renewal"), 1);
+    let operator = Arc::clone(&store);
+    let forgetting =
+        runtime().spawn(async move { operator.forget(&key("renewed"), "alice", "stuck").await });
+    wait_for_one_session_on_a_lock(&namespace, "the forget to wait on the row");
+    tx.commit().expect("commit the renewal");
+    let forgotten = run(bounded("the forget", forgetting)).expect("the task").expect("forget");
+    assert!(matches!(forgotten, Forgotten::HolderLive { .. }), "{forgotten:?}");
+    let state = run(store.lookup(&key("renewed"), &fp())).expect("lookup");
+    assert!(matches!(state, KeyState::InFlight { .. }), "the renewed claim stands: {state:?}");
 }
 
 /// Rolled back, or the connection lost before the commit (a crash): neither the order nor
