@@ -623,6 +623,44 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "operator"),
     },
     Mutant {
+        name: "checkout-remote-unanswered-taken-as-refused",
+        file: "crates/idem-http/examples/checkout_server/remote.rs",
+        from: "Err(false) => Err(GatewayError::Ambiguous(",
+        to: "Err(false) => Err(GatewayError::Refused(",
+        check: test("idem-http", "", "it", "remote_gateway"),
+    },
+    Mutant {
+        name: "checkout-remote-lookup-misses-the-charge",
+        file: "crates/idem-http/examples/checkout_server/remote.rs",
+        from: "Ok((200, found)) => charged(&found).map_or(Lookup::Unknown, Lookup::Charged),",
+        to: "Ok((200, _)) => Lookup::NotCharged,",
+        check: test("idem-http", "", "it", "remote_gateway"),
+    },
+    Mutant {
+        name: "checkout-remote-unreachable-taken-as-unknown",
+        file: "crates/idem-http/examples/checkout_server/remote.rs",
+        from: "Err(true) => Err(GatewayError::Refused(",
+        to: "Err(true) => Err(GatewayError::Ambiguous(",
+        check: test("idem-http", "", "it", "unreachable_gateway"),
+    },
+    Mutant {
+        name: "gateway-server-deduplicates",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "    let id = book.charges + 1;\n",
+        to: "    let id = book.charges + 1;\n\
+             \x20   if let Some(done) = book.by_key.get(key) {\n\
+             \x20       return Some((\"200 OK\", done.id.0.to_string()));\n\
+             \x20   }\n",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
+        name: "gateway-server-forgets-its-file",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "        for record in existing {",
+        to: "        for record in existing.into_iter().take(0) {",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\

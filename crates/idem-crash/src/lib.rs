@@ -27,8 +27,10 @@
 //! ```
 
 mod gateway;
+pub mod gateway_http;
 
 pub use gateway::{ChargeRecord, FileGateway};
+pub use gateway_http::{DECLINED_MINOR, Faults, GATEWAY_CONNECTIONS_MAX, GatewayServer};
 
 /// The payment crash plan: intents, crash points, the restarted clock, the ACK line.
 pub mod payments {

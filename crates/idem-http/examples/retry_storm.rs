@@ -10,6 +10,9 @@
 #[path = "checkout_server/app.rs"]
 #[allow(dead_code)]
 mod app;
+#[path = "checkout_server/remote.rs"]
+#[allow(dead_code)]
+mod remote;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

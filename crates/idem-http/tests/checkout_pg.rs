@@ -11,6 +11,9 @@ mod checkout_client;
 #[path = "../examples/checkout_server/orders.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod orders;
+#[path = "../examples/checkout_server/remote.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod remote;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

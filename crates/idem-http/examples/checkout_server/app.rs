@@ -32,6 +32,8 @@ pub(crate) enum Mode {
 #[derive(Debug)]
 pub(crate) struct Shop {
     pub(crate) gateway: SimulatedGateway,
+    /// A gateway over the network (`--gateway`), which takes the place of `gateway`.
+    pub(crate) remote: std::sync::OnceLock<super::remote::RemoteGateway>,
     fresh: AtomicU64,
     /// The layer's runs, for a shutdown to wait for (none without the layer).
     pub(crate) runs: std::sync::OnceLock<idem_http::Runs>,
@@ -40,9 +42,40 @@ pub(crate) struct Shop {
 impl Shop {
     /// A shop on `gateway`.
     pub(crate) fn new(gateway: SimulatedGateway) -> Self {
-        Self { gateway, fresh: AtomicU64::new(0), runs: std::sync::OnceLock::new() }
+        let (remote, runs) = (std::sync::OnceLock::new(), std::sync::OnceLock::new());
+        Self { gateway, remote, fresh: AtomicU64::new(0), runs }
+    }
+
+    /// The gateway payments go to: the remote one if set, else the simulated one.
+    pub(crate) fn payments(&self) -> &dyn Gateway {
+        match self.remote.get() {
+            Some(remote) => remote,
+            None => &self.gateway,
+        }
+    }
+
+    /// Runs `pay` where its gateway may wait: on this task for the simulated gateway
+    /// (it answers from memory), on tokio's blocking pool for a remote one (its client
+    /// blocks on the network, which must not stall the runtime's workers).
+    pub(crate) async fn paying(
+        self: &Arc<Self>,
+        pay: impl FnOnce(&Shop) -> Paid + Send + 'static,
+    ) -> Paid {
+        if self.remote.get().is_none() {
+            return pay(self);
+        }
+        let shop = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || pay(&shop)).await {
+            Ok(paid) => paid,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down mid-payment: whether it charged is unknown.
+            Err(_) => Err(Box::new(outcome_unknown())),
+        }
     }
 }
+
+/// A payment's outcome: the charge and how it was found, or the answer to give instead.
+pub(crate) type Paid = Result<(StatusCode, idem_payments::Charge, &'static str), Box<Response>>;
 
 /// Every key is scoped to this merchant. A real service scopes by the session's account.
 const MERCHANT: &str = "demo-shop";
@@ -141,8 +174,10 @@ async fn checkout_naive(State(shop): State<Arc<Shop>>, body: String) -> Response
     };
     let n = shop.fresh.fetch_add(1, Ordering::Relaxed);
     let key = ScopedKey::parse(MERCHANT, &format!("request-{n}")).expect("valid key");
-    match charge(&shop, &GatewayKey::derive(&key), &order) {
-        Ok(charge) => charged(StatusCode::CREATED, &charge, "charged"),
+    let key = GatewayKey::derive(&key);
+    let paid = shop.paying(move |shop| Ok((StatusCode::CREATED, charge(shop, &key, &order)?, "")));
+    match paid.await {
+        Ok((status, charge, _)) => charged(status, &charge, "charged"),
         Err(answer) => *answer,
     }
 }
@@ -155,7 +190,8 @@ async fn checkout(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    match pay(&shop, recovering.is_some(), &headers, &body) {
+    let recovering = recovering.is_some();
+    match shop.paying(move |shop| pay(shop, recovering, &headers, &body)).await {
         Ok((status, charge, how)) => charged(status, &charge, how),
         Err(answer) => *answer,
     }
@@ -164,12 +200,7 @@ async fn checkout(
 /// The payment behind a checkout: the charge and how it was found (charged now, or
 /// recovered from the gateway), or the answer to give instead (a bad order, a decline,
 /// an unknown outcome), each marked as the layer must treat it.
-pub(crate) fn pay(
-    shop: &Shop,
-    recovering: bool,
-    headers: &HeaderMap,
-    body: &str,
-) -> Result<(StatusCode, idem_payments::Charge, &'static str), Box<Response>> {
+pub(crate) fn pay(shop: &Shop, recovering: bool, headers: &HeaderMap, body: &str) -> Paid {
     let order = match parse_order(body) {
         // Refused before any charge: nothing happened, so a fixed retry may run.
         Err(why) => {
@@ -194,7 +225,7 @@ pub(crate) fn pay(
     };
     let key = GatewayKey::derive(&ScopedKey::new(scope, key));
     if recovering {
-        match shop.gateway.lookup(&key) {
+        match shop.payments().lookup(&key) {
             Lookup::Charged(charge) => return Ok((StatusCode::OK, charge, "recovered")),
             Lookup::NotCharged => {}
             Lookup::Declined(reason) => {
@@ -212,7 +243,7 @@ fn charge(
     key: &GatewayKey,
     order: &PaymentRequest,
 ) -> Result<idem_payments::Charge, Box<Response>> {
-    match shop.gateway.charge(key, order) {
+    match shop.payments().charge(key, order) {
         Ok(charge) => Ok(charge),
         Err(GatewayError::Declined(reason)) => {
             Err(Box::new((StatusCode::PAYMENT_REQUIRED, reason).into_response()))

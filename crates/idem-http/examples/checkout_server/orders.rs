@@ -74,7 +74,9 @@ async fn checkout(
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let (status, charge, how) = match pay(&orders.shop, recovering.is_some(), &headers, &body) {
+    let recovering = recovering.is_some();
+    let paying = orders.shop.paying(move |shop| pay(shop, recovering, &headers, &body));
+    let (status, charge, how) = match paying.await {
         Ok(paid) => paid,
         Err(answer) => return *answer,
     };

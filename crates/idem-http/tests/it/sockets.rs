@@ -17,6 +17,9 @@ use idem_payments::SimulatedGateway;
 mod app;
 #[path = "../common/checkout_client.rs"]
 mod checkout_client;
+#[path = "../../examples/checkout_server/remote.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod remote;
 #[path = "../../examples/checkout_server/serve.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod serve;
@@ -278,4 +281,70 @@ async fn past_its_connection_bound_a_client_waits_for_a_connection_to_close() {
     drop(idle);
     let (status, _, body) = crate::bounded("the third", third).await.expect("task").expect("http");
     assert_eq!(status, 201, "{body}");
+}
+
+/// Tells the gateway at `addr` which faults to inject (its `POST /faults`).
+async fn tell_gateway(addr: SocketAddr, faults: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("the gateway listens");
+    let request = format!(
+        "POST /faults HTTP/1.1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{faults}",
+        faults.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// The checkout on a fresh loopback port, its payments sent to the gateway at `gateway`.
+async fn serve_on_remote(
+    store: Arc<MemoryStore<idem_http::StoredResponse>>,
+    gateway: SocketAddr,
+) -> SocketAddr {
+    let (router, shop) = app::router_on(app::Mode::Idempotent, store, SimulatedGateway::new());
+    let remote = remote::RemoteGateway::parse(&format!("http://{gateway}")).expect("a URL");
+    shop.remote.set(remote).expect("set once");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    addr
+}
+
+/// The gateway on the other side of a network (the cluster harness's, on its own threads,
+/// its charges in a synced file): a charge whose answer the gateway drops is unknown to
+/// the checkout (502, not stored), and the retry after the lease asks the gateway by key
+/// and answers with that one charge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_gateway_is_asked_before_a_recovering_request_charges() {
+    let charges = idem_testkit::scratch_dir("remote-gateway").join("charges.log");
+    let gateway = idem_crash::GatewayServer::start(&charges, "127.0.0.1:0", 7).expect("gateway");
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
+    let store = Arc::new(MemoryStore::with_clock(StoreConfig::default(), clock.clone()));
+    let addr = serve_on_remote(store, gateway.addr()).await;
+    tell_gateway(gateway.addr(), "drop_permille=1000").await;
+    let (status, _, body) = post(addr, "order-1").await.expect("an answer");
+    assert_eq!(status, 502, "{body}");
+    tell_gateway(gateway.addr(), "drop_permille=0").await;
+    clock.advance(StoreConfig::LEASE_DEFAULT);
+    let (status, _, body) = post(addr, "order-1").await.expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"how\":\"recovered\""), "{body}");
+    assert_eq!(idem_crash::FileGateway::charges(&charges).expect("the file").len(), 1);
+}
+
+/// A gateway that cannot be reached charged nothing: 503 saying so, and the key is
+/// released, so the retry runs again (here, and finds it down again) rather than waiting
+/// out a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_gateway_charged_nothing_and_the_retry_runs_again() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let nobody = closed.local_addr().expect("bound");
+    drop(closed);
+    let addr = serve_on_remote(Arc::new(MemoryStore::new(StoreConfig::default())), nobody).await;
+    for attempt in 1..=2 {
+        let (status, replayed, body) = post(addr, "order-2").await.expect("an answer");
+        assert_eq!((status, replayed), (503, false), "attempt {attempt}: {body}");
+        assert!(body.contains("nothing was charged"), "{body}");
+    }
 }
