@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 mod bench;
+mod cluster;
 mod demo;
 mod mutants;
 mod plot;
@@ -89,6 +90,21 @@ const TASKS: &[Task] = &[
                at random points, power loss simulated) for N rounds each (default 1000).",
     },
     Task {
+        name: "cluster",
+        usage: "cluster [--servers N] [--intents M] [--seed S] [--short] [--naive]",
+        summary: "N checkout servers on PostgreSQL behind haproxy, faults, checked from outside",
+        help: "Starts the harness's PostgreSQL server (.ci/postgres-cluster.sh), a gateway \
+               process, N checkout servers (default 3) behind fault proxies and haproxy \
+               (.ci/haproxy.sh), pays M intents (default 2000) through haproxy while \
+               servers are killed, the database restarted and links cut on a schedule \
+               drawn from the seed, then checks from the gateway's log and the answers: \
+               every intent charged exactly once.\n\
+               --short     300 intents, a fault every 0.7 s (ci runs it)\n\
+               --naive     the servers without the layer: the check must fail\n\
+               --clients C, --rate R   client threads (16), intents started per second (25)\n\
+               --no-run    build the binaries only",
+    },
+    Task {
         name: "mutants",
         usage: "mutants [name...]",
         summary: "break the code on purpose, one named mutation at a time; all caught",
@@ -135,6 +151,7 @@ fn dispatch(args: &[String]) -> Result {
         "ci" => flags(task, rest, &[]).and_then(|_| ci()),
         "miri" => flags(task, rest, &[]).and_then(|_| miri()),
         "crash" => crash(rest),
+        "cluster" => cluster::cluster(rest),
         _ => mutants::run(rest),
     }
 }
@@ -327,6 +344,8 @@ fn ci() -> Result {
     }
     run("tracing", tracing.args(["--features", &features.join(","), "--test", "it"]))?;
     postgres_steps()?;
+    // The deployment: servers on one PostgreSQL behind haproxy, with faults (a short run).
+    cluster::cluster(&["--short".to_string()])?;
     // Default features and all features: a link that resolves only with a feature on
     // is caught by the first.
     run(
@@ -427,6 +446,12 @@ fn postgres_url() -> Result<String> {
     server_url("IDEM_PG_URL", ".ci/postgres.sh", "postgres://")
 }
 
+/// The cluster harness's own PostgreSQL server (`.ci/postgres-cluster.sh`), which it
+/// restarts on purpose.
+fn cluster_postgres_url() -> Result<String> {
+    server_url("IDEM_CLUSTER_PG_URL", ".ci/postgres-cluster.sh", "postgres://")
+}
+
 /// A second PostgreSQL server whose clock runs ahead (`.ci/postgres-skewed.sh`).
 fn skewed_postgres_url() -> Result<String> {
     server_url("IDEM_PG_SKEWED_URL", ".ci/postgres-skewed.sh", "postgres://")
@@ -438,25 +463,23 @@ fn server_url(var: &str, script: &str, scheme: &str) -> Result<String> {
     if let Ok(url) = env::var(var) {
         return Ok(url);
     }
-    let script = root().join(script);
-    println!("xtask: {var}: {}", script.display());
-    let out = Command::new(&script)
+    println!("xtask: {var}: {}", root().join(script).display());
+    let url = script_output(script).map_err(|why| format!("{var}: {why}"))?;
+    if url.starts_with(scheme) { Ok(url) } else { Err(format!("{var}: no URL from {script}")) }
+}
+
+/// The last line `script` (relative to the root) prints, once it has succeeded.
+fn script_output(script: &str) -> Result<String> {
+    let path = root().join(script);
+    let out = Command::new(&path)
         .output()
-        .map_err(|e| format!("{var}: cannot start {}: {e}", script.display()))?;
+        .map_err(|e| format!("cannot start {}: {e}", path.display()))?;
     if !out.status.success() {
-        return Err(format!(
-            "{var}: {} failed:\n{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("{} failed:\n{stderr}", path.display()));
     }
-    let url =
-        String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-    if url.starts_with(scheme) {
-        Ok(url)
-    } else {
-        Err(format!("{var}: no URL from {}", script.display()))
-    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(stdout.lines().last().unwrap_or_default().trim().to_string())
 }
 
 #[cfg(test)]

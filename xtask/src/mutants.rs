@@ -19,6 +19,8 @@ enum Check {
     Test { package: &'static str, feature: &'static str, test: &'static str, filter: &'static str },
     /// The package's loom models (`--cfg loom`, release, LOOM_MAX_PREEMPTIONS=3).
     Loom { package: &'static str },
+    /// `cargo xtask cluster --short`: the servers behind haproxy, with faults.
+    Cluster,
 }
 
 /// One named break of the code.
@@ -659,6 +661,20 @@ const CATALOGUE: &[Mutant] = &[
         from: "        for record in existing {",
         to: "        for record in existing.into_iter().take(0) {",
         check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
+        name: "cluster-recovery-charges-blindly",
+        file: "crates/idem-http/examples/checkout_server/app.rs",
+        from: "    if recovering {\n",
+        to: "    if false {\n",
+        check: Check::Cluster,
+    },
+    Mutant {
+        name: "cluster-servers-without-the-layer",
+        file: "xtask/src/cluster.rs",
+        from: "        naive: false,\n",
+        to: "        naive: true,\n",
+        check: Check::Cluster,
     },
     Mutant {
         name: "http-handler-run-by-the-connection",
@@ -1362,6 +1378,13 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
                 .env("CARGO_TARGET_DIR", scratch.join("loom"))
                 .env("RUSTFLAGS", "--cfg loom")
                 .env("LOOM_MAX_PREEMPTIONS", "3");
+        }
+        // Its build step is `--no-run` as a test's is: the harness then builds only.
+        Check::Cluster => {
+            command
+                .args(["xtask", "cluster", "--short"])
+                .env("CARGO_TARGET_DIR", scratch.join("target"))
+                .env("IDEM_CLUSTER_PG_URL", crate::cluster_postgres_url()?);
         }
     }
     Ok(command)

@@ -9,6 +9,7 @@
 //! cargo run -p idem-http --example checkout_server -- --store sqlite:/tmp/keys.db
 //! cargo run -p idem-http --example checkout_server -- --store postgres:postgres://...
 //! cargo run -p idem-http --example checkout_server -- --gateway http://127.0.0.1:7000
+//! cargo run -p idem-http --example checkout_server -- --lease-ms 2000
 //! ```
 //!
 //! The server bounds its connections (1,024) and gives a client 10 s to send a request's
@@ -59,13 +60,29 @@ fn store_arg(args: &[String]) -> Result<Store, String> {
     Err(format!("--store {value:?}: expected memory, sqlite:PATH or postgres:URL"))
 }
 
+/// `--lease-ms N`: the store's lease (how long a crashed server's claim holds its key
+/// before a retry recovers it), or the default, 30 s.
+fn config_arg(args: &[String]) -> Result<StoreConfig, String> {
+    let Some(at) = args.iter().position(|a| a == "--lease-ms") else {
+        return Ok(StoreConfig::default());
+    };
+    let ms: u64 = args
+        .get(at + 1)
+        .and_then(|v| v.parse().ok())
+        .ok_or("--lease-ms needs a number of milliseconds")?;
+    let lease = std::time::Duration::from_millis(ms);
+    StoreConfig::builder().lease(lease).build().map_err(|e| format!("--lease-ms {ms}: {e}"))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let store = store_arg(&args).map_err(|why| {
+    let refuse = |why: String| -> ! {
         eprintln!("checkout_server: {why}");
         std::process::exit(2)
-    })?;
+    };
+    let store = store_arg(&args).unwrap_or_else(|why| refuse(why));
+    let config = config_arg(&args).unwrap_or_else(|why| refuse(why));
     let addr = std::env::var("IDEM_HTTP_ADDR").unwrap_or_else(|_| "127.0.0.1:3000".into());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     let naive = args.iter().any(|arg| arg == "--naive");
@@ -78,19 +95,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
         Some(at) => {
             let url = args.get(at + 1).map_or("", String::as_str);
-            Some(remote::RemoteGateway::parse(url).unwrap_or_else(|why| {
-                eprintln!("checkout_server: {why}");
-                std::process::exit(2)
-            }))
+            Some(remote::RemoteGateway::parse(url).unwrap_or_else(|why| refuse(why)))
         }
     };
     let (router, shop) = match store {
-        Store::Memory => app::router(mode, Arc::new(MemoryStore::new(StoreConfig::default()))),
+        Store::Memory => app::router(mode, Arc::new(MemoryStore::new(config))),
         Store::Sqlite(path) => {
-            app::router(mode, idem_store_sqlite::SqliteStore::open(&path, StoreConfig::default())?)
+            app::router(mode, idem_store_sqlite::SqliteStore::open(&path, config)?)
         }
         Store::Postgres(url) => {
-            let store = AsyncPgStore::connect(&url, orders::SCHEMA, StoreConfig::default()).await?;
+            let store = AsyncPgStore::connect(&url, orders::SCHEMA, config).await?;
             let store = orders::with_orders(store, orders::SCHEMA).await?;
             let gateway = SimulatedGateway::new().without_dedup();
             let (router, recorded) = orders::router(store, orders::SCHEMA, gateway);
