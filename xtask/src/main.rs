@@ -280,7 +280,8 @@ fn postgres_steps() -> Result {
             .args(["test", "-p", "idem-store-postgres", "--features", "server-tests"])
             .args(["--test", "postgres"])
             .env("IDEM_PG_URL", &url)
-            .env("IDEM_PG_SKEWED_URL", &skewed),
+            .env("IDEM_PG_SKEWED_URL", &skewed)
+            .env("IDEM_PGBOUNCER_URL", pgbouncer_url()?),
     )?;
     run(
         "postgres crash",
@@ -444,6 +445,12 @@ fn crash(args: &[String]) -> Result {
 /// one `.ci/postgres.sh` starts (installing it from Debian's packages if needed).
 fn postgres_url() -> Result<String> {
     server_url("IDEM_PG_URL", ".ci/postgres.sh", "postgres://")
+}
+
+/// pgbouncer in transaction pooling mode in front of the PostgreSQL server
+/// (`.ci/pgbouncer.sh`), which the store must refuse at connect.
+fn pgbouncer_url() -> Result<String> {
+    server_url("IDEM_PGBOUNCER_URL", ".ci/pgbouncer.sh", "postgres://")
 }
 
 /// The cluster harness's own PostgreSQL server (`.ci/postgres-cluster.sh`), which it

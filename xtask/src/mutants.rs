@@ -677,6 +677,13 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Cluster,
     },
     Mutant {
+        name: "pg-pooler-let-through",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "    config.options(options);",
+        to: "    let _ = options;",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_transaction_pooler"),
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\
@@ -1366,6 +1373,7 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
             if feature == "server-tests" {
                 command.env("IDEM_PG_URL", crate::postgres_url()?);
                 command.env("IDEM_PG_SKEWED_URL", crate::skewed_postgres_url()?);
+                command.env("IDEM_PGBOUNCER_URL", crate::pgbouncer_url()?);
             }
             if !feature.is_empty() {
                 command.args(["--features", feature]);

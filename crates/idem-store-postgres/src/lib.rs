@@ -169,6 +169,16 @@ pub enum PgError {
     /// statements may run for ever).
     #[error("the pool's connections: {0}")]
     Setting(ConfigError),
+    /// A connection pooler between the store and PostgreSQL (pgbouncer) refused the
+    /// session settings the store opens every connection with. The store keeps session
+    /// state (its statement timeout, named prepared statements) that a pooler in
+    /// transaction mode hands from one client to another; nothing was done.
+    #[error(
+        "a connection pooler refused the store's session settings ({0}): the store keeps \
+         session state (prepared statements, its statement timeout) that a transaction-mode \
+         pooler cannot keep; connect to PostgreSQL directly"
+    )]
+    Pooler(String),
 }
 
 impl From<PgError> for StoreError {
@@ -178,6 +188,13 @@ impl From<PgError> for StoreError {
 }
 
 fn pg(error: postgres::Error) -> StoreError {
+    // A pooler in front of the server (pgbouncer) refuses the startup options every
+    // connection of the store opens with: say what sits there, not only its words.
+    if let Some(db) = error.as_db_error()
+        && db.message().starts_with("unsupported startup parameter")
+    {
+        return PgError::Pooler(db.message().to_string()).into();
+    }
     PgError::Postgres(error).into()
 }
 
@@ -244,13 +261,23 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 const MIGRATION_LOCK_ID: i64 = 4242;
 
 /// The connection settings both stores open their own connections with: `url`'s, a
-/// connect timeout of [`STATEMENT_TIMEOUT`], and the application name `idem:<schema>`
-/// (unless `url` names one), which names the store's sessions in `pg_stat_activity`.
+/// connect timeout of [`STATEMENT_TIMEOUT`], that statement timeout as a startup option,
+/// and the application name `idem:<schema>` (unless `url` names one), which names the
+/// store's sessions in `pg_stat_activity`.
 /// Checks the namespace name first.
 fn session_config(url: &str, schema: &str) -> Result<tokio_postgres::Config, StoreError> {
     check_schema_name(schema)?;
     let mut config: tokio_postgres::Config = url.parse().map_err(pg)?;
     config.connect_timeout(STATEMENT_TIMEOUT);
+    // The statement timeout as a startup option too, after the URL's own options (the
+    // later setting wins): a pooler that cannot carry session settings refuses it at
+    // connect, where the store can say so, rather than failing later on a statement.
+    let timeout = format!("-c statement_timeout={}", STATEMENT_TIMEOUT.as_millis());
+    let options = match config.get_options() {
+        Some(own) => format!("{own} {timeout}"),
+        None => timeout,
+    };
+    config.options(options);
     if config.get_application_name().is_none() {
         config.application_name(format!("idem:{schema}"));
     }

@@ -668,3 +668,23 @@ fn a_claim_that_waited_on_the_row_lock_gets_a_whole_lease() {
         assert!(matches!(state, KeyState::InFlight { .. }), "a whole lease: {state:?}");
     });
 }
+
+/// Through pgbouncer in transaction pooling mode (`IDEM_PGBOUNCER_URL`, from
+/// `.ci/pgbouncer.sh`), as many deployments run it: the store keeps session state (named
+/// prepared statements, its statement timeout) that such a pooler hands from client to
+/// client, so both stores refuse it at connect, saying so, rather than failing later on
+/// "prepared statement already exists".
+#[test]
+fn a_transaction_pooler_in_front_is_refused_at_connect() {
+    let url = std::env::var("IDEM_PGBOUNCER_URL")
+        .expect("IDEM_PGBOUNCER_URL must name pgbouncer (see .ci/pgbouncer.sh)");
+    let config = StoreConfig::default();
+    let blocking = PgStore::<String>::connect(&url, "idem_pooled", config);
+    let threaded = run(AsyncPgStore::<String>::connect(&url, "idem_pooled", config));
+    for (what, error) in
+        [("blocking", pg_error("blocking", &blocking)), ("async", pg_error("async", &threaded))]
+    {
+        assert!(matches!(error, PgError::Pooler(_)), "{what}: {error:?}");
+        assert!(error.to_string().contains("connect to PostgreSQL directly"), "{what}: {error}");
+    }
+}
