@@ -684,6 +684,78 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-postgres", "server-tests", "postgres", "a_transaction_pooler"),
     },
     Mutant {
+        name: "gateway-server-keeps-a-torn-tail",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "        repair_torn_tail(path)?;\n",
+        to: "",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
+        name: "gateway-server-writes-any-customer",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "plain(key, false) && plain(customer, true))",
+        to: "true)",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
+        name: "gateway-server-lookup-blind-to-a-charge-under-way",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "        None if book.in_progress.contains(key) => (\"409 Conflict\", \"in progr\
+               ess\".into()),\n",
+        to: "",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
+        name: "gateway-server-head-unbounded",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "reader.by_ref().take(*left as u64).read_line(&mut line)?;",
+        to: "reader.read_line(&mut line)?;",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
+        name: "checkout-remote-failure-before-taken-as-unknown",
+        file: "crates/idem-http/examples/checkout_server/remote.rs",
+        from: "Ok((503, why)) => Err(GatewayError::Refused(why)),",
+        to: "Ok((503, why)) => Err(GatewayError::Ambiguous(why)),",
+        check: test("idem-http", "", "it", "a_decline"),
+    },
+    Mutant {
+        name: "checkout-remote-decline-taken-as-unknown",
+        file: "crates/idem-http/examples/checkout_server/remote.rs",
+        from: "Ok((402, reason)) => Err(GatewayError::Declined(reason)),",
+        to: "Ok((402, reason)) => Err(GatewayError::Ambiguous(reason)),",
+        check: test("idem-http", "", "it", "a_decline"),
+    },
+    Mutant {
+        name: "core-forget-retry-after-zero",
+        file: "crates/idem-core/src/admin.rs",
+        from: "let retry_after = lease_expires_at.saturating_duration_since(now);",
+        to: "let retry_after = Duration::ZERO.min(lease_expires_at.saturating_duration_since(n\
+             ow));",
+        check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
+        name: "core-forget-of-a-result-frees-a-quota-place",
+        file: "crates/idem-core/src/memory.rs",
+        from: "if matches!(record.state, RecordState::Pending { .. }) {",
+        to: "if true {",
+        check: test("idem-core", "", "it", "conformance::forget"),
+    },
+    Mutant {
+        name: "pg-blocking-forget-judges-the-row-unlocked",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "record_locked: format!(\"{} FOR UPDATE\", record_sql(&s)),",
+        to: "record_locked: record_sql(&s),",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_blocking_forget"),
+    },
+    Mutant {
+        name: "http-operator-405-without-allow",
+        file: "crates/idem-http/src/operator.rs",
+        from: "                    response.headers_mut().insert(header::ALLOW, allow);\n",
+        to: "                    let _ = allow;\n",
+        check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\

@@ -14,6 +14,7 @@
 //! and a later claim of the key gets a higher token.
 
 use std::future::Future;
+use std::time::Duration;
 
 use crate::clock::Timestamp;
 use crate::fingerprint::Fingerprint;
@@ -64,6 +65,9 @@ pub enum Forgotten {
     HolderLive {
         /// When the holder's lease runs out unless renewed.
         lease_expires_at: Timestamp,
+        /// How long until then, on the store's own clock (the database's, for a shared
+        /// store): what a caller should wait before asking again.
+        retry_after: Duration,
     },
 }
 
@@ -196,15 +200,16 @@ pub fn record_state(
     }
 }
 
-/// What a forget does with the record it found, read under the lock (or in the
+/// What a forget does with the record it found at `now`, read under the lock (or in the
 /// transaction) that the removal then takes: nothing for no record, a refusal for a live
-/// holder, else the removal. Every store of the workspace decides with it; a backend of
-/// your own can too.
-pub fn forget_decision(record: Option<KeyRecord>) -> Forgotten {
+/// holder (with the time left on its lease), else the removal. Every store of the
+/// workspace decides with it; a backend of your own can too.
+pub fn forget_decision(record: Option<KeyRecord>, now: Timestamp) -> Forgotten {
     match record {
         None => Forgotten::Absent,
         Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) => {
-            Forgotten::HolderLive { lease_expires_at }
+            let retry_after = lease_expires_at.saturating_duration_since(now);
+            Forgotten::HolderLive { lease_expires_at, retry_after }
         }
         Some(record) => Forgotten::Removed(record),
     }

@@ -746,7 +746,7 @@ impl<R: Clone + Send> KeyAdmin for MemoryStore<R> {
             let Ok(entry) = state.table.find_entry(hash, |r| r.key == *key) else {
                 return Ok(Forgotten::Absent);
             };
-            let decision = crate::admin::forget_decision(entry.get().seen(now));
+            let decision = crate::admin::forget_decision(entry.get().seen(now), now);
             if let Forgotten::Removed(record) = decision {
                 entry.remove();
                 if matches!(record.state, RecordState::Pending { .. }) {

@@ -9,17 +9,23 @@
 //! - `POST /charge` with body `KEY AMOUNT_MINOR CURRENCY CUSTOMER`: 200 `ID` once the
 //!   charge is synced; 402 `REASON` for a decline (an amount of 666 is declined, as a card
 //!   is); 503 when told to fail before charging (nothing charged).
-//! - `GET /lookup?key=KEY`: 200 `charged ID AMOUNT_MINOR CURRENCY CUSTOMER` or 404
-//!   `not charged`.
+//! - `GET /lookup?key=KEY`: 200 `charged ID AMOUNT_MINOR CURRENCY CUSTOMER`, 404 `not
+//!   charged`, or 409 `in progress` while a charge of that key is under way (it may
+//!   still land: never "not charged" then).
 //! - `POST /faults` with body `slow_ms=N fail_permille=N drop_permille=N`: from now on,
 //!   each charge waits `slow_ms`, fails before charging with that probability, or charges
 //!   and then closes the connection without answering with that probability (seeded).
 //! - `GET /health`: 200.
 //!
 //! Every line of the file is `KEY AMOUNT_MINOR CURRENCY ID CUSTOMER`, as
-//! [`FileGateway::charges`](crate::FileGateway::charges) reads it.
+//! [`FileGateway::charges`](crate::FileGateway::charges) reads it: a key without spaces, a
+//! customer without line breaks (a request otherwise is refused, 400, so that no charge
+//! can write another's line). A last line torn by a crash (never answered) is cut at
+//! start. A write or sync that fails leaves the file in doubt: every later charge is
+//! refused (503, nothing charged) and every lookup fails (500) until a restart. A request
+//! head over 8 KiB is refused (431), a body over it too (413), a bad length (400).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -85,8 +91,15 @@ impl Faults {
 struct Book {
     file: File,
     by_key: HashMap<String, Charge>,
+    /// Keys whose charge has begun and not ended: a lookup says "in progress", never "not
+    /// charged", for them (a slow charge may still land).
+    in_progress: HashSet<String>,
     charges: u64,
     faults: Faults,
+    /// A write or sync of the file failed: what is on disk is in doubt, so every later
+    /// charge is refused (nothing charged) and every lookup fails, until a restart
+    /// repairs the file.
+    failed: bool,
     /// A seeded generator for the faults' coin flips.
     seed: u64,
 }
@@ -116,6 +129,7 @@ impl GatewayServer {
     ///
     /// The I/O error if the file cannot be opened or read, or `addr` cannot be bound.
     pub fn start(path: &Path, addr: &str, seed: u64) -> std::io::Result<Self> {
+        repair_torn_tail(path)?;
         let mut by_key = HashMap::new();
         let existing = FileGateway::charges(path)?;
         let charges = existing.len() as u64;
@@ -123,7 +137,9 @@ impl GatewayServer {
             by_key.entry(record.key).or_insert(record.charge);
         }
         let file = OpenOptions::new().create(true).append(true).open(path)?;
-        let book = Book { file, by_key, charges, faults: Faults::default(), seed: seed | 1 };
+        let (in_progress, faults) = (HashSet::new(), Faults::default());
+        let book =
+            Book { file, by_key, in_progress, charges, faults, failed: false, seed: seed | 1 };
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let book = Arc::new(Mutex::new(book));
@@ -137,6 +153,24 @@ impl GatewayServer {
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }
+}
+
+/// Cuts a last line that does not end with a newline: a write torn by a crash, never
+/// answered (the answer follows the sync). Without the cut, the next charge would be
+/// appended to it and both lines read as one.
+fn repair_torn_tail(path: &Path) -> std::io::Result<()> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if bytes.last().is_none_or(|b| *b == b'\n') {
+        return Ok(());
+    }
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(whole as u64)?;
+    file.sync_all()
 }
 
 fn accept(listener: &TcpListener, book: &Arc<Mutex<Book>>) {
@@ -168,16 +202,20 @@ struct Request {
     close: bool,
 }
 
-/// Serves requests on one connection until it closes, fails, or a charge drops its answer.
+/// Serves requests on one connection until it closes, fails, sends a request it refuses
+/// (answered, then closed), or a charge drops its answer.
 fn serve(stream: TcpStream, book: &Mutex<Book>) -> std::io::Result<()> {
     stream.set_read_timeout(Some(READ_TIMEOUT))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
-    while let Some(request) = read_request(&mut reader)? {
-        let Some((status, body)) = answer(&request, book) else {
-            // Charged, and told to drop the answer: the client never hears.
-            return Ok(());
+    loop {
+        let (answer, close) = match read_request(&mut reader)? {
+            None => return Ok(()),
+            Some(Err(refused)) => (Some(refused), true),
+            Some(Ok(request)) => (answer(&request, book), request.close),
         };
+        // None: charged, and told to drop the answer: the client never hears.
+        let Some((status, body)) = answer else { return Ok(()) };
         let head = format!(
             "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
             body.len()
@@ -185,30 +223,45 @@ fn serve(stream: TcpStream, book: &Mutex<Book>) -> std::io::Result<()> {
         writer.write_all(head.as_bytes())?;
         writer.write_all(body.as_bytes())?;
         writer.flush()?;
-        if request.close {
-            break;
+        if close {
+            return Ok(());
         }
     }
-    Ok(())
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
+/// An answer: the status line's text and the body.
+type Answer = (&'static str, String);
+
+/// One line of the request's head, at most what is left of [`REQUEST_BYTES_MAX`].
+fn head_line(reader: &mut BufReader<TcpStream>, left: &mut usize) -> std::io::Result<String> {
     let mut line = String::new();
-    if reader.read_line(&mut line)? == 0 {
+    let read = reader.by_ref().take(*left as u64).read_line(&mut line)?;
+    *left = left.saturating_sub(read);
+    Ok(line)
+}
+
+/// The next request; `None` at the end of the connection; an answer for a request it
+/// refuses (a head over the limit, a bad length, a body over the limit or not UTF-8).
+fn read_request(
+    reader: &mut BufReader<TcpStream>,
+) -> std::io::Result<Option<Result<Request, Answer>>> {
+    let mut left = REQUEST_BYTES_MAX;
+    let line = head_line(reader, &mut left)?;
+    if line.is_empty() {
         return Ok(None);
     }
+    let too_long = || Ok(Some(Err(("431 Request Header Fields Too Large", "head".into()))));
     let mut words = line.split_whitespace();
-    let (Some(method), Some(target)) = (words.next(), words.next()) else {
-        return Err(std::io::Error::other("a malformed request line"));
+    let (Some(method), Some(target), true) = (words.next(), words.next(), line.ends_with('\n'))
+    else {
+        return if left == 0 { too_long() } else { Ok(Some(Err(bad("request line")))) };
     };
     let (method, target) = (method.to_string(), target.to_string());
     let (mut length, mut close) = (0usize, false);
-    let mut head_bytes = line.len();
     loop {
-        let mut header = String::new();
-        head_bytes += reader.read_line(&mut header)?;
-        if head_bytes > REQUEST_BYTES_MAX {
-            return Err(std::io::Error::other("a request head over the limit"));
+        let header = head_line(reader, &mut left)?;
+        if !header.ends_with('\n') {
+            return if left == 0 { too_long() } else { Ok(None) };
         }
         let header = header.trim_end();
         if header.is_empty() {
@@ -216,23 +269,27 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Req
         }
         let Some((name, value)) = header.split_once(':') else { continue };
         if name.eq_ignore_ascii_case("content-length") {
-            length = value.trim().parse().map_err(std::io::Error::other)?;
+            let Ok(n) = value.trim().parse() else { return Ok(Some(Err(bad("content-length")))) };
+            length = n;
         } else if name.eq_ignore_ascii_case("connection") {
             close = value.trim().eq_ignore_ascii_case("close");
         }
     }
     if length > REQUEST_BYTES_MAX {
-        return Err(std::io::Error::other("a body over the limit"));
+        return Ok(Some(Err(("413 Content Too Large", "body".into()))));
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
-    let body = String::from_utf8(body).map_err(std::io::Error::other)?;
-    Ok(Some(Request { method, target, body, close }))
+    let Ok(body) = String::from_utf8(body) else { return Ok(Some(Err(bad("body")))) };
+    Ok(Some(Ok(Request { method, target, body, close })))
 }
 
-/// The status line's text and the body; `None` to drop the connection unanswered.
-fn answer(request: &Request, book: &Mutex<Book>) -> Option<(&'static str, String)> {
-    let bad = |why: String| Some(("400 Bad Request", why));
+fn bad(what: &str) -> Answer {
+    ("400 Bad Request", format!("a bad {what}"))
+}
+
+/// The answer to `request`; `None` to drop the connection unanswered.
+fn answer(request: &Request, book: &Mutex<Book>) -> Option<Answer> {
     match (request.method.as_str(), request.target.split_once('?')) {
         ("GET", None) if request.target == "/health" => Some(("200 OK", "ok".into())),
         ("POST", None) if request.target == "/charge" => charge(&request.body, book),
@@ -241,50 +298,75 @@ fn answer(request: &Request, book: &Mutex<Book>) -> Option<(&'static str, String
                 book.lock().faults = faults;
                 Some(("200 OK", format!("{faults:?}")))
             }
-            Err(why) => bad(why),
+            Err(why) => Some(("400 Bad Request", why)),
         },
         ("GET", Some(("/lookup", query))) => {
-            let Some(key) = query.strip_prefix("key=") else { return bad("key=KEY".into()) };
-            Some(match book.lock().by_key.get(key) {
-                Some(c) => {
-                    let (id, amount, currency) = (c.id.0, c.amount.minor(), c.currency.code());
-                    ("200 OK", format!("charged {id} {amount} {currency} {}", c.customer))
-                }
-                None => ("404 Not Found", "not charged".into()),
-            })
+            let Some(key) = query.strip_prefix("key=") else { return Some(bad("query")) };
+            Some(lookup(&book.lock(), key))
         }
         _ => Some(("404 Not Found", "no such route".into())),
     }
 }
 
-/// A charge: the faults first, then the line appended and synced, then the answer.
-fn charge(body: &str, book: &Mutex<Book>) -> Option<(&'static str, String)> {
-    let parts: Vec<&str> = body.trim().splitn(4, ' ').collect();
+/// A lookup: the key's first charge, "not charged", or, while a charge of the key is
+/// under way or the file is in doubt, neither (the client must not take it as not
+/// charged).
+fn lookup(book: &Book, key: &str) -> Answer {
+    if book.failed {
+        return ("500 Internal Server Error", "the charge log is in doubt".into());
+    }
+    match book.by_key.get(key) {
+        Some(c) => {
+            let (id, amount, currency) = (c.id.0, c.amount.minor(), c.currency.code());
+            ("200 OK", format!("charged {id} {amount} {currency} {}", c.customer))
+        }
+        None if book.in_progress.contains(key) => ("409 Conflict", "in progress".into()),
+        None => ("404 Not Found", "not charged".into()),
+    }
+}
+
+/// A word of the wire: printable, no space (a key) or no line break (a customer).
+fn plain(text: &str, spaces: bool) -> bool {
+    !text.is_empty() && text.chars().all(|c| !c.is_control() && (spaces || c != ' '))
+}
+
+/// A charge: validated, then the faults, then the line appended and synced, then the
+/// answer.
+fn charge(body: &str, book: &Mutex<Book>) -> Option<Answer> {
+    let parts: Vec<&str> = body.trim_end_matches(['\r', '\n']).splitn(4, ' ').collect();
     let [key, amount, currency, customer] = parts[..] else {
         return Some(("400 Bad Request", "KEY AMOUNT_MINOR CURRENCY CUSTOMER".into()));
     };
-    let amount =
-        amount.parse::<i64>().map_err(|_| ()).and_then(|a| Amount::from_minor(a).map_err(drop));
-    let (Ok(amount), Ok(currency)) = (amount, Currency::parse(currency)) else {
-        return Some(("400 Bad Request", "a bad amount or currency".into()));
+    let amount = amount.parse::<i64>().ok().and_then(|a| Amount::from_minor(a).ok());
+    let (Some(amount), Ok(currency), true) =
+        (amount, Currency::parse(currency), plain(key, false) && plain(customer, true))
+    else {
+        return Some(bad("charge: a key without spaces, an amount, a currency, a customer"));
     };
     if amount.minor() == DECLINED_MINOR {
         return Some(("402 Payment Required", "card declined".into()));
     }
-    let slow = book.lock().faults.slow_ms;
-    if slow > 0 {
-        std::thread::sleep(Duration::from_millis(slow));
-    }
+    let slow = {
+        let mut book = book.lock();
+        if book.failed {
+            return Some(("503 Service Unavailable", "the charge log is in doubt".into()));
+        }
+        book.in_progress.insert(key.to_string());
+        book.faults.slow_ms
+    };
+    std::thread::sleep(Duration::from_millis(slow));
     let mut book = book.lock();
+    book.in_progress.remove(key);
     let (fail, drop_it) = (book.faults.fail_permille, book.faults.drop_permille);
     if book.flip(fail) {
         return Some(("503 Service Unavailable", "failed before charging".into()));
     }
     let id = book.charges + 1;
     let line = format!("{key} {} {} {id} {customer}\n", amount.minor(), currency.code());
-    let synced = book.file.write_all(line.as_bytes()).and_then(|()| book.file.sync_data());
-    if synced.is_err() {
-        // The line may or may not be on disk: the client must not be told either way.
+    if book.file.write_all(line.as_bytes()).and_then(|()| book.file.sync_data()).is_err() {
+        // The line may or may not be on disk: the client is told neither, and no later
+        // charge is appended after what may be half a line.
+        book.failed = true;
         return None;
     }
     book.charges = id;

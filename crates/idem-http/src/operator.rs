@@ -5,7 +5,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -58,7 +58,10 @@ pub enum OperatorError {
     #[error("invalid scope or key: {0}")]
     Key(#[from] KeyError),
     /// The reason for a forget is empty or longer than [`FORGET_REASON_BYTES_MAX`].
-    #[error("a forget needs a reason of 1 to {FORGET_REASON_BYTES_MAX} bytes; got {0} bytes")]
+    #[error(
+        "a forget needs a reason: 1 to {FORGET_REASON_BYTES_MAX} bytes, not only spaces; got \
+         {0} bytes"
+    )]
     Reason(usize),
     /// The store failed; for a forget, whether the record is gone is unknown, and asking
     /// again is safe.
@@ -129,7 +132,14 @@ where
     pub async fn serve<B>(&self, request: Request<B>, who: &str) -> Response<Full<Bytes>> {
         match self.answer(request.method(), request.uri().query().unwrap_or(""), who).await {
             Ok((status, body)) => json_response(status, &body),
-            Err(problem) => problem.response(),
+            Err(problem) => {
+                let mut response: Response<Full<Bytes>> = problem.response();
+                if problem.status == StatusCode::METHOD_NOT_ALLOWED {
+                    let allow = HeaderValue::from_static("GET, DELETE");
+                    response.headers_mut().insert(header::ALLOW, allow);
+                }
+                response
+            }
         }
     }
 
@@ -160,22 +170,14 @@ where
                 StatusCode::OK,
                 json!({ "scope": scope, "key": key, "forgotten": shown(&record) }),
             )),
-            Forgotten::HolderLive { lease_expires_at } => {
-                let left =
-                    Duration::from_millis(lease_expires_at.as_millis().saturating_sub(now_ms()));
+            Forgotten::HolderLive { retry_after, .. } => {
                 let detail = "the first request with this key still runs; forget it once its \
                               lease has run out";
                 Err(Problem::new(StatusCode::CONFLICT, "operator-holder-live", "In flight", detail)
-                    .retry_after(left))
+                    .retry_after(retry_after))
             }
         }
     }
-}
-
-/// The wall clock in milliseconds, for a `Retry-After` from a store's deadline.
-fn now_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn absent() -> Problem {

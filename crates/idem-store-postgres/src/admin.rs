@@ -33,7 +33,8 @@ impl<R: Durable + Clone + Send> KeyAdmin for PgStore<R> {
             self.with_client(|client| {
                 let mut tx = client.transaction().map_err(pg)?;
                 let row = tx.query_opt(&st.record_locked, &params.record()).map_err(pg)?;
-                let decision = forget_decision(rows::record(row.as_ref(), key)?);
+                let now = rows::row_now(row.as_ref());
+                let decision = forget_decision(rows::record(row.as_ref(), key)?, now);
                 if let Forgotten::Removed(_) = decision {
                     tx.query_one(&st.forget, &params.forget()).map_err(pg)?;
                 }
@@ -51,7 +52,8 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         let tx = client.transaction().await.map_err(pg)?;
         let locked = tx.prepare_cached(&st.record_locked).await.map_err(pg)?;
         let row = tx.query_opt(&locked, &params.record()).await.map_err(pg)?;
-        let decision = forget_decision(rows::record(row.as_ref(), key)?);
+        let now = rows::row_now(row.as_ref());
+        let decision = forget_decision(rows::record(row.as_ref(), key)?, now);
         if let Forgotten::Removed(_) = decision {
             let forget = tx.prepare_cached(&st.forget).await.map_err(pg)?;
             tx.query_one(&forget, &params.forget()).await.map_err(pg)?;

@@ -353,3 +353,9 @@ pub(crate) fn record(row: Option<&Row>, key: &ScopedKey) -> Result<Option<KeyRec
     let deadlines = (row.get(2), row.get(3));
     Ok(stored_record(key, row.get(0), row.get(1), deadlines, timestamp(row.get(4)))?)
 }
+
+/// The time a [`Statements::record`] row was read at (the epoch for no row: nothing is
+/// judged by it then).
+pub(crate) fn row_now(row: Option<&Row>) -> Timestamp {
+    row.map_or(Timestamp::ZERO, |row| timestamp(row.get(4)))
+}

@@ -91,6 +91,18 @@ impl KeyStore<String> for TestStore {
     }
 }
 
+/// Waits until exactly one of the store's sessions on `namespace` waits for a lock (a row
+/// another transaction holds), as the server sees it; fails the test after 4 s.
+pub(crate) fn wait_for_one_session_on_a_lock(namespace: &Namespace, what: &str) {
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let blocked = "SELECT count(*) FROM pg_stat_activity \
+                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
+    let name = format!("idem:{}", namespace.0);
+    idem_testkit::wait_until(what, Duration::from_secs(4), || {
+        admin.query_one(blocked, &[&name]).expect("pg_stat_activity").get::<_, i64>(0) == 1
+    });
+}
+
 impl KeyAdmin for TestStore {
     fn inspect(&self, key: &ScopedKey) -> Result<Option<idem_core::KeyRecord>, StoreError> {
         self.store.inspect(key)
@@ -536,4 +548,32 @@ fn a_losers_retry_after_never_exceeds_the_lease() {
             }
         }
     }
+}
+
+/// As the async store's: a forget that meets a renewal in flight on the pending claim's
+/// row waits for it and sees the renewed lease, so it refuses.
+#[test]
+fn a_blocking_forget_waits_for_a_renewal_in_flight_and_sees_it() {
+    let namespace = Namespace::new();
+    let clock = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1_700_000_000_000)));
+    let config = StoreConfig::default();
+    let store = PgStore::<String>::connect_with_clock(&url(), &namespace.0, config, clock.clone());
+    let store = Arc::new(store.expect("connect"));
+    let Claim::Acquired(_lease) = store.claim(&key("renewed"), &fp()).expect("claim") else {
+        panic!("an absent key is acquired")
+    };
+    clock.advance(config.lease());
+    let mut renewal = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
+    let mut tx = renewal.transaction().expect("begin");
+    let renew = format!(
+        "UPDATE \"{}\".claims SET lease_expires_at = lease_expires_at + 600000 WHERE key = $1",
+        namespace.0
+    );
+    assert_eq!(tx.execute(&renew, &[&"renewed"]).expect("the renewal"), 1);
+    let operator = Arc::clone(&store);
+    let forgetting = std::thread::spawn(move || operator.forget(&key("renewed"), "alice", "stuck"));
+    wait_for_one_session_on_a_lock(&namespace, "the forget to wait on the row");
+    tx.commit().expect("commit the renewal");
+    let forgotten = forgetting.join().expect("the forget").expect("answered");
+    assert!(matches!(forgotten, Forgotten::HolderLive { .. }), "{forgotten:?}");
 }

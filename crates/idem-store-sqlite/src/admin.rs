@@ -34,7 +34,7 @@ fn read_record(
 
 /// Removes the row of `key` if it is finished or pending, and counts it out.
 fn forget_row(conn: &Connection, key: &ScopedKey, now: Timestamp) -> Result<Forgotten, StoreError> {
-    let decision = forget_decision(read_record(conn, key, now)?);
+    let decision = forget_decision(read_record(conn, key, now)?, now);
     if let Forgotten::Removed(_) = decision {
         let scope_key = params![key.scope().as_str(), key.key().as_str()];
         exec(conn, "DELETE FROM claims WHERE scope = ?1 AND key = ?2", scope_key)

@@ -32,8 +32,8 @@ use std::thread;
 mod admin;
 
 pub use admin::{
-    forget_of_a_pending_claim_fences_its_holder, forget_refuses_a_live_holder,
-    forget_removes_a_finished_result, inspect_shows_every_state,
+    forget_of_a_finished_result_frees_no_quota, forget_of_a_pending_claim_fences_its_holder,
+    forget_refuses_a_live_holder, forget_removes_a_finished_result, inspect_shows_every_state,
 };
 
 use idem_core::{
@@ -609,7 +609,8 @@ macro_rules! conformance_tests {
             scope_quota_refuses_past_the_limit, renew_extends_the_lease,
             renew_of_a_lost_lease_is_refused, inspect_shows_every_state,
             forget_removes_a_finished_result, forget_refuses_a_live_holder,
-            forget_of_a_pending_claim_fences_its_holder);
+            forget_of_a_pending_claim_fences_its_holder,
+            forget_of_a_finished_result_frees_no_quota);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(

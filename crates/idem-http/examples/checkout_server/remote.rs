@@ -7,7 +7,7 @@
 //! sent and not answered (a timeout, a dropped connection) may have charged, so it is an
 //! unknown outcome, and the retry after the lease looks the key up before it charges.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ use idem_payments::{
 
 /// How long a connection to the gateway may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a gateway may take to answer once asked (a slow gateway is slower than this
-/// only when it is broken; the answer is then unknown).
+/// How long a gateway may take to answer once asked, in all (a slow gateway is slower
+/// than this only when it is broken; the answer is then unknown).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest answer read from the gateway.
 const ANSWER_BYTES_MAX: usize = 4096;
@@ -49,13 +49,35 @@ impl RemoteGateway {
     fn call(&self, request: &str) -> Result<(u16, String), bool> {
         let mut stream =
             TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT).map_err(|_| true)?;
+        let deadline = std::time::Instant::now() + ANSWER_TIMEOUT;
         let mut exchange = || -> std::io::Result<(u16, String)> {
-            stream.set_read_timeout(Some(ANSWER_TIMEOUT))?;
             stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
             stream.write_all(request.as_bytes())?;
-            read_answer(&mut BufReader::new(&stream))
+            let mut reader = BufReader::new(Deadlined { stream: &stream, deadline }.take(LIMIT));
+            read_answer(&mut reader)
         };
         exchange().map_err(|_| false)
+    }
+}
+
+/// The most bytes read of one answer, head and body.
+const LIMIT: u64 = 2 * ANSWER_BYTES_MAX as u64;
+
+/// A stream whose every read waits only for what is left until `deadline`: a gateway
+/// that trickles its answer a byte at a time is still cut off at the deadline.
+struct Deadlined<'a> {
+    stream: &'a TcpStream,
+    deadline: std::time::Instant,
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        (&*self.stream).read(buffer)
     }
 }
 

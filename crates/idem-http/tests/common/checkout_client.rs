@@ -10,6 +10,16 @@ use hyper_util::rt::TokioIo;
 /// One `POST /checkout` for order 1 with `key`, on a new connection: its status, replay
 /// flag and body, or the connection's failure.
 pub(crate) async fn post(addr: SocketAddr, key: &str) -> Result<(u16, bool, String), hyper::Error> {
+    post_order(addr, key, "customer=cus_1&amount=1050&currency=EUR").await
+}
+
+/// As [`post`], with the order `body` (`customer=..&amount=..&currency=..`).
+#[allow(dead_code, reason = "not every test binary that shares the client sends its own")]
+pub(crate) async fn post_order(
+    addr: SocketAddr,
+    key: &str,
+    body: &'static str,
+) -> Result<(u16, bool, String), hyper::Error> {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("the server listens");
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
@@ -18,7 +28,7 @@ pub(crate) async fn post(addr: SocketAddr, key: &str) -> Result<(u16, bool, Stri
         .header("host", addr.to_string())
         .header("idempotency-key", format!("\"{key}\""))
         .header("content-type", "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR")))
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
         .expect("a valid request");
     let response = sender.send_request(request).await?;
     let status = response.status().as_u16();

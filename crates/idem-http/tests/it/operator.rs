@@ -61,6 +61,11 @@ async fn a_forgotten_response_runs_again_on_its_next_request() {
     assert_eq!(record["state"], "finished", "{looked:?}");
     assert!(record["expires_at"].as_str().is_some_and(|d| d.ends_with("GMT")), "{record}");
     assert_eq!(record["fingerprint"].as_str().map(str::len), Some(64), "{record}");
+    // The store's clock starts at 1,000,000 ms; a result lives 24 hours.
+    let expires_ms = 1_000_000 + idem_core::StoreConfig::RESULT_TTL_DEFAULT.as_millis() as u64;
+    assert_eq!(record["expires_at_ms"], expires_ms, "{record}");
+    let date = std::time::UNIX_EPOCH + std::time::Duration::from_millis(expires_ms);
+    assert_eq!(record["expires_at"], httpdate::fmt_http_date(date), "{record}");
     let gone = send(&router, admin("DELETE", "scope=t1&key=k1&reason=the+500+of+release+42")).await;
     assert_eq!(gone.status, 200, "{gone:?}");
     assert_eq!(json(&gone.body)["forgotten"], *record, "what was removed is what was seen");
@@ -68,9 +73,10 @@ async fn a_forgotten_response_runs_again_on_its_next_request() {
     let retried = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((retried.status, retried.replayed), (201, false), "{retried:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 2);
-    let again = send(&router, admin("DELETE", "scope=t1&key=k1&reason=twice")).await;
     let absent = send(&router, admin("GET", "scope=t1&key=absent")).await;
-    assert_eq!((again.status, absent.status), (200, 404), "the retry's record, then none");
+    let never = send(&router, admin("DELETE", "scope=t1&key=absent&reason=r")).await;
+    assert_eq!((absent.status, never.status), (404, 404), "{absent:?} {never:?}");
+    assert_eq!(stats().forgotten, 1, "a forget that found nothing is not counted");
 }
 
 /// While the first request runs, its key is in flight: a lookup says so with its lease,
@@ -91,7 +97,7 @@ async fn a_key_whose_first_request_runs_is_never_forgotten() {
     });
     let layer = IdempotencyLayer::with_config(store().0, crate::tenant, config(|c| c));
     let layer = layer.expect("fits");
-    let operator = layer.operator();
+    let (operator, stats) = (layer.operator(), layer.clone());
     let router = Router::new().route("/charge", handler).layer(layer);
     let first = tokio::spawn({
         let router = router.clone();
@@ -112,7 +118,9 @@ async fn a_key_whose_first_request_runs_is_never_forgotten() {
     let over_http = send(&app, admin("DELETE", "scope=t1&key=k1&reason=stuck")).await;
     assert_eq!(over_http.status, 409, "{over_http:?}");
     let after: u64 = over_http.headers["retry-after"].to_str().expect("ascii").parse().expect("n");
-    assert!((1..=LEASE.as_secs()).contains(&after), "Retry-After {after}");
+    // The store's clock has not moved since the claim: the whole lease is left.
+    assert_eq!(after, LEASE.as_secs(), "Retry-After on the store's clock");
+    assert_eq!(stats.stats().forgotten, 0, "refusals are not counted");
     gate.add_permits(1);
     let first = bounded("the first request", first).await.expect("joined");
     assert_eq!(first.status, 200);
@@ -129,7 +137,7 @@ async fn a_bad_operator_call_names_what_is_wrong() {
     let (router, _, stats) = app();
     send(&router, charge(Some("k1"), "x")).await;
     let long = "r".repeat(idem_http::FORGET_REASON_BYTES_MAX + 1);
-    let cases: [(&str, String, u16, &str); 8] = [
+    let cases: [(&str, String, u16, &str); 9] = [
         ("GET", "key=k1".into(), 400, "\\\"scope\\\""),
         ("GET", "scope=t1&scope=t2&key=k1".into(), 400, "twice"),
         ("GET", "scope=t1&key=k%zz".into(), 400, "percent escape"),
@@ -138,11 +146,15 @@ async fn a_bad_operator_call_names_what_is_wrong() {
         ("DELETE", "scope=t1&key=k1&reason=+".into(), 400, "reason"),
         ("DELETE", format!("scope=t1&key=k1&reason={long}"), 400, "reason"),
         ("POST", "scope=t1&key=k1".into(), 405, "GET"),
+        ("GET", format!("scope=t1&key=k1&pad={}", "p".repeat(4_096)), 400, "at most 4096"),
     ];
     for (method, query, status, says) in cases {
         let answer = send(&router, admin(method, &query)).await;
         assert_eq!(answer.status, status, "{method} {query}: {answer:?}");
         assert!(answer.body.contains(says), "{method} {query} should say {says}: {}", answer.body);
+        if status == 405 {
+            assert_eq!(answer.headers["allow"], "GET, DELETE", "{answer:?}");
+        }
     }
     assert_eq!(stats().forgotten, 0, "nothing was forgotten");
     let replay = send(&router, charge(Some("k1"), "x")).await;
@@ -168,4 +180,31 @@ async fn a_store_failure_is_a_503_without_the_stores_words() {
         assert_eq!(answer.status, 503, "{answer:?}");
         assert!(!answer.body.contains("SELECT") && !answer.body.contains("/var"), "{answer:?}");
     }
+}
+
+/// A claim whose handler's outcome is unknown stays in flight; once its lease runs out,
+/// the operator sees it pending, and may forget it with a reason of the longest length
+/// allowed: the next request then runs afresh instead of recovering.
+#[tokio::test]
+async fn a_pending_claim_is_shown_pending_and_can_be_forgotten() {
+    let (store, clock) = store();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    let handler = post(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { (http::StatusCode::BAD_GATEWAY, axum::Extension(idem_http::OutcomeUnknown), "?") }
+    });
+    let layer = IdempotencyLayer::with_config(store, crate::tenant, config(|c| c)).expect("fits");
+    let operator = layer.operator();
+    let router = Router::new().route("/charge", handler).layer(layer);
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 502);
+    clock.advance(LEASE);
+    let looked = operator.serve(admin("GET", "scope=t1&key=k1"), "alice").await;
+    let looked = crate::said(looked.map(Body::new)).await;
+    assert_eq!(json(&looked.body)["record"]["state"], "pending", "{looked:?}");
+    let reason = "r".repeat(idem_http::FORGET_REASON_BYTES_MAX);
+    let gone = operator.forget("t1", "k1", "alice", &reason).await.expect("forgotten");
+    assert!(matches!(gone, Forgotten::Removed(_)), "{gone:?}");
+    let fresh = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((fresh.status, runs.load(Ordering::SeqCst)), (502, 2), "ran afresh: {fresh:?}");
 }

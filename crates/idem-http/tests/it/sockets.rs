@@ -348,3 +348,28 @@ async fn an_unreachable_gateway_charged_nothing_and_the_retry_runs_again() {
         assert!(body.contains("nothing was charged"), "{body}");
     }
 }
+
+/// What the gateway answers decides what the checkout may do: a decline is the customer's
+/// answer (402, kept: a retry is declined again without asking the gateway), a failure
+/// before charging released the key (503, and the retry, the gateway back, charges once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decline_is_kept_and_a_failure_before_charging_lets_the_retry_charge() {
+    let charges = idem_testkit::scratch_dir("remote-answers").join("charges.log");
+    let gateway = idem_crash::GatewayServer::start(&charges, "127.0.0.1:0", 7).expect("gateway");
+    let addr =
+        serve_on_remote(Arc::new(MemoryStore::new(StoreConfig::default())), gateway.addr()).await;
+    let declined = "customer=cus_1&amount=666&currency=EUR";
+    for attempt in 1..=2 {
+        let (status, replayed, body) =
+            checkout_client::post_order(addr, "order-d", declined).await.expect("an answer");
+        assert_eq!((status, replayed), (402, attempt == 2), "attempt {attempt}: {body}");
+    }
+    tell_gateway(gateway.addr(), "fail_permille=1000").await;
+    let (status, _, body) = post(addr, "order-f").await.expect("an answer");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("nothing was charged"), "{body}");
+    tell_gateway(gateway.addr(), "fail_permille=0").await;
+    let (status, replayed, body) = post(addr, "order-f").await.expect("an answer");
+    assert_eq!((status, replayed), (201, false), "{body}");
+    assert_eq!(idem_crash::FileGateway::charges(&charges).expect("the file").len(), 1);
+}

@@ -16,7 +16,9 @@ use idem_store_postgres::tokio_postgres::{self, NoTls};
 use idem_store_postgres::{AsyncPgStore, PgError, PgStore};
 use idem_testkit::runtime;
 
-use super::{Namespace, fp, key, schema, url, with_the_migration_lock_held};
+use super::{
+    Namespace, fp, key, schema, url, wait_for_one_session_on_a_lock, with_the_migration_lock_held,
+};
 
 /// A store and its namespace, dropped together (the namespace after the store, outside
 /// the runtime).
@@ -265,18 +267,6 @@ async fn acquire(store: &AsyncPgStore<String>, name: &str) -> Lease {
         Claim::Acquired(lease) => lease,
         other => panic!("{name}: expected acquired, got {other:?}"),
     }
-}
-
-/// Waits until exactly one of the store's sessions on `namespace` waits for a lock (a row
-/// another transaction holds), as the server sees it; fails the test after 4 s.
-fn wait_for_one_session_on_a_lock(namespace: &Namespace, what: &str) {
-    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
-    let blocked = "SELECT count(*) FROM pg_stat_activity \
-                   WHERE application_name = $1 AND wait_event_type = 'Lock'";
-    let name = format!("idem:{}", namespace.0);
-    idem_testkit::wait_until(what, Duration::from_secs(4), || {
-        admin.query_one(blocked, &[&name]).expect("pg_stat_activity").get::<_, i64>(0) == 1
-    });
 }
 
 /// Committed: the order and the stored answer appear together, and neither before; a

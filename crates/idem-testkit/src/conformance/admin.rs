@@ -79,7 +79,8 @@ pub fn forget_refuses_a_live_holder<S: KeyStore<String> + KeyAdmin>(
     let k = key("s", "held");
     let lease = acquire(&f.store, &k, 1);
     f.clock.advance(LEASE / 2);
-    let live = Forgotten::HolderLive { lease_expires_at: START.saturating_add(LEASE) };
+    let (lease_expires_at, retry_after) = (START.saturating_add(LEASE), LEASE / 2);
+    let live = Forgotten::HolderLive { lease_expires_at, retry_after };
     assert_eq!(forget(&f.store, &k), live);
     assert_eq!(claim(&f.store, &k, 1), Claim::InFlight { retry_after: LEASE / 2 });
     f.store.complete(&lease, "done".into()).expect("the holder still completes");
@@ -107,4 +108,19 @@ pub fn forget_of_a_pending_claim_fences_its_holder<S: KeyStore<String> + KeyAdmi
     assert!(lost(store.complete(&old, "late".into())), "nor complete");
     store.complete(&fresh, "fresh".into()).expect("the new holder completes");
     assert_eq!(claim(&store, &k, 1), Claim::Replay("fresh".into()));
+}
+
+/// Forgetting a finished result gives back no place in its scope's quota of claims in
+/// flight (a finished record holds none): with a quota of 1 and one claim in flight, a
+/// new claim is still refused after the forget.
+pub fn forget_of_a_finished_result_frees_no_quota<S: KeyStore<String> + KeyAdmin>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let (store, _clock) = with_scope_quota(make, 1);
+    let done = acquire(&store, &key("s", "done"), 1);
+    store.complete(&done, "done".into()).expect("complete");
+    let _held = acquire(&store, &key("s", "held"), 1);
+    assert!(matches!(forget(&store, &key("s", "done")), Forgotten::Removed(_)));
+    let refused = store.claim(&key("s", "third"), &request(1));
+    assert!(matches!(refused, Err(StoreError::ScopeQuota { .. })), "{refused:?}");
 }
