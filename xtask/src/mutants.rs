@@ -756,6 +756,33 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "operator"),
     },
     Mutant {
+        name: "client-reqwest-key-made-per-attempt",
+        file: "crates/idem-client/src/reqwest.rs",
+        from: "            let copy = request.try_clone();\n",
+        to: "            let copy = request.try_clone().map(|mut c| {\n\
+             \x20               c.headers_mut().insert(\"idempotency-key\", \
+             Intent::new().header());\n\
+             \x20               c\n\
+             \x20           });\n",
+        check: test("idem-client", "", "sockets", "a_lost_answer"),
+    },
+    Mutant {
+        name: "client-tower-key-made-per-attempt",
+        file: "crates/idem-client/src/tower.rs",
+        from: "                let copy = Request::from_parts(parts.clone(), body.clone());\n",
+        to: "                let mut copy = Request::from_parts(parts.clone(), body.clone());\n\
+             \x20               copy.headers_mut().insert(\"idempotency-key\", \
+             Intent::new().header());\n",
+        check: test("idem-client", "", "sockets", "a_storm"),
+    },
+    Mutant {
+        name: "client-422-retried",
+        file: "crates/idem-client/src/policy.rs",
+        from: "            422 => Verdict::KeyReused,",
+        to: "            422 => Verdict::Retry(None),",
+        check: test("idem-client", "", "sockets", "a_key_reused"),
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\

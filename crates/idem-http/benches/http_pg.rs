@@ -10,6 +10,8 @@
 #![allow(missing_docs)]
 
 mod common;
+#[path = "../tests/common/own_runtime.rs"]
+mod own_runtime;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,24 +29,9 @@ fn url() -> String {
         .expect("IDEM_PG_URL must name a PostgreSQL server (cargo xtask bench starts one)")
 }
 
-/// Serves `router` on its own 2-worker runtime, on its own thread: the clients' runtime
-/// and the server's do not share workers.
+/// Serves `router` on its own 2-worker runtime, on its own thread.
 fn serve(router: Router) -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    listener.set_nonblocking(true).expect("non-blocking");
-    let addr = listener.local_addr().expect("bound");
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a server runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("a listener");
-            axum::serve(listener, router).await
-        })
-    });
-    addr
+    own_runtime::serve_on_own_runtime(router)
 }
 
 /// `iters` requests split over `clients` clients at once; the time until the last ends.

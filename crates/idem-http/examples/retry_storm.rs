@@ -3,9 +3,10 @@
 //! click), four clients at once, so a retry often runs beside the attempt it repeats.
 //!
 //! Naive: the service without the layer, where every request charges. idem: the same
-//! service behind `IdempotencyLayer`, each attempt carrying its intent's key. The gateway
-//! does NOT deduplicate, so the layer alone keeps charges at one per intent. Prints one
-//! line for `cargo xtask demo`.
+//! service behind `IdempotencyLayer`, each attempt sent by idem-client with its intent's
+//! key (made once per intent, from the intent's id). The gateway does NOT deduplicate,
+//! so the layer alone keeps charges at one per intent. Prints one line for
+//! `cargo xtask demo`.
 
 #[path = "checkout_server/app.rs"]
 #[allow(dead_code)]
@@ -50,6 +51,38 @@ async fn post(addr: SocketAddr, i: u64) -> u16 {
     status
 }
 
+/// The client of the "with idem" side: idem-client's layer on hyper's client, which sends
+/// one key per intent (from the intent's own id) on every attempt, and retries.
+type Client = idem_client::IdempotentRetryService<
+    hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >,
+>;
+
+fn client() -> Client {
+    let hyper = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let layer = idem_client::IdempotentRetryLayer::new(idem_client::RetryPolicy::default());
+    tower::Layer::layer(&layer, hyper)
+}
+
+/// One `POST /checkout` for intent `i` through idem-client: its key made from the intent.
+async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> u16 {
+    use tower::{Service, ServiceExt};
+    let mut request = http::Request::post(format!("http://{addr}/checkout"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from_static(b"customer=cus_1&amount=1050&currency=EUR")))
+        .expect("a valid request");
+    let intent = idem_client::Intent::from_id(&format!("checkout-{i}")).expect("a valid key");
+    request.extensions_mut().insert(intent);
+    let mut client = client.clone();
+    let response = client.ready().await.expect("ready").call(request).await.expect("an answer");
+    let status = response.status().as_u16();
+    response.into_body().collect().await.expect("a body");
+    status
+}
+
 /// Runs the storm against a fresh service in `mode`; returns the charges it made.
 async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
     let (router, shop) = app::router(mode, Arc::new(MemoryStore::new(StoreConfig::default())));
@@ -60,8 +93,12 @@ async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
         .map(|c| {
             let list = list.clone();
             tokio::spawn(async move {
+                let client = client();
                 for &i in list.iter().skip(c).step_by(CLIENTS) {
-                    let status = post(addr, i).await;
+                    let status = match mode {
+                        app::Mode::Naive => post(addr, i).await,
+                        app::Mode::Idempotent => post_with(&client, addr, i).await,
+                    };
                     assert!(status == 201 || status == 200, "intent {i}: {status}");
                 }
             })

@@ -17,6 +17,8 @@ use idem_payments::SimulatedGateway;
 mod app;
 #[path = "../common/checkout_client.rs"]
 mod checkout_client;
+#[path = "../common/own_runtime.rs"]
+mod own_runtime;
 #[path = "../../examples/checkout_server/remote.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod remote;
@@ -33,20 +35,7 @@ async fn serve(mode: app::Mode, latency: Duration) -> (SocketAddr, Arc<app::Shop
     let store = Arc::new(MemoryStore::new(StoreConfig::default()));
     let gateway = SimulatedGateway::new().without_dedup().with_latency(latency);
     let (router, shop) = app::router_on(mode, store, gateway);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    listener.set_nonblocking(true).expect("non-blocking");
-    let addr = listener.local_addr().expect("bound");
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a server runtime");
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
-            axum::serve(listener, router).await
-        })
-    });
+    let addr = own_runtime::serve_on_own_runtime(router);
     (addr, shop)
 }
 

@@ -1,0 +1,108 @@
+//! [`IdempotentRetry`] for reqwest, as a `reqwest-middleware` middleware: the way reqwest
+//! users add retries, with the one thing a plain retry lacks, the same key on every
+//! attempt.
+
+use http::Extensions;
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+
+use crate::retry::{Answer, Failed, attempts};
+use crate::{ClientError, Intent, RetryPolicy};
+
+/// Retries each request as one intent: the [`Intent`] in its extensions
+/// (`RequestBuilder::with_extension`), or else one made for this call, its key set as
+/// `Idempotency-Key` on every attempt (a key the request already carries is kept). The
+/// answer's extensions hold its [`Attempts`](crate::Attempts); an intent past its
+/// deadline, or answered 422, is a [`ClientError`] inside
+/// `reqwest_middleware::Error::Middleware`.
+///
+/// ```no_run
+/// use idem_client::{Attempts, IdempotentRetry, Intent, RetryPolicy};
+///
+/// # async fn pay() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(IdempotentRetry::new(RetryPolicy::default()))
+///     .build();
+/// let intent = Intent::new(); // once per click on "Pay", kept while it may be retried
+/// let answer = client
+///     .post("http://127.0.0.1:3000/checkout")
+///     .body("customer=cus_1&amount=1050&currency=EUR")
+///     .with_extension(intent)
+///     .send()
+///     .await?;
+/// let attempts = answer.extensions().get::<Attempts>().copied();
+/// println!("{} after {attempts:?}", answer.status());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IdempotentRetry {
+    policy: RetryPolicy,
+}
+
+impl IdempotentRetry {
+    /// The middleware, retrying by `policy`.
+    pub fn new(policy: RetryPolicy) -> Self {
+        Self { policy }
+    }
+}
+
+impl Answer for Response {
+    fn status(&self) -> http::StatusCode {
+        self.status()
+    }
+
+    fn headers(&self) -> &http::HeaderMap {
+        self.headers()
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for IdempotentRetry {
+    async fn handle(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let header = http::HeaderName::from_static("idempotency-key");
+        let intent = extensions.get::<Intent>().cloned().unwrap_or_default();
+        if !request.headers().contains_key(&header) {
+            request.headers_mut().insert(header.clone(), intent.header());
+        }
+        let key = request.headers()[&header].to_str().unwrap_or(intent.key()).to_string();
+        if request.try_clone().is_none() {
+            return Err(reqwest_middleware::Error::middleware(
+                ClientError::<reqwest::Error>::BodyNotReplayable,
+            ));
+        }
+        let send = || {
+            // Checked above: the body is bytes in memory, the same on every attempt.
+            let copy = request.try_clone();
+            let (next, mut extensions) = (next.clone(), extensions.clone());
+            async move {
+                let Some(copy) = copy else {
+                    return Err(Failed::Unsendable(BoxError::from(
+                        "the body cannot be sent again",
+                    )));
+                };
+                match next.run(copy, &mut extensions).await {
+                    Ok(response) => Ok(response),
+                    Err(reqwest_middleware::Error::Reqwest(e)) if e.is_builder() => {
+                        Err(Failed::Unsendable(Box::new(e) as BoxError))
+                    }
+                    Err(e) => Err(Failed::Unanswered(Box::new(e) as BoxError)),
+                }
+            }
+        };
+        match attempts(&self.policy, &key, send).await {
+            Ok((mut response, tried)) => {
+                response.extensions_mut().insert(tried);
+                Ok(response)
+            }
+            Err(error) => Err(reqwest_middleware::Error::middleware(error)),
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
