@@ -29,6 +29,7 @@ const REAL_TIME_ALLOWED: &[(&str, &str)] = &[
     ("crates/idem-testkit/src/bench.rs", "the benches' timing harness: timing is its job"),
     ("crates/idem-testkit/src/block_on.rs", "TokioTimer reads tokio's clock, paused or not"),
     ("crates/idem-http/tests/it/runs.rs", "the store reads tokio's paused clock: no real time"),
+    ("crates/idem-client/tests/policy.rs", "tokio's paused clock: no real time passes"),
     (
         "crates/idem-crash/src/gateway_http.rs",
         "a gateway process told to be slow sleeps, as a slow gateway takes time",

@@ -93,3 +93,17 @@ impl fmt::Debug for Intent {
         f.debug_tuple("Intent").field(&self.key.as_str()).finish()
     }
 }
+
+/// Sets `intent`'s key as the request's `Idempotency-Key`, unless the caller set one of
+/// its own (kept as it is); returns the key as the caller knows it, for the errors that
+/// name it: the intent's own key, or the caller's header as text.
+pub(crate) fn key_to_send(headers: &mut http::HeaderMap, intent: &Intent) -> String {
+    let name = http::HeaderName::from_static("idempotency-key");
+    match headers.get(&name) {
+        Some(own) => String::from_utf8_lossy(own.as_bytes()).into_owned(),
+        None => {
+            headers.insert(name, intent.header());
+            intent.key().to_string()
+        }
+    }
+}

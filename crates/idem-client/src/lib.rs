@@ -69,7 +69,7 @@ mod tower;
 mod reqwest;
 
 pub use intent::Intent;
-pub use policy::{PolicyError, RetryPolicy, RetryPolicyBuilder};
+pub use policy::{DEADLINE_MAX, PolicyError, RETRY_AFTER_MAX, RetryPolicy, RetryPolicyBuilder};
 #[cfg(feature = "reqwest")]
 pub use reqwest::IdempotentRetry;
 pub use retry::Attempts;

@@ -65,12 +65,8 @@ impl Middleware for IdempotentRetry {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let header = http::HeaderName::from_static("idempotency-key");
         let intent = extensions.get::<Intent>().cloned().unwrap_or_default();
-        if !request.headers().contains_key(&header) {
-            request.headers_mut().insert(header.clone(), intent.header());
-        }
-        let key = request.headers()[&header].to_str().unwrap_or(intent.key()).to_string();
+        let key = crate::intent::key_to_send(request.headers_mut(), &intent);
         if request.try_clone().is_none() {
             return Err(reqwest_middleware::Error::middleware(
                 ClientError::<reqwest::Error>::BodyNotReplayable,

@@ -46,8 +46,11 @@ where
     E: std::fmt::Display,
     F: Future<Output = Result<T, Failed<E>>>,
 {
-    let deadline = tokio::time::Instant::now() + policy.deadline();
-    let salt = key.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+    let started = tokio::time::Instant::now();
+    // The policy's deadline is at most a day: always a representable instant.
+    let deadline = started.checked_add(policy.deadline()).unwrap_or(started);
+    // Random per intent's run: two clients sending one intent do not pause in step.
+    let salt = uuid::Uuid::new_v4().as_u64_pair().0;
     let unknown = |attempts, last: String| ClientError::OutcomeUnknown {
         key: key.to_string(),
         attempts,
@@ -64,7 +67,7 @@ where
             Ok(Err(Failed::Unanswered(error))) => (error.to_string(), None),
             Ok(Ok(answer)) => match policy.judge(answer.status(), answer.headers()) {
                 Verdict::Answer => {
-                    let replayed = replayed(answer.headers());
+                    let replayed = crate::policy::replayed(answer.headers());
                     return Ok((answer, Attempts { count: attempt, replayed }));
                 }
                 Verdict::KeyReused => {
@@ -79,8 +82,4 @@ where
         }
         tokio::time::sleep(pause).await;
     }
-}
-
-fn replayed(headers: &HeaderMap) -> bool {
-    headers.get("idempotent-replayed").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
 }

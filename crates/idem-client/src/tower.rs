@@ -19,6 +19,11 @@ use crate::{ClientError, Intent, RetryPolicy};
 /// key the request already carries is kept). The answer's extensions hold its
 /// [`Attempts`](crate::Attempts).
 ///
+/// A generic client's error cannot say whether the request left: every error of the
+/// wrapped service is taken as "no answer" and retried, to the deadline. A request that
+/// can never be sent (a relative URI for hyper's client) therefore ends as an unknown
+/// outcome; build it whole before sending.
+///
 /// ```
 /// use bytes::Bytes;
 /// use http_body_util::Full;
@@ -104,24 +109,29 @@ where
     }
 
     fn call(&mut self, mut request: Request<Full<Bytes>>) -> Self::Future {
-        let header = http::HeaderName::from_static("idempotency-key");
         let intent = request.extensions().get::<Intent>().cloned().unwrap_or_default();
-        if !request.headers().contains_key(&header) {
-            request.headers_mut().insert(header.clone(), intent.header());
-        }
-        let key = request.headers()[&header].to_str().unwrap_or(intent.key()).to_string();
-        // Each attempt on a clone of the client, made ready in turn: the request is sent
-        // again, the whole of it, so nothing of one attempt's readiness carries over.
-        let (inner, policy) = (self.inner.clone(), self.policy);
+        let key = crate::intent::key_to_send(request.headers_mut(), &intent);
+        // The first attempt on the service made ready by `poll_ready` (it may hold a
+        // permit: a concurrency limit's); each later one on a clone, made ready in turn.
+        let template = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, template.clone());
+        let policy = self.policy;
         Box::pin(async move {
             let (parts, body) = request.into_parts();
+            let mut first = Some(ready);
             let send = move || {
                 let copy = Request::from_parts(parts.clone(), body.clone());
-                let mut service = inner.clone();
+                let (service, is_ready) = match first.take() {
+                    Some(ready) => (ready, true),
+                    None => (template.clone(), false),
+                };
                 async move {
-                    std::future::poll_fn(|cx| service.poll_ready(cx))
-                        .await
-                        .map_err(Failed::Unanswered)?;
+                    let mut service = service;
+                    if !is_ready {
+                        std::future::poll_fn(|cx| service.poll_ready(cx))
+                            .await
+                            .map_err(Failed::Unanswered)?;
+                    }
                     service.call(copy).await.map_err(Failed::Unanswered)
                 }
             };

@@ -180,7 +180,7 @@ async fn a_key_reused_for_another_body_is_a_typed_error_never_retried() {
     let Some(ClientError::KeyReused { key, attempts: 1 }) = typed else {
         panic!("expected KeyReused after one attempt, got {refused:?}")
     };
-    assert_eq!(key, "\"order-7\"");
+    assert_eq!(key, "order-7", "the intent's own key, as Intent::from_id takes it back");
     assert_eq!(shop.gateway.totals().charges, 1);
 }
 
