@@ -1134,9 +1134,9 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "pg-async-own-pool-without-statement-timeout",
-        file: "crates/idem-store-postgres/src/async_store.rs",
-        from: "        .post_create(statement_timeout)\n",
-        to: "",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "    config.options(options);",
+        to: "    let _ = options;",
         check: test("idem-store-postgres", "server-tests", "postgres", "a_blocked_statement_gives"),
     },
     Mutant {

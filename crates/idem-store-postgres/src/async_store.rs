@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{
-    BuildError, Hook, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod,
+    BuildError, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod,
     Runtime,
 };
 use idem_core::{
@@ -136,8 +136,8 @@ fn pool_error(error: PoolError) -> StoreError {
 }
 
 /// The pool [`AsyncPgStore::connect`] builds: [`POOL_SIZE_DEFAULT`] connections to `url`,
-/// each given the statement timeout when it opens (a replacement for a closed one too),
-/// connects bounded by the statement timeout.
+/// each opened with the statement timeout as a startup option (a replacement for a
+/// closed one too), connects bounded by the statement timeout.
 fn own_pool(url: &str, schema: &str, tls: Option<MakeRustlsConnect>) -> Result<Pool, StoreError> {
     let session = session_config(url, schema)?;
     // Fast: a connection handed out is checked for being closed, with no round trip.
@@ -146,18 +146,13 @@ fn own_pool(url: &str, schema: &str, tls: Option<MakeRustlsConnect>) -> Result<P
         Some(tls) => Manager::from_config(session, tls, manager_config),
         None => Manager::from_config(session, NoTls, manager_config),
     };
-    let statement_timeout = Hook::async_fn(|client, _| {
-        Box::pin(async move {
-            let set = crate::statement_timeout_sql();
-            client.batch_execute(&set).await.map_err(HookError::Backend)
-        })
-    });
+    // Every connection opens with the statement timeout as a startup option
+    // (`session_config`), a replacement for a closed one too.
     Pool::builder(manager)
         .max_size(POOL_SIZE_DEFAULT)
         .runtime(Runtime::Tokio1)
         .create_timeout(Some(STATEMENT_TIMEOUT))
         .recycle_timeout(Some(STATEMENT_TIMEOUT))
-        .post_create(statement_timeout)
         .build()
         .map_err(|error| match error {
             BuildError::NoRuntimeSpecified => PgError::Pool(PoolError::NoRuntimeSpecified).into(),

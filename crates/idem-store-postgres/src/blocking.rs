@@ -49,16 +49,15 @@ struct Connector {
     tls: Option<MakeRustlsConnect>,
 }
 
-/// Opens one connection with the store's statement timeout.
+/// Opens one connection, with the store's statement timeout as a startup option.
 fn open_client(connector: &Connector) -> Result<Client, StoreError> {
     let url = &connector.url;
     let connected = match &connector.tls {
         Some(tls) => url.connect(tls.clone()),
         None => url.connect(NoTls),
     };
-    let mut client = connected.map_err(pg)?;
-    client.batch_execute(&crate::statement_timeout_sql()).map_err(pg)?;
-    Ok(client)
+    // The statement timeout comes with the connection: a startup option (`session_config`).
+    connected.map_err(pg)
 }
 
 /// Migrates `statements`' namespace under the migration lock, and checks its version.

@@ -337,12 +337,6 @@ fn span_ms(span: Duration) -> i64 {
 /// range, so that any time of this era plus it stays in range.
 const SPAN_MS_MAX: i64 = i64::MAX / 4;
 
-/// What a connection is told once, when it opens: every statement on it gives up after
-/// [`STATEMENT_TIMEOUT`].
-fn statement_timeout_sql() -> String {
-    format!("SET statement_timeout = {}", STATEMENT_TIMEOUT.as_millis())
-}
-
 /// The advisory lock a migration holds for its transaction (see [`MIGRATION_LOCK_ID`]).
 const MIGRATION_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock($1)";
 
