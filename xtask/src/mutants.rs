@@ -856,6 +856,27 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-client", "", "policy", ""),
     },
     Mutant {
+        name: "http-operator-pending-shown-in-flight",
+        file: "crates/idem-http/src/operator.rs",
+        from: "(\"pending\", \"lease_expired_at\", lease_expired_at)",
+        to: "(\"in_flight\", \"lease_expired_at\", lease_expired_at)",
+        check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
+        name: "client-unknown-outcome-unexplained",
+        file: "crates/idem-client/src/lib.rs",
+        from: "it may have taken effect; retry the same intent later, never a new one\"",
+        to: "try again\"",
+        check: test("idem-client", "", "sockets", "past_its_deadline"),
+    },
+    Mutant {
+        name: "gateway-server-never-fails-before-charging",
+        file: "crates/idem-crash/src/gateway_http.rs",
+        from: "    if book.flip(fail) {",
+        to: "    if false && book.flip(fail) {",
+        check: test("idem-crash", "", "gateway_http", ""),
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\

@@ -173,10 +173,7 @@ async fn a_key_reused_for_another_body_is_a_typed_error_never_retried() {
     pay(&client, server, &intent, ORDER).await.expect("the first");
     let other = "customer=cus_1&amount=9999&currency=EUR";
     let refused = pay(&client, server, &intent, other).await.expect_err("refused");
-    let typed = match &refused {
-        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<ClientError<BoxError>>(),
-        reqwest_middleware::Error::Reqwest(_) => None,
-    };
+    let typed = client_error(&refused);
     let Some(ClientError::KeyReused { key, attempts: 1 }) = typed else {
         panic!("expected KeyReused after one attempt, got {refused:?}")
     };
@@ -185,6 +182,14 @@ async fn a_key_reused_for_another_body_is_a_typed_error_never_retried() {
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The middleware's own error inside reqwest-middleware's, if that is what `refused` is.
+fn client_error(refused: &reqwest_middleware::Error) -> Option<&ClientError<BoxError>> {
+    match refused {
+        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<ClientError<BoxError>>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
 
 /// A server that never answers well within the deadline: the outcome is unknown, said as
 /// such (retry the same intent, never a new one).
@@ -200,10 +205,7 @@ async fn past_its_deadline_an_intent_is_an_unknown_outcome() {
         .expect("a valid policy");
     let refused = pay(&client(policy), nobody, &Intent::new(), ORDER).await.expect_err("none");
     let message = refused.to_string();
-    let typed = match &refused {
-        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<ClientError<BoxError>>(),
-        reqwest_middleware::Error::Reqwest(_) => None,
-    };
+    let typed = client_error(&refused);
     assert!(
         matches!(typed, Some(ClientError::OutcomeUnknown { attempts: 2.., .. })),
         "{refused:?}"

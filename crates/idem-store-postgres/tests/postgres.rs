@@ -103,6 +103,27 @@ pub(crate) fn wait_for_one_session_on_a_lock(namespace: &Namespace, what: &str) 
     });
 }
 
+/// Renews `name`'s claim in another session's open transaction (its row locked), starts
+/// the forget `start` returns the answer of, waits until the forget waits on that row,
+/// commits the renewal, and returns what the forget answered.
+pub(crate) fn forget_beside_a_renewal<W: FnOnce() -> Forgotten>(
+    namespace: &Namespace,
+    name: &str,
+    start: impl FnOnce() -> W,
+) -> Forgotten {
+    let mut renewal = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
+    let mut tx = renewal.transaction().expect("begin");
+    let renew = format!(
+        "UPDATE \"{}\".claims SET lease_expires_at = lease_expires_at + 600000 WHERE key = $1",
+        namespace.0
+    );
+    assert_eq!(tx.execute(&renew, &[&name]).expect("the renewal"), 1);
+    let answer = start();
+    wait_for_one_session_on_a_lock(namespace, "the forget to wait on the row");
+    tx.commit().expect("commit the renewal");
+    answer()
+}
+
 impl KeyAdmin for TestStore {
     fn inspect(&self, key: &ScopedKey) -> Result<Option<idem_core::KeyRecord>, StoreError> {
         self.store.inspect(key)
@@ -563,17 +584,11 @@ fn a_blocking_forget_waits_for_a_renewal_in_flight_and_sees_it() {
         panic!("an absent key is acquired")
     };
     clock.advance(config.lease());
-    let mut renewal = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
-    let mut tx = renewal.transaction().expect("begin");
-    let renew = format!(
-        "UPDATE \"{}\".claims SET lease_expires_at = lease_expires_at + 600000 WHERE key = $1",
-        namespace.0
-    );
-    assert_eq!(tx.execute(&renew, &[&"renewed"]).expect("the renewal"), 1);
     let operator = Arc::clone(&store);
-    let forgetting = std::thread::spawn(move || operator.forget(&key("renewed"), "alice", "stuck"));
-    wait_for_one_session_on_a_lock(&namespace, "the forget to wait on the row");
-    tx.commit().expect("commit the renewal");
-    let forgotten = forgetting.join().expect("the forget").expect("answered");
+    let forgotten = forget_beside_a_renewal(&namespace, "renewed", move || {
+        let forgetting =
+            std::thread::spawn(move || operator.forget(&key("renewed"), "alice", "stuck"));
+        move || forgetting.join().expect("the forget").expect("answered")
+    });
     assert!(matches!(forgotten, Forgotten::HolderLive { .. }), "{forgotten:?}");
 }

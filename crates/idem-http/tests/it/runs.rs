@@ -361,11 +361,9 @@ fn chunks(count: usize) -> axum::body::Body {
     axum::body::Body::from_stream(Chunks(count))
 }
 
-/// A client that reads the head of a streamed response and then stops reading, its
-/// connection open, is treated as gone once it has taken no frame for `orphan_time_max`:
-/// the run reads the rest, keeps the response, and the key no longer waits on it.
-#[tokio::test(start_paused = true)]
-async fn a_client_that_stops_reading_a_stream_does_not_hold_its_key() {
+/// A layer (1 KiB kept, `orphan_time_max` 1 s) around a route that streams 64 KiB, and
+/// the body of one request's answer, read to its first frame (its head).
+async fn a_streamed_response_read_to_its_head() -> (Router, axum::body::Body) {
     use http_body_util::BodyExt;
     let route = post(|| async { http::Response::new(chunks(64)) });
     let config = config(|c| c.response_bytes_max(1024).orphan_time_max(Duration::from_secs(1)));
@@ -373,8 +371,17 @@ async fn a_client_that_stops_reading_a_stream_does_not_hold_its_key() {
     let router = Router::new().route("/charge", route).layer(layer);
     let response = router.clone().oneshot(charge(Some("k1"), "x")).await.expect("infallible");
     let mut body = response.into_body();
-    let head = body.frame().await.expect("a frame").expect("data");
+    let head = body.frame().await.expect("a frame").expect("the head");
     assert!(head.is_data());
+    (router, body)
+}
+
+/// A client that reads the head of a streamed response and then stops reading, its
+/// connection open, is treated as gone once it has taken no frame for `orphan_time_max`:
+/// the run reads the rest, keeps the response, and the key no longer waits on it.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_a_stream_does_not_hold_its_key() {
+    let (router, body) = a_streamed_response_read_to_its_head().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let retry = send(&router, charge(Some("k1"), "x")).await;
     assert!(retry.replayed, "kept, not held in flight by the stalled reader: {retry:?}");
@@ -407,13 +414,7 @@ async fn a_client_that_leaves_during_its_claim_leaves_no_key_behind() {
 #[tokio::test(start_paused = true)]
 async fn a_client_that_missed_frames_gets_a_body_that_fails() {
     use http_body_util::BodyExt;
-    let route = post(|| async { http::Response::new(chunks(64)) });
-    let config = config(|c| c.response_bytes_max(1024).orphan_time_max(Duration::from_secs(1)));
-    let layer = IdempotencyLayer::with_config(store(), crate::tenant, config).expect("fits");
-    let router = Router::new().route("/charge", route).layer(layer);
-    let response = router.clone().oneshot(charge(Some("k1"), "x")).await.expect("infallible");
-    let mut body = response.into_body();
-    body.frame().await.expect("a frame").expect("the head");
+    let (_router, body) = a_streamed_response_read_to_its_head().await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let rest = body.collect().await;
     assert!(rest.is_err(), "missed frames, yet the body ended as if whole");

@@ -17,7 +17,8 @@ use idem_store_postgres::{AsyncPgStore, PgError, PgStore};
 use idem_testkit::runtime;
 
 use super::{
-    Namespace, fp, key, schema, url, wait_for_one_session_on_a_lock, with_the_migration_lock_held,
+    Namespace, forget_beside_a_renewal, fp, key, schema, url, wait_for_one_session_on_a_lock,
+    with_the_migration_lock_held,
 };
 
 /// A store and its namespace, dropped together (the namespace after the store, outside
@@ -310,19 +311,12 @@ fn a_forget_waits_for_a_renewal_in_flight_and_sees_it() {
     let store = Arc::new(run(connecting).expect("connect"));
     let _lease = run(acquire(&store, "renewed"));
     clock.advance(config.lease());
-    let mut renewal = postgres::Client::connect(&url(), postgres::NoTls).expect("a session");
-    let mut tx = renewal.transaction().expect("begin");
-    let renew = format!(
-        "UPDATE \"{}\".claims SET lease_expires_at = lease_expires_at + 600000 WHERE key = $1",
-        namespace.0
-    );
-    assert_eq!(tx.execute(&renew, &[&"renewed"]).expect("the renewal"), 1);
     let operator = Arc::clone(&store);
-    let forgetting =
-        runtime().spawn(async move { operator.forget(&key("renewed"), "alice", "stuck").await });
-    wait_for_one_session_on_a_lock(&namespace, "the forget to wait on the row");
-    tx.commit().expect("commit the renewal");
-    let forgotten = run(bounded("the forget", forgetting)).expect("the task").expect("forget");
+    let forgotten = forget_beside_a_renewal(&namespace, "renewed", move || {
+        let forgetting = runtime()
+            .spawn(async move { operator.forget(&key("renewed"), "alice", "stuck").await });
+        move || run(bounded("the forget", forgetting)).expect("the task").expect("forget")
+    });
     assert!(matches!(forgotten, Forgotten::HolderLive { .. }), "{forgotten:?}");
     let state = run(store.lookup(&key("renewed"), &fp())).expect("lookup");
     assert!(matches!(state, KeyState::InFlight { .. }), "the renewed claim stands: {state:?}");
