@@ -877,6 +877,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-crash", "", "gateway_http", ""),
     },
     Mutant {
+        name: "cluster-orders-name-another-charge",
+        file: "crates/idem-http/examples/checkout_server/orders.rs",
+        from: "&[&lease.key().to_string(), &charge.id.to_string(), &amount]",
+        to: "&[&lease.key().to_string(), &\"ch_0\".to_string(), &amount]",
+        check: Check::Cluster,
+    },
+    Mutant {
         name: "http-handler-run-by-the-connection",
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\

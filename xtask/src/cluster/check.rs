@@ -17,6 +17,8 @@ pub(crate) struct Verdict {
     pub(crate) mismatched: Vec<String>,
     pub(crate) other: Vec<String>,
     pub(crate) charged_minor: u64,
+    /// The one charge of each intent charged once, by the intent's key: its id and amount.
+    pub(crate) charged: HashMap<String, (String, u64)>,
 }
 
 impl Verdict {
@@ -59,6 +61,7 @@ pub(crate) fn judge(log: &Path, intents: &[Intent], seen: &Seen) -> Result<Verdi
             [] => verdict.lost.push(format!("{name}: never charged")),
             [one] => {
                 verdict.charged_minor += one.amount_minor;
+                verdict.charged.insert(intent.key.clone(), (one.id.clone(), one.amount_minor));
                 if one.amount_minor != intent.amount_minor {
                     verdict.other.push(format!("{name}: charged {}", one.amount_minor));
                 }
@@ -102,11 +105,26 @@ pub(crate) fn database(url: &str, verdict: &mut Verdict, intents: usize) -> Resu
     if in_flight != "0" {
         verdict.other.push(format!("{in_flight} claims left in flight after the reconcile"));
     }
-    let orders =
-        psql(url, "SELECT count(*) || ' ' || coalesce(sum(amount_minor), 0) FROM checkout.orders")?;
-    let expected = format!("{intents} {}", verdict.charged_minor);
-    if orders != expected {
-        verdict.other.push(format!("orders (count, amount): {orders}, charges: {expected}"));
+    // Row by row: each order names its intent's one charge and amount, and every charged
+    // intent has its order.
+    let rows =
+        psql(url, "SELECT key || ' ' || charge || ' ' || amount_minor FROM checkout.orders")?;
+    let mut ordered = 0;
+    for row in rows.lines() {
+        ordered += 1;
+        let parts: Vec<&str> = row.split(' ').collect();
+        let [scoped, charge, amount] = parts[..] else {
+            verdict.other.push(format!("an order row {row:?}"));
+            continue;
+        };
+        let key = scoped.rsplit_once(':').map_or(scoped, |(_, key)| key);
+        let charged = verdict.charged.get(key).map(|(id, minor)| (id.as_str(), minor.to_string()));
+        if charged != Some((charge, amount.to_string())) {
+            verdict.other.push(format!("order {row:?}, but the log charged {charged:?}"));
+        }
+    }
+    if ordered != intents {
+        verdict.other.push(format!("{ordered} orders for {intents} intents"));
     }
     Ok(())
 }

@@ -105,7 +105,7 @@ const OUTAGE: Duration = Duration::from_millis(800);
 pub(crate) fn inflict(fault: Fault, processes: &mut Processes, restart_db: &str) -> Result {
     match fault {
         Fault::Kill(n) => {
-            processes.kill(n);
+            processes.kill(n)?;
             std::thread::sleep(OUTAGE);
             processes.restart(n)
         }

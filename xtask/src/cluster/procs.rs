@@ -141,12 +141,20 @@ impl Processes {
         wait_serving(SocketAddr::from(([127, 0, 0, 1], server.port)), "a checkout server")
     }
 
-    /// Kills server `index` at once (SIGKILL): whatever it was doing is cut mid-way.
-    pub(crate) fn kill(&mut self, index: usize) {
-        if let Some(mut child) = self.servers[index].child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+    /// Kills server `index` at once (SIGKILL): whatever it was doing is cut mid-way. A
+    /// server found already gone (it crashed on its own) is an error: the run must not
+    /// count as a fault what the deployment did by itself.
+    pub(crate) fn kill(&mut self, index: usize) -> Result {
+        let Some(mut child) = self.servers[index].child.take() else {
+            return Err(format!("server {index} was not running"));
+        };
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = self.servers[index].log.display();
+            return Err(format!("server {index} had exited on its own ({status}); see {log}"));
         }
+        child.kill().map_err(|e| format!("killing server {index}: {e}"))?;
+        let _ = child.wait();
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
 //! The harness's fault proxy: a TCP relay between one server and what it talks to (the
 //! database, the gateway) that can cut the link. A cut closes every connection through
-//! it at once and refuses new ones until the link is restored, as a network partition
-//! between two machines does.
+//! it at once and refuses new ones until the link is restored: both ends notice at once,
+//! as after a peer's reset. A silent partition (packets dropped, connections hung until
+//! a timeout) is not what it makes.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
