@@ -281,7 +281,8 @@ fn postgres_steps() -> Result {
             .args(["--test", "postgres"])
             .env("IDEM_PG_URL", &url)
             .env("IDEM_PG_SKEWED_URL", &skewed)
-            .env("IDEM_PGBOUNCER_URL", pgbouncer_url()?),
+            .env("IDEM_PGBOUNCER_URL", pgbouncer_url()?)
+            .env("IDEM_PGBOUNCER_IGNORING_URL", pgbouncer_ignoring_url()?),
     )?;
     run(
         "postgres crash",
@@ -451,6 +452,12 @@ fn postgres_url() -> Result<String> {
 /// (`.ci/pgbouncer.sh`), which the store must refuse at connect.
 fn pgbouncer_url() -> Result<String> {
     server_url("IDEM_PGBOUNCER_URL", ".ci/pgbouncer.sh", "postgres://")
+}
+
+/// pgbouncer told to ignore startup options (`.ci/pgbouncer-ignoring.sh`), which drops
+/// the store's statement timeout: the store must notice and refuse.
+fn pgbouncer_ignoring_url() -> Result<String> {
+    server_url("IDEM_PGBOUNCER_IGNORING_URL", ".ci/pgbouncer-ignoring.sh", "postgres://")
 }
 
 /// The cluster harness's own PostgreSQL server (`.ci/postgres-cluster.sh`), which it

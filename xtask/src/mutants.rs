@@ -677,10 +677,10 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Cluster,
     },
     Mutant {
-        name: "pg-pooler-let-through",
+        name: "pg-pooler-refusal-unnamed",
         file: "crates/idem-store-postgres/src/lib.rs",
-        from: "    config.options(options);",
-        to: "    let _ = options;",
+        from: "        && db.message().starts_with(\"unsupported startup parameter\")",
+        to: "        && db.message().starts_with(\"unsupported startup parameter\") && false",
         check: test("idem-store-postgres", "server-tests", "postgres", "a_transaction_pooler"),
     },
     Mutant {
@@ -882,6 +882,21 @@ const CATALOGUE: &[Mutant] = &[
         from: "&[&lease.key().to_string(), &charge.id.to_string(), &amount]",
         to: "&[&lease.key().to_string(), &\"ch_0\".to_string(), &amount]",
         check: Check::Cluster,
+    },
+    Mutant {
+        name: "pg-blocking-timeout-dropped-unnoticed",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "    crate::session_kept_its_timeout(timeout.get(0))\n",
+        to: "    let _: i64 = timeout.get(0);\n\
+             \x20   Ok(())\n",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_transaction_pooler"),
+    },
+    Mutant {
+        name: "pg-async-timeout-dropped-unnoticed",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "    if timeout_ms == asked {",
+        to: "    if timeout_ms == asked || timeout_ms >= 0 {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_transaction_pooler"),
     },
     Mutant {
         name: "http-handler-run-by-the-connection",
@@ -1574,6 +1589,7 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
                 command.env("IDEM_PG_URL", crate::postgres_url()?);
                 command.env("IDEM_PG_SKEWED_URL", crate::skewed_postgres_url()?);
                 command.env("IDEM_PGBOUNCER_URL", crate::pgbouncer_url()?);
+                command.env("IDEM_PGBOUNCER_IGNORING_URL", crate::pgbouncer_ignoring_url()?);
             }
             if !feature.is_empty() {
                 command.args(["--features", feature]);

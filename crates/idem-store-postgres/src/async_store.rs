@@ -31,10 +31,6 @@ pub const POOL_SIZE_DEFAULT: usize = 8;
 /// ([`AsyncPgStore::with_pool_wait_max`]).
 pub const POOL_WAIT_MAX_DEFAULT: Duration = Duration::from_secs(10);
 
-/// Reads the statement timeout a connection runs with, in milliseconds (0: none).
-const STATEMENT_TIMEOUT_SETTING_SQL: &str =
-    "SELECT setting::BIGINT FROM pg_settings WHERE name = 'statement_timeout'";
-
 /// The claimed-key store on PostgreSQL for tokio services: idem-core's [`AsyncKeyStore`]
 /// on tokio-postgres over a deadpool pool.
 ///
@@ -161,7 +157,15 @@ fn own_pool(url: &str, schema: &str, tls: Option<MakeRustlsConnect>) -> Result<P
 
 /// Migrates `statements`' namespace under the migration lock, checks its version, and
 /// refuses a pool whose connections run statements without a timeout.
-async fn migrate(pool: &Pool, statements: &Statements) -> Result<(), StoreError> {
+/// Whose pool a store runs on: its own (every connection opened with the store's
+/// statement timeout), or the caller's (with a timeout of the caller's, checked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PoolOwner {
+    Store,
+    Caller,
+}
+
+async fn migrate(pool: &Pool, statements: &Statements, owner: PoolOwner) -> Result<(), StoreError> {
     let schema = &statements.schema;
     let mut client = checkout(pool, POOL_WAIT_MAX_DEFAULT).await?;
     // Two processes migrating at once: serialise on an advisory lock.
@@ -169,10 +173,13 @@ async fn migrate(pool: &Pool, statements: &Statements) -> Result<(), StoreError>
     tx.execute(crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS).await.map_err(pg)?;
     tx.batch_execute(&crate::migration_sql(schema)).await.map_err(pg)?;
     let version = tx.query_one(&crate::version_sql(schema), &[]).await.map_err(pg)?;
-    let timeout = tx.query_one(STATEMENT_TIMEOUT_SETTING_SQL, &[]).await.map_err(pg)?;
+    let timeout = tx.query_one(crate::STATEMENT_TIMEOUT_SETTING_SQL, &[]).await.map_err(pg)?;
     tx.commit().await.map_err(pg)?;
     rows::check_version(schema, &version)?;
     let timeout_ms: i64 = timeout.get(0);
+    if owner == PoolOwner::Store {
+        return crate::session_kept_its_timeout(timeout_ms);
+    }
     if timeout_ms <= 0 {
         let accepted = "more than 0: set it for the pool's connections \
                         (`options=-c statement_timeout=5000` in the URL, or a role's default)";
@@ -194,7 +201,7 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
     /// [`StoreError::Storage`] with [`PgError`]: unreachable server (with the server's
     /// message), bad schema name, or a schema of another version.
     pub async fn connect(url: &str, schema: &str, config: StoreConfig) -> Result<Self, StoreError> {
-        Self::on_pool(own_pool(url, schema, None)?, schema, config, None).await
+        Self::on_pool(own_pool(url, schema, None)?, schema, config, None, PoolOwner::Store).await
     }
 
     /// As [`connect`](Self::connect), over TLS configured by `tls` (its root certificates
@@ -212,7 +219,7 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         tls: rustls::ClientConfig,
     ) -> Result<Self, StoreError> {
         let pool = own_pool(url, schema, Some(MakeRustlsConnect::new(tls)))?;
-        Self::on_pool(pool, schema, config, None).await
+        Self::on_pool(pool, schema, config, None, PoolOwner::Store).await
     }
 
     /// As [`connect`](Self::connect), reading time from `clock` instead of the database:
@@ -228,7 +235,8 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         config: StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StoreError> {
-        Self::on_pool(own_pool(url, schema, None)?, schema, config, Some(clock)).await
+        let pool = own_pool(url, schema, None)?;
+        Self::on_pool(pool, schema, config, Some(clock), PoolOwner::Store).await
     }
 
     /// Runs on the caller's `pool` (built with the re-exported
@@ -249,7 +257,7 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         config: StoreConfig,
     ) -> Result<Self, StoreError> {
         check_schema_name(schema)?;
-        Self::on_pool(pool, schema, config, None).await
+        Self::on_pool(pool, schema, config, None, PoolOwner::Caller).await
     }
 
     async fn on_pool(
@@ -257,9 +265,10 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         schema: &str,
         config: StoreConfig,
         clock: Option<Arc<dyn Clock>>,
+        owner: PoolOwner,
     ) -> Result<Self, StoreError> {
         let settings = Settings::new(schema, config, clock);
-        migrate(&pool, &settings.statements).await?;
+        migrate(&pool, &settings.statements, owner).await?;
         Ok(Self { pool, settings, pool_wait_max: POOL_WAIT_MAX_DEFAULT, _result: PhantomData })
     }
 

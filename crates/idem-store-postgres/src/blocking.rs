@@ -68,8 +68,10 @@ fn migrate(client: &mut Client, statements: &Statements) -> Result<(), StoreErro
     tx.execute(crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS).map_err(pg)?;
     tx.batch_execute(&crate::migration_sql(schema)).map_err(pg)?;
     let version = tx.query_one(&crate::version_sql(schema), &[]).map_err(pg)?;
+    let timeout = tx.query_one(crate::STATEMENT_TIMEOUT_SETTING_SQL, &[]).map_err(pg)?;
     tx.commit().map_err(pg)?;
-    rows::check_version(schema, &version)
+    rows::check_version(schema, &version)?;
+    crate::session_kept_its_timeout(timeout.get(0))
 }
 
 impl<R: Durable + Clone + Send> PgStore<R> {

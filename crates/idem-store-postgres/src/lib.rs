@@ -337,6 +337,26 @@ fn span_ms(span: Duration) -> i64 {
 /// range, so that any time of this era plus it stays in range.
 const SPAN_MS_MAX: i64 = i64::MAX / 4;
 
+/// Reads the statement timeout a connection runs with, in milliseconds (0: none).
+const STATEMENT_TIMEOUT_SETTING_SQL: &str =
+    "SELECT setting::BIGINT FROM pg_settings WHERE name = 'statement_timeout'";
+
+/// Checks that a connection the store opened runs with the statement timeout it asked for
+/// at connect. A pooler told to ignore startup options (pgbouncer's
+/// `ignore_startup_parameters = options`) accepts the connection and drops the option:
+/// the store would then run without a timeout, on sessions it shares with others.
+fn session_kept_its_timeout(timeout_ms: i64) -> Result<(), StoreError> {
+    let asked = i64::try_from(STATEMENT_TIMEOUT.as_millis()).unwrap_or(i64::MAX);
+    if timeout_ms == asked {
+        return Ok(());
+    }
+    Err(PgError::Pooler(format!(
+        "the session runs with statement_timeout {timeout_ms} ms, not the {asked} ms it asked \
+         for at connect: something between the store and PostgreSQL drops startup options"
+    ))
+    .into())
+}
+
 /// The advisory lock a migration holds for its transaction (see [`MIGRATION_LOCK_ID`]).
 const MIGRATION_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock($1)";
 

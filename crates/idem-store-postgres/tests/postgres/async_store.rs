@@ -658,13 +658,23 @@ fn a_claim_that_waited_on_the_row_lock_gets_a_whole_lease() {
 /// prepared statements, its statement timeout) that such a pooler hands from client to
 /// client, so both stores refuse it at connect, saying so, rather than failing later on
 /// "prepared statement already exists".
+///
+/// The same pooler told to ignore startup options (`IDEM_PGBOUNCER_IGNORING_URL`, from
+/// `.ci/pgbouncer-ignoring.sh`) accepts the connections and drops the timeout they ask
+/// for: both stores read it back at connect, and refuse.
 #[test]
 fn a_transaction_pooler_in_front_is_refused_at_connect() {
-    let url = std::env::var("IDEM_PGBOUNCER_URL")
-        .expect("IDEM_PGBOUNCER_URL must name pgbouncer (see .ci/pgbouncer.sh)");
+    for var in ["IDEM_PGBOUNCER_URL", "IDEM_PGBOUNCER_IGNORING_URL"] {
+        let url = std::env::var(var)
+            .unwrap_or_else(|_| panic!("{var} must name pgbouncer (see .ci/pgbouncer*.sh)"));
+        pooler_refused(&url);
+    }
+}
+
+fn pooler_refused(url: &str) {
     let config = StoreConfig::default();
-    let blocking = PgStore::<String>::connect(&url, "idem_pooled", config);
-    let threaded = run(AsyncPgStore::<String>::connect(&url, "idem_pooled", config));
+    let blocking = PgStore::<String>::connect(url, "idem_pooled", config);
+    let threaded = run(AsyncPgStore::<String>::connect(url, "idem_pooled", config));
     for (what, error) in
         [("blocking", pg_error("blocking", &blocking)), ("async", pg_error("async", &threaded))]
     {
