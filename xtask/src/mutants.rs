@@ -331,6 +331,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-wallet", "", "it", "durable::a_failed_append"),
     },
     Mutant {
+        name: "core-scoped-key-names-no-part",
+        file: "crates/idem-core/src/key.rs",
+        from: "Scope::new(scope).map_err(ScopedKeyError::Scope)?",
+        to: "Scope::new(scope).map_err(ScopedKeyError::Key)?",
+        check: test("idem-core", "", "it", "key::scoped_key_parse_names_the_bad_part"),
+    },
+    Mutant {
         name: "core-release-keeps-its-quota-place",
         file: "crates/idem-core/src/memory.rs",
         from: "        self.scope_settled(lease.key());\n        match outcome {",

@@ -7,21 +7,19 @@ use crate::sync::Arc;
 /// The longest key or scope, in bytes.
 pub const KEY_LEN_MAX: usize = 255;
 
-/// Why a key or scope was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+/// Why a key or scope was refused. Its message says "key"; [`ScopedKey::parse`], which
+/// validates both parts, says which part with a [`ScopedKeyError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KeyError {
     /// The input was the empty string.
-    #[error("key is empty")]
     Empty,
     /// The input was longer than [`KEY_LEN_MAX`] bytes.
-    #[error("key is {len_bytes} bytes long, the limit is {KEY_LEN_MAX}")]
     TooLong {
         /// The length of the refused input, in bytes.
         len_bytes: usize,
     },
     /// A byte outside printable ASCII (0x20 to 0x7E).
-    #[error("key has byte 0x{byte:02x} at position {position}, only printable ASCII is allowed")]
     BadByte {
         /// The zero-based position of the first bad byte.
         position: usize,
@@ -31,11 +29,84 @@ pub enum KeyError {
     /// A space at the start or the end. HTTP strips whitespace around a header value, so
     /// such a key would come back through a proxy as another key on a retry. Spaces
     /// inside are allowed.
-    #[error("key has a space at position {position}; spaces at either end are not allowed")]
     SurroundingSpace {
         /// The zero-based position of the space: 0, or the last byte.
         position: usize,
     },
+}
+
+impl KeyError {
+    /// The message, naming the refused part `part` ("key" or "scope").
+    fn describe(&self, f: &mut fmt::Formatter<'_>, part: &str) -> fmt::Result {
+        match *self {
+            Self::Empty => write!(f, "{part} is empty"),
+            Self::TooLong { len_bytes } => {
+                write!(f, "{part} is {len_bytes} bytes long, the limit is {KEY_LEN_MAX}")
+            }
+            Self::BadByte { position, byte } => write!(
+                f,
+                "{part} has byte 0x{byte:02x} at position {position}, only printable ASCII is \
+                 allowed"
+            ),
+            Self::SurroundingSpace { position } => write!(
+                f,
+                "{part} has a space at position {position}; spaces at either end are not allowed"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f, "key")
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// Which part of a scoped key [`ScopedKey::parse`] refused, and why.
+///
+/// ```
+/// use idem_core::{KeyError, ScopedKey, ScopedKeyError};
+///
+/// let refused = ScopedKey::parse("", "k").expect_err("an empty scope");
+/// assert_eq!(refused, ScopedKeyError::Scope(KeyError::Empty));
+/// assert_eq!(refused.to_string(), "scope is empty");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ScopedKeyError {
+    /// The scope is not valid.
+    Scope(KeyError),
+    /// The key is not valid (the scope was).
+    Key(KeyError),
+}
+
+impl ScopedKeyError {
+    /// What is wrong with the refused part, whichever it is.
+    pub fn error(&self) -> KeyError {
+        match *self {
+            Self::Scope(e) | Self::Key(e) => e,
+        }
+    }
+}
+
+impl fmt::Display for ScopedKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Scope(e) => e.describe(f, "scope"),
+            Self::Key(e) => e.describe(f, "key"),
+        }
+    }
+}
+
+impl std::error::Error for ScopedKeyError {}
+
+/// Which part was refused is dropped: for callers whose errors are [`KeyError`]s.
+impl From<ScopedKeyError> for KeyError {
+    fn from(e: ScopedKeyError) -> Self {
+        e.error()
+    }
 }
 
 fn validate(input: &str) -> Result<(), KeyError> {
@@ -214,9 +285,11 @@ impl ScopedKey {
     ///
     /// # Errors
     ///
-    /// The [`KeyError`] of whichever part is invalid, the scope first.
-    pub fn parse(scope: &str, key: &str) -> Result<Self, KeyError> {
-        Ok(Self::new(Scope::new(scope)?, IdempotencyKey::new(key)?))
+    /// A [`ScopedKeyError`] naming whichever part is invalid, the scope first.
+    pub fn parse(scope: &str, key: &str) -> Result<Self, ScopedKeyError> {
+        let scope = Scope::new(scope).map_err(ScopedKeyError::Scope)?;
+        let key = IdempotencyKey::new(key).map_err(ScopedKeyError::Key)?;
+        Ok(Self::new(scope, key))
     }
 
     /// The scope part.

@@ -10,7 +10,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
-use idem_core::{AsyncKeyAdmin, Forgotten, KeyError, KeyRecord, RecordState, ScopedKey, Timestamp};
+use idem_core::{
+    AsyncKeyAdmin, Forgotten, KeyRecord, RecordState, ScopedKey, ScopedKeyError, Timestamp,
+};
 use serde_json::{Value, json};
 
 use crate::layer::LayerState;
@@ -56,7 +58,7 @@ pub enum OperatorError {
     /// The scope or the key is not a valid one (empty, too long, a character outside the
     /// allowed set): no store holds it.
     #[error("invalid scope or key: {0}")]
-    Key(#[from] KeyError),
+    Key(#[from] ScopedKeyError),
     /// The reason for a forget is empty or longer than [`FORGET_REASON_BYTES_MAX`].
     #[error(
         "a forget needs a reason: 1 to {FORGET_REASON_BYTES_MAX} bytes, not only spaces; got \

@@ -1,6 +1,6 @@
 //! Key and scope validation, as a table of inputs and verdicts.
 
-use idem_core::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey};
+use idem_core::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey, ScopedKeyError};
 
 #[track_caller]
 fn check(input: &str, expected: Result<(), KeyError>) {
@@ -58,8 +58,22 @@ fn errors_say_what_is_wrong() {
 
 #[test]
 fn scoped_key_parse_names_the_bad_part() {
-    assert_eq!(ScopedKey::parse("", "k"), Err(KeyError::Empty));
-    assert_eq!(ScopedKey::parse("s", ""), Err(KeyError::Empty));
+    let empty_scope = ScopedKey::parse("", "k");
+    assert_eq!(empty_scope, Err(ScopedKeyError::Scope(KeyError::Empty)));
+    assert_eq!(empty_scope.expect_err("refused").to_string(), "scope is empty");
+    let empty_key = ScopedKey::parse("s", "");
+    assert_eq!(empty_key, Err(ScopedKeyError::Key(KeyError::Empty)));
+    assert_eq!(empty_key.expect_err("refused").to_string(), "key is empty");
+    // Both bad: the scope is named first.
+    let long = "x".repeat(KEY_LEN_MAX + 1);
+    let both = ScopedKey::parse(" s", &long).expect_err("refused");
+    assert_eq!(
+        both.to_string(),
+        "scope has a space at position 0; spaces at either end are not allowed"
+    );
+    let key_only = ScopedKey::parse("s", &long).expect_err("refused");
+    assert_eq!(key_only.error(), KeyError::TooLong { len_bytes: KEY_LEN_MAX + 1 });
+    assert_eq!(key_only.to_string(), "key is 256 bytes long, the limit is 255");
     let key = ScopedKey::parse("tenant:1", "k-1").expect("valid");
     assert_eq!((key.scope().as_str(), key.key().as_str()), ("tenant:1", "k-1"));
     assert_ne!(key, ScopedKey::parse("tenant:2", "k-1").expect("valid"));
