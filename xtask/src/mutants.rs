@@ -310,6 +310,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-postgres", "server-tests", "postgres", "offset"),
     },
     Mutant {
+        name: "sqlite-unsynced-commit-answered-ok",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: r#"exec(&self.conn, "COMMIT", []).map(drop)"#,
+        to: r#"exec(&self.conn, "COMMIT", []).map(drop).or(Ok(()))"#,
+        check: test("idem-crash", "", "sqlite_sync", ""),
+    },
+    Mutant {
+        name: "sqlite-failed-sync-stops-the-writer",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "AfterFailure::Continue",
+        to: "AfterFailure::Stop",
+        check: test("idem-crash", "", "sqlite_sync", "the_next_write_succeeds"),
+    },
+    Mutant {
         name: "sqlite-recovery-skips-rollback",
         file: "crates/idem-store-sqlite/src/lib.rs",
         from: r#"let _ = self.conn.execute_batch("ROLLBACK");"#,

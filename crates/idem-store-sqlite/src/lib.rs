@@ -260,8 +260,11 @@ impl Committer for Writer {
         exec(&self.conn, "COMMIT", []).map(drop)
     }
 
-    /// A failed commit (or begin): roll back what is left; SQLite's atomic commit means
-    /// nothing of the group is on disk, so the writer goes on.
+    /// A failed commit (or begin), a failed sync of the log included: roll back what is
+    /// left and go on. SQLite publishes a commit only after its sync, so nothing of the
+    /// group is visible, and the next group overwrites its frames in the log. Its callers
+    /// were answered with the error, whose outcome is unknown (the frames may reach the
+    /// disk anyway): see docs/durability.md, "A failed sync".
     fn recover(&mut self) -> AfterFailure {
         let _ = self.conn.execute_batch("ROLLBACK");
         AfterFailure::Continue
