@@ -43,6 +43,29 @@ impl fmt::Display for ChargeId {
     }
 }
 
+/// A text that is not a charge id as [`ChargeId`]'s `Display` writes it (`ch_42`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a charge id: expected ch_ and a number, such as ch_42")]
+pub struct BadChargeId(pub String);
+
+/// Parses `ch_42` back, as `Display` writes it.
+///
+/// ```
+/// use idem_payments::ChargeId;
+///
+/// assert_eq!("ch_42".parse(), Ok(ChargeId(42)));
+/// assert_eq!(ChargeId(7).to_string().parse(), Ok(ChargeId(7)));
+/// assert!("42".parse::<ChargeId>().is_err());
+/// ```
+impl std::str::FromStr for ChargeId {
+    type Err = BadChargeId;
+
+    fn from_str(s: &str) -> Result<Self, BadChargeId> {
+        let digits = s.strip_prefix("ch_").filter(|d| d.bytes().all(|b| b.is_ascii_digit()));
+        digits.and_then(|d| d.parse().ok()).map(ChargeId).ok_or_else(|| BadChargeId(s.to_owned()))
+    }
+}
+
 /// A charge the gateway made.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Charge {

@@ -66,7 +66,7 @@ mod money;
 mod processor;
 mod simulated;
 
-pub use gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
+pub use gateway::{BadChargeId, Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 pub use money::{Amount, Currency, PaymentRequest, ValidationError};
 pub use processor::{
     ChargeField, FailedClaim, MismatchedCharge, PayError, Payment, PaymentOutcome, Processor,

@@ -9,8 +9,8 @@ use hashbrown::{HashMap, HashSet};
 use idem_core::Clock;
 
 use crate::types::{
-    Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
-    Transfer, TransferFlags, TransferId, TransferResult,
+    AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState,
+    StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult,
 };
 
 /// The most events in one batch (TigerBeetle's figure).
@@ -329,11 +329,11 @@ impl Ledger {
                 .position(|t| !t.flags.contains(TransferFlags::LINKED))
                 .map(|offset| start + offset);
             let Some(end) = end else {
-                // The batch ends inside a chain: nothing of it applies.
-                results.extend(std::iter::repeat_n(
-                    TransferResult::LinkedEventChainOpen,
-                    batch.len() - start,
-                ));
+                // The batch ends inside a chain: nothing of it applies. Its last event is
+                // the one whose flag is wrong; the others failed with their chain.
+                let open = batch.len() - start;
+                results.extend(std::iter::repeat_n(TransferResult::LinkedEventFailed, open - 1));
+                results.push(TransferResult::LinkedEventChainOpen);
                 break;
             };
             self.apply_chain(&batch[start..=end], &mut results);
@@ -505,31 +505,31 @@ impl Ledger {
             return R::PendingTransferNotFound;
         };
         let p = stored.transfer;
-        match stored.pending {
-            None => return R::PendingTransferNotPending,
-            Some(PendingState::Posted) => return R::PendingTransferAlreadyPosted,
-            Some(PendingState::Voided) => return R::PendingTransferAlreadyVoided,
-            Some(PendingState::Expired) => return R::PendingTransferExpired,
-            Some(PendingState::Pending) => {}
-        }
-        let same = |mine: u128, theirs: u128| mine == 0 || mine == theirs;
-        if !same(t.debit_account_id, p.debit_account_id)
-            || !same(t.credit_account_id, p.credit_account_id)
-            || !(t.ledger == 0 || t.ledger == p.ledger)
-            || !(t.code == 0 || t.code == p.code)
-        {
-            return R::PendingTransferHasDifferentFields;
+        let Some(state) = stored.pending else {
+            return R::PendingTransferNotPending;
+        };
+        if let Err(different) = same_fields(t, &p) {
+            return different;
         }
         let post = t.flags.contains(TransferFlags::POST_PENDING);
-        let amount = if post && t.amount != 0 { t.amount } else { stored.amount_applied };
-        if amount > stored.amount_applied {
-            return R::ExceedsPendingTransferAmount;
+        let amount = match settled_amount(post, t.amount, stored.amount_applied) {
+            Ok(amount) => amount,
+            Err(refused) => return refused,
+        };
+        match state {
+            PendingState::Posted => return R::PendingTransferAlreadyPosted,
+            PendingState::Voided => return R::PendingTransferAlreadyVoided,
+            PendingState::Expired => return R::PendingTransferExpired,
+            PendingState::Pending => {}
         }
         let mut debit = self.accounts[&p.debit_account_id];
         let mut credit = self.accounts[&p.credit_account_id];
-        if debit.flags.contains(AccountFlags::CLOSED) || credit.flags.contains(AccountFlags::CLOSED)
-        {
-            return R::AccountClosed;
+        // A closed account still lets a void give back what was reserved on it.
+        if post && debit.flags.contains(AccountFlags::CLOSED) {
+            return R::DebitAccountAlreadyClosed;
+        }
+        if post && credit.flags.contains(AccountFlags::CLOSED) {
+            return R::CreditAccountAlreadyClosed;
         }
         release_reservation(&mut debit, &mut credit, stored.amount_applied, t.pending_id);
         if post {
@@ -747,22 +747,57 @@ fn validate(t: &Transfer) -> Result<(), TransferResult> {
     if t.code == 0 {
         return Err(R::CodeMustNotBeZero);
     }
-    if t.amount == 0 {
-        return Err(R::AmountMustNotBeZero);
+    Ok(())
+}
+
+/// The fields a post or void may leave 0; set, each must be its pending transfer's.
+fn same_fields(t: &Transfer, p: &Transfer) -> Result<(), TransferResult> {
+    use TransferResult as R;
+    if t.debit_account_id != 0 && t.debit_account_id != p.debit_account_id {
+        return Err(R::PendingTransferHasDifferentDebitAccountId);
+    }
+    if t.credit_account_id != 0 && t.credit_account_id != p.credit_account_id {
+        return Err(R::PendingTransferHasDifferentCreditAccountId);
+    }
+    if t.ledger != 0 && t.ledger != p.ledger {
+        return Err(R::PendingTransferHasDifferentLedger);
+    }
+    if t.code != 0 && t.code != p.code {
+        return Err(R::PendingTransferHasDifferentCode);
     }
     Ok(())
 }
 
+/// What a post (`post`) or a void of `pending` names as `asked` settles, by TigerBeetle's
+/// rule since 0.16: a post of [`AMOUNT_MAX`] posts the whole reservation, a post of less
+/// posts that much (0 included) and restores the rest; a void names 0 or the whole.
+fn settled_amount(post: bool, asked: u128, pending: u128) -> Result<u128, TransferResult> {
+    let amount = match (post, asked) {
+        (true, AMOUNT_MAX) | (false, 0) => pending,
+        (_, asked) => asked,
+    };
+    if amount > pending {
+        return Err(TransferResult::ExceedsPendingTransferAmount);
+    }
+    if !post && amount < pending {
+        return Err(TransferResult::PendingTransferHasDifferentAmount);
+    }
+    Ok(amount)
+}
+
 fn check_accounts(debit: &Account, credit: &Account, ledger: u32) -> Result<(), TransferResult> {
     use TransferResult as R;
-    if debit.flags.contains(AccountFlags::CLOSED) || credit.flags.contains(AccountFlags::CLOSED) {
-        return Err(R::AccountClosed);
-    }
     if debit.ledger != credit.ledger {
         return Err(R::AccountsMustHaveTheSameLedger);
     }
     if ledger != debit.ledger {
         return Err(R::TransferMustHaveTheSameLedgerAsAccounts);
+    }
+    if debit.flags.contains(AccountFlags::CLOSED) {
+        return Err(R::DebitAccountAlreadyClosed);
+    }
+    if credit.flags.contains(AccountFlags::CLOSED) {
+        return Err(R::CreditAccountAlreadyClosed);
     }
     Ok(())
 }

@@ -67,10 +67,14 @@
 //! # Two-phase transfers
 //!
 //! A `PENDING` transfer reserves its amount (counted against the balance limits) until a
-//! `POST_PENDING` (possibly of a smaller amount; 0 posts all) or `VOID_PENDING` transfer
-//! names it by `pending_id`, with its own new id. A second post or void answers
+//! `POST_PENDING` or `VOID_PENDING` transfer names it by `pending_id`, with its own new id.
+//! The amounts follow TigerBeetle since 0.16: a post of [`AMOUNT_MAX`] or of the pending
+//! amount posts it all, a smaller one posts that much (0 included) and restores the rest,
+//! a larger one is `ExceedsPendingTransferAmount`; a void names 0 or the pending amount
+//! (less is `PendingTransferHasDifferentAmount`). A second post or void answers
 //! `PendingTransferAlreadyPosted` / `AlreadyVoided` and moves nothing. A pending transfer
-//! with a timeout expires (by the injected clock) and can then not be posted.
+//! with a timeout expires (by the injected clock) and can then not be posted. A closed
+//! account refuses a post but lets a void give its reservation back.
 //!
 //! # Where this differs from TigerBeetle
 //!
@@ -79,9 +83,7 @@
 //! timestamps); a subset of flags, each at TigerBeetle's bit position, the rest
 //! (`history`, `balancing_*`, `closing_*`, `imported`, linked accounts) refused with
 //! `ReservedFlag`; accounts are closed by `close_account`, not by a closing transfer; one
-//! `Overflow`
-//! code instead of one per balance; a post may name the pending transfer's accounts, or
-//! leave them 0.
+//! `Overflow` code instead of one per balance.
 //!
 //! # Features
 //!
@@ -96,7 +98,7 @@ mod wallet;
 pub use durable::{Durable, DurableWallet, LogDevice, LogError, Recovery, TornTail};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits, Remembered};
 pub use types::{
-    Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, StoredTransfer,
-    Transfer, TransferFlags, TransferId, TransferResult,
+    AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState,
+    StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult, UnknownResultCode,
 };
 pub use wallet::{Memory, Wallet};

@@ -2,6 +2,9 @@
 
 /// An account id: any `u128` except 0 and `u128::MAX`.
 pub type AccountId = u128;
+/// The largest amount, `u128::MAX`: a post of it posts its pending transfer's whole
+/// amount (TigerBeetle's `AMOUNT_MAX`).
+pub const AMOUNT_MAX: u128 = u128::MAX;
 /// A transfer id, chosen by the client once per intended transfer: any `u128` except 0
 /// and `u128::MAX`.
 pub type TransferId = u128;
@@ -124,7 +127,9 @@ pub struct Transfer {
     pub debit_account_id: AccountId,
     /// The account credited.
     pub credit_account_id: AccountId,
-    /// The amount; for a post, 0 posts the full pending amount.
+    /// The amount moved. A post moves this much of its pending transfer's reservation
+    /// and restores the rest, or the whole of it for [`AMOUNT_MAX`] (0 posts nothing); a
+    /// void names 0 or the pending amount. A transfer of 0 is allowed and moves nothing.
     pub amount: u128,
     /// For a post or void: the pending transfer's id; otherwise 0.
     pub pending_id: TransferId,
@@ -227,8 +232,6 @@ pub enum TransferResult {
     LedgerMustNotBeZero,
     /// The code was 0.
     CodeMustNotBeZero,
-    /// The amount was 0 (allowed only for a post, meaning the full pending amount).
-    AmountMustNotBeZero,
     /// No such debit account.
     DebitAccountNotFound,
     /// No such credit account.
@@ -237,21 +240,32 @@ pub enum TransferResult {
     AccountsMustHaveTheSameLedger,
     /// The transfer's ledger differs from the accounts'.
     TransferMustHaveTheSameLedgerAsAccounts,
-    /// An account is closed.
-    AccountClosed,
+    /// The debit account is closed (a void may still release a reservation on it).
+    DebitAccountAlreadyClosed,
+    /// The credit account is closed (a void may still release a reservation on it).
+    CreditAccountAlreadyClosed,
     /// No pending transfer with that id.
     PendingTransferNotFound,
     /// The named transfer is not a pending one.
     PendingTransferNotPending,
-    /// The named pending transfer names other accounts, ledger or code.
-    PendingTransferHasDifferentFields,
+    /// A post or void names a debit account other than its pending transfer's.
+    PendingTransferHasDifferentDebitAccountId,
+    /// A post or void names a credit account other than its pending transfer's.
+    PendingTransferHasDifferentCreditAccountId,
+    /// A post or void names a ledger other than its pending transfer's.
+    PendingTransferHasDifferentLedger,
+    /// A post or void names a code other than its pending transfer's.
+    PendingTransferHasDifferentCode,
+    /// A void of less than the pending amount (a void names 0 or the whole amount).
+    PendingTransferHasDifferentAmount,
     /// The pending transfer was posted already.
     PendingTransferAlreadyPosted,
     /// The pending transfer was voided already.
     PendingTransferAlreadyVoided,
     /// The pending transfer expired.
     PendingTransferExpired,
-    /// A post of more than the pending amount.
+    /// A post or void of more than the pending amount (and, for a post, less than
+    /// [`AMOUNT_MAX`]).
     ExceedsPendingTransferAmount,
     /// The debit account would owe more than its credits.
     ExceedsCredits,
@@ -276,10 +290,15 @@ impl TransferResult {
                 | Self::CreditAccountNotFound
                 | Self::AccountsMustHaveTheSameLedger
                 | Self::TransferMustHaveTheSameLedgerAsAccounts
-                | Self::AccountClosed
+                | Self::DebitAccountAlreadyClosed
+                | Self::CreditAccountAlreadyClosed
                 | Self::PendingTransferNotFound
                 | Self::PendingTransferNotPending
-                | Self::PendingTransferHasDifferentFields
+                | Self::PendingTransferHasDifferentDebitAccountId
+                | Self::PendingTransferHasDifferentCreditAccountId
+                | Self::PendingTransferHasDifferentLedger
+                | Self::PendingTransferHasDifferentCode
+                | Self::PendingTransferHasDifferentAmount
                 | Self::PendingTransferAlreadyPosted
                 | Self::PendingTransferAlreadyVoided
                 | Self::PendingTransferExpired
@@ -314,16 +333,120 @@ impl std::fmt::Display for AccountResult {
     }
 }
 
-/// TigerBeetle's name for the code: `exceeds_credits`.
+/// TigerBeetle's name for the code: `exceeds_credits`; it parses back.
 ///
 /// ```
 /// use idem_wallet::TransferResult;
 ///
 /// assert_eq!(TransferResult::IdAlreadyFailed.to_string(), "id_already_failed");
+/// assert_eq!("exceeds_credits".parse(), Ok(TransferResult::ExceedsCredits));
 /// ```
 impl std::fmt::Display for TransferResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         snake_case(f, &format!("{self:?}"))
+    }
+}
+
+/// A result code's name that no code has (`"exceeds_credit"` for `exceeds_credits`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a result code: codes are TigerBeetle's names, such as exceeds_credits")]
+pub struct UnknownResultCode(pub String);
+
+/// The code of `all` whose name is `s`.
+fn named<T: Copy + std::fmt::Display>(all: &[T], s: &str) -> Result<T, UnknownResultCode> {
+    let code = all.iter().copied().find(|code| code.to_string() == s);
+    code.ok_or_else(|| UnknownResultCode(s.to_owned()))
+}
+
+impl AccountResult {
+    /// Every code, in the order of their one-byte codes in the durable log (which is
+    /// the declaration order: `ALL[i] as u8 == i`).
+    pub const ALL: &[AccountResult] = &[
+        Self::Created,
+        Self::Exists,
+        Self::ExistsWithDifferentLedger,
+        Self::ExistsWithDifferentCode,
+        Self::ExistsWithDifferentFlags,
+        Self::IdMustNotBeZero,
+        Self::IdMustNotBeIntMax,
+        Self::LedgerMustNotBeZero,
+        Self::CodeMustNotBeZero,
+        Self::FlagsAreMutuallyExclusive,
+        Self::AccountsFull,
+        Self::ReservedFlag,
+    ];
+}
+
+/// Parses TigerBeetle's name for a code, as [`Display`](std::fmt::Display) writes it.
+impl std::str::FromStr for AccountResult {
+    type Err = UnknownResultCode;
+
+    fn from_str(s: &str) -> Result<Self, UnknownResultCode> {
+        named(Self::ALL, s)
+    }
+}
+
+impl TransferResult {
+    /// Every code, in the order of their one-byte codes in the durable log (which is
+    /// the declaration order: `ALL[i] as u8 == i`).
+    pub const ALL: &[TransferResult] = &[
+        Self::Created,
+        Self::Exists,
+        Self::ExistsWithDifferentFlags,
+        Self::ExistsWithDifferentPendingId,
+        Self::ExistsWithDifferentTimeout,
+        Self::ExistsWithDifferentDebitAccountId,
+        Self::ExistsWithDifferentCreditAccountId,
+        Self::ExistsWithDifferentAmount,
+        Self::ExistsWithDifferentLedger,
+        Self::ExistsWithDifferentCode,
+        Self::ExistsWithDifferentUserData,
+        Self::IdAlreadyFailed,
+        Self::IdMustNotBeZero,
+        Self::IdMustNotBeIntMax,
+        Self::LinkedEventFailed,
+        Self::LinkedEventChainOpen,
+        Self::FlagsAreMutuallyExclusive,
+        Self::DebitAccountIdMustNotBeZero,
+        Self::CreditAccountIdMustNotBeZero,
+        Self::AccountsMustBeDifferent,
+        Self::PendingIdMustNotBeZero,
+        Self::PendingIdMustBeZero,
+        Self::PendingIdMustBeDifferent,
+        Self::TimeoutReservedForPendingTransfer,
+        Self::LedgerMustNotBeZero,
+        Self::CodeMustNotBeZero,
+        Self::DebitAccountNotFound,
+        Self::CreditAccountNotFound,
+        Self::AccountsMustHaveTheSameLedger,
+        Self::TransferMustHaveTheSameLedgerAsAccounts,
+        Self::DebitAccountAlreadyClosed,
+        Self::CreditAccountAlreadyClosed,
+        Self::PendingTransferNotFound,
+        Self::PendingTransferNotPending,
+        Self::PendingTransferHasDifferentDebitAccountId,
+        Self::PendingTransferHasDifferentCreditAccountId,
+        Self::PendingTransferHasDifferentLedger,
+        Self::PendingTransferHasDifferentCode,
+        Self::PendingTransferHasDifferentAmount,
+        Self::PendingTransferAlreadyPosted,
+        Self::PendingTransferAlreadyVoided,
+        Self::PendingTransferExpired,
+        Self::ExceedsPendingTransferAmount,
+        Self::ExceedsCredits,
+        Self::ExceedsDebits,
+        Self::Overflow,
+        Self::TransfersFull,
+        Self::ReservedFlag,
+    ];
+}
+
+/// Parses TigerBeetle's name for a code, as [`Display`](std::fmt::Display) writes it.
+impl std::str::FromStr for TransferResult {
+    type Err = UnknownResultCode;
+
+    fn from_str(s: &str) -> Result<Self, UnknownResultCode> {
+        named(Self::ALL, s)
     }
 }
 

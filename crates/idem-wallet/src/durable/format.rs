@@ -1,7 +1,7 @@
 //! The log's bytes: a file header, then records that each check themselves twice.
 //!
 //! ```text
-//! file:    "IDEMWAL3" record*
+//! file:    "IDEMWAL4" record*
 //! record:  [u32 payload length][u32 CRC-32 of the payload][u32 CRC-32 of the 8 bytes before]
 //!          [payload]
 //! payload: [u8 kind][u64 clock ms][u32 count][count events][count results]
@@ -17,9 +17,13 @@
 use crate::ledger::BATCH_MAX;
 use crate::types::{AccountFlags, AccountId, NewAccount, Transfer, TransferFlags};
 
-/// The file header: magic and format version (3: flags at TigerBeetle's bit positions;
-/// a version-2 log is refused as a bad header, never read with the old bits' meaning).
-pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL3";
+/// The file header: magic and format version. Version 4: posts and voids settle by
+/// TigerBeetle 0.16's amounts, and the result codes name each differing field. A log of
+/// an older version is refused by its version, never replayed with another meaning (its
+/// records would decide other amounts and codes than they were answered with).
+pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL4";
+/// The header's bytes before the version digit.
+pub(crate) const FILE_MAGIC: &[u8; 7] = b"IDEMWAL";
 /// A record's header: length, payload checksum, header checksum.
 pub(crate) const RECORD_HEADER: usize = 12;
 const KIND_ACCOUNTS: u8 = 1;

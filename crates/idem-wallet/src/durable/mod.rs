@@ -41,6 +41,16 @@ pub enum LogError {
     /// The file is not a wallet log of this format.
     #[error("not a wallet log of this format (bad file header)")]
     BadHeader,
+    /// The file is a wallet log of another format version, which this build does not
+    /// replay: open it with the version that wrote it, or start a new log.
+    #[error(
+        "a wallet log of format version {found}; this build reads version 4 only: open it \
+         with the version that wrote it, or start a new log"
+    )]
+    Version {
+        /// The version digit the file's header holds.
+        found: char,
+    },
     /// A record is corrupt and acknowledged batches may follow it, so the wallet refuses
     /// to open instead of dropping them. Restore the log from a replica or a backup.
     #[error("corrupt log record at byte offset {offset}: {reason}")]

@@ -31,7 +31,6 @@ fn result_codes_table() {
         (with(ok, |t| t.credit_account_id = ALICE), R::AccountsMustBeDifferent),
         (with(ok, |t| t.debit_account_id = 0), R::DebitAccountIdMustNotBeZero),
         (with(ok, |t| t.credit_account_id = 0), R::CreditAccountIdMustNotBeZero),
-        (with(ok, |t| t.amount = 0), R::AmountMustNotBeZero),
         (with(ok, |t| t.ledger = 0), R::LedgerMustNotBeZero),
         (with(ok, |t| t.code = 0), R::CodeMustNotBeZero),
         (with(ok, |t| t.pending_id = 9), R::PendingIdMustBeZero),
@@ -121,8 +120,8 @@ fn state_failures_use_up_the_id_malformed_ones_do_not() {
     );
     // A malformed request records nothing: fixed under the same id, it succeeds.
     assert_eq!(
-        w.create_transfers(&[t(3, ALICE, BOB, 0)]).expect("batch"),
-        vec![R::AmountMustNotBeZero]
+        w.create_transfers(&[with(t(3, ALICE, BOB, 5), |t| t.ledger = 0)]).expect("batch"),
+        vec![R::LedgerMustNotBeZero]
     );
     assert_eq!(w.create_transfers(&[t(3, ALICE, BOB, 5)]).expect("batch"), vec![R::Created]);
 }
@@ -188,6 +187,24 @@ fn an_open_chain_at_the_end_of_a_batch_applies_nothing() {
         vec![R::Created, R::LinkedEventChainOpen]
     );
     assert!(w.transfer(2).is_none());
+    // A chain of three left open: the last event's flag is the fault, the others failed
+    // with their chain (TigerBeetle's answer).
+    let linked = |id| with(t(id, ALICE, BOB, 1), |t| t.flags = TransferFlags::LINKED);
+    assert_eq!(
+        w.create_transfers(&[t(10, ALICE, BOB, 1), linked(11), linked(12)]).expect("batch"),
+        vec![R::Created, R::LinkedEventFailed, R::LinkedEventChainOpen]
+    );
+    assert!(w.transfer(11).is_none() && w.transfer(12).is_none());
+}
+
+#[test]
+fn a_transfer_of_zero_is_created_and_moves_nothing() {
+    let (w, _) = wallet();
+    let before = (w.account(ALICE).expect("a"), w.account(BOB).expect("b"));
+    assert_eq!(w.create_transfers(&[t(1, ALICE, BOB, 0)]).expect("batch"), vec![R::Created]);
+    assert_eq!(w.create_transfers(&[t(1, ALICE, BOB, 0)]).expect("batch"), vec![R::Exists]);
+    assert_eq!((w.account(ALICE).expect("a"), w.account(BOB).expect("b")), before);
+    w.assert_invariants();
 }
 
 #[test]
@@ -196,7 +213,8 @@ fn closed_accounts_refuse_transfers_and_closing_is_idempotent() {
     assert!(w.close_account(BOB));
     assert!(w.close_account(BOB), "closing twice leaves the same state");
     assert!(!w.close_account(99));
-    assert_eq!(w.create_transfers(&[t(1, ALICE, BOB, 1)]).expect("batch"), vec![R::AccountClosed]);
+    let refused = w.create_transfers(&[t(1, ALICE, BOB, 1), t(2, BOB, ALICE, 1)]).expect("batch");
+    assert_eq!(refused, vec![R::CreditAccountAlreadyClosed, R::DebitAccountAlreadyClosed]);
 }
 
 #[test]
@@ -276,4 +294,41 @@ fn result_codes_print_as_tigerbeetle_names_them() {
     for (printed, expected) in cases {
         assert_eq!(printed, expected);
     }
+}
+
+/// Every code prints as TigerBeetle's name and parses back; `ALL` holds each once, in the
+/// order of its one-byte code in the log; a name no code has is refused naming it.
+#[test]
+fn every_result_code_prints_and_parses_back() {
+    for (i, code) in R::ALL.iter().enumerate() {
+        assert_eq!(*code as usize, i, "{code:?} out of place in ALL");
+        assert_eq!(code.to_string().parse::<R>(), Ok(*code));
+    }
+    assert_eq!(R::ALL.last().map(|c| *c as usize + 1), Some(R::ALL.len()));
+    for (i, code) in AccountResult::ALL.iter().enumerate() {
+        assert_eq!(*code as usize, i, "{code:?} out of place in ALL");
+        assert_eq!(code.to_string().parse::<AccountResult>(), Ok(*code));
+    }
+    let last = AccountResult::ALL.last().map(|c| *c as usize + 1);
+    assert_eq!(last, Some(AccountResult::ALL.len()));
+    // Each enum's every variant is in ALL: counted in the source, where a new one lands.
+    let source = include_str!("../../src/types.rs");
+    for (name, len) in
+        [("TransferResult", R::ALL.len()), ("AccountResult", AccountResult::ALL.len())]
+    {
+        let body = source.split(&format!("pub enum {name} {{")).nth(1).expect("the enum");
+        let body = body.split("\n}").next().expect("its end");
+        let variants = body.lines().filter(|l| l.trim_end().ends_with(',') && !l.contains("//"));
+        assert_eq!(
+            variants.filter(|l| l.starts_with("    ") && !l.starts_with("     ")).count(),
+            len,
+            "{name}"
+        );
+    }
+    let refused = "exceeds_credit".parse::<R>().expect_err("not a code");
+    assert!(refused.to_string().contains("\"exceeds_credit\""), "{refused}");
+    assert_eq!(
+        "pending_transfer_has_different_amount".parse(),
+        Ok(R::PendingTransferHasDifferentAmount)
+    );
 }

@@ -288,3 +288,21 @@ fn a_record_of_unknown_kind_with_valid_checksums_is_corruption_never_a_torn_tail
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// A log written by an older format (version 3 replayed posts of 0 as the whole amount)
+/// is refused by its version, with what to do, and left as it was; a file that is no
+/// wallet log at all is a bad header.
+#[test]
+fn a_log_of_an_older_format_is_refused_by_its_version_and_kept() {
+    let log = log_in("wallet-old-version");
+    let mut bytes = acknowledged_log(&log);
+    bytes[7] = b'3';
+    std::fs::write(&log, &bytes).expect("write");
+    let refused = DurableWallet::open(&log).map(|_| ()).expect_err("an old version");
+    assert!(matches!(refused, LogError::Version { found: '3' }), "{refused:?}");
+    assert!(refused.to_string().contains("start a new log"), "{refused}");
+    assert_eq!(std::fs::read(&log).expect("log"), bytes, "nothing cut or rewritten");
+    std::fs::write(&log, b"NOTALOG!").expect("write");
+    let refused = DurableWallet::open(&log).map(|_| ()).expect_err("not a log");
+    assert!(matches!(refused, LogError::BadHeader), "{refused:?}");
+}

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use idem_wallet::{Transfer, TransferFlags, TransferResult as R, Wallet};
+use idem_wallet::{AMOUNT_MAX, Transfer, TransferFlags, TransferResult as R, Wallet};
 use proptest::prelude::*;
 
 use crate::{ALICE, BANK, BOB, CAPPED, t, wallet};
@@ -25,7 +25,8 @@ fn transfer() -> impl Strategy<Value = Transfer> {
                     x = Transfer {
                         id,
                         pending_id,
-                        amount: amount % 3 * 20,
+                        // 0, 20, 40 or the whole reservation.
+                        amount: if amount % 4 == 3 { AMOUNT_MAX } else { amount % 4 * 20 },
                         flags: TransferFlags::POST_PENDING,
                         ..Default::default()
                     }
@@ -34,6 +35,8 @@ fn transfer() -> impl Strategy<Value = Transfer> {
                     x = Transfer {
                         id,
                         pending_id,
+                        // 0 (the whole), or an amount that is the whole only by chance.
+                        amount: if amount % 2 == 0 { 0 } else { amount },
                         flags: TransferFlags::VOID_PENDING,
                         ..Default::default()
                     }
@@ -87,8 +90,12 @@ impl Model {
                 self.pending.remove(&x.pending_id).expect("a live pending transfer");
             self.add(d, 0, amount, true);
             self.add(c, 2, amount, true);
+            if x.flags.contains(TransferFlags::VOID_PENDING) {
+                assert!([0, amount].contains(&x.amount), "void {} of {}", x.id, x.amount);
+            }
             if x.flags.contains(TransferFlags::POST_PENDING) {
-                let posted = if x.amount == 0 { amount } else { x.amount };
+                let posted = if x.amount == AMOUNT_MAX { amount } else { x.amount };
+                assert!(posted <= amount, "post {} of {posted} from {amount} pending", x.id);
                 self.add(d, 1, posted, false);
                 self.add(c, 3, posted, false);
             }

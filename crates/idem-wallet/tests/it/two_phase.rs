@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use idem_wallet::{PendingState, Transfer, TransferFlags, TransferResult as R};
+use idem_wallet::{AMOUNT_MAX, PendingState, Transfer, TransferFlags, TransferResult as R};
 
 use crate::{ALICE, BOB, t, wallet};
 
@@ -59,17 +59,15 @@ fn post_a_smaller_amount_then_a_second_post_or_void_is_answered() {
 }
 
 #[test]
-fn post_of_zero_posts_all_and_more_than_pending_is_refused() {
+fn a_post_of_amount_max_posts_all_and_more_than_pending_is_refused() {
     let (w, _) = wallet();
     w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
     assert_eq!(
         w.create_transfers(&[settle(2, 1, 81, TransferFlags::POST_PENDING)]).expect("batch"),
         vec![R::ExceedsPendingTransferAmount]
     );
-    assert_eq!(
-        w.create_transfers(&[settle(3, 1, 0, TransferFlags::POST_PENDING)]).expect("batch"),
-        vec![R::Created]
-    );
+    let all = settle(3, 1, AMOUNT_MAX, TransferFlags::POST_PENDING);
+    assert_eq!(w.create_transfers(&[all]).expect("batch"), vec![R::Created]);
     assert_eq!(w.account(BOB).map(|b| b.credits_posted), Some(80));
 }
 
@@ -117,7 +115,7 @@ fn a_post_naming_other_accounts_is_refused() {
     post.credit_account_id = crate::BANK;
     assert_eq!(
         w.create_transfers(&[post]).expect("batch"),
-        vec![R::PendingTransferHasDifferentFields]
+        vec![R::PendingTransferHasDifferentCreditAccountId]
     );
     post.credit_account_id = BOB;
     assert_eq!(
@@ -128,28 +126,34 @@ fn a_post_naming_other_accounts_is_refused() {
 }
 
 /// A post or void may leave the pending transfer's accounts, ledger and code at 0 or name
-/// them as they are; naming another of any of them is refused (TigerBeetle's
-/// `pending_transfer_has_different_*` codes, one result here:
-/// `PendingTransferHasDifferentFields`) and moves nothing; naming all four as they are is
-/// applied.
+/// them as they are; naming another of any of them is refused with TigerBeetle's code for
+/// that field and moves nothing; naming all four as they are is applied.
 #[test]
 fn a_post_or_void_naming_another_account_ledger_or_code_is_refused() {
     type Change = fn(&mut Transfer);
-    let fields: [(&str, Change); 4] = [
-        ("debit_account_id", |s| s.debit_account_id = crate::BANK),
-        ("credit_account_id", |s| s.credit_account_id = crate::BANK),
-        ("ledger", |s| s.ledger = 2),
-        ("code", |s| s.code = 2),
+    let fields: [(&str, Change, R); 4] = [
+        (
+            "debit_account_id",
+            |s| s.debit_account_id = crate::BANK,
+            R::PendingTransferHasDifferentDebitAccountId,
+        ),
+        (
+            "credit_account_id",
+            |s| s.credit_account_id = crate::BANK,
+            R::PendingTransferHasDifferentCreditAccountId,
+        ),
+        ("ledger", |s| s.ledger = 2, R::PendingTransferHasDifferentLedger),
+        ("code", |s| s.code = 2, R::PendingTransferHasDifferentCode),
     ];
     for flag in [TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING] {
-        for (field, change) in fields {
+        for (field, change, code) in fields {
             let (w, _) = wallet();
             w.create_transfers(&[pending(1, 10, 0)]).expect("batch");
             let mut other = settle(2, 1, 0, flag);
             change(&mut other);
             assert_eq!(
                 w.create_transfers(&[other]).expect("batch"),
-                vec![R::PendingTransferHasDifferentFields],
+                vec![code],
                 "{flag:?} naming another {field}"
             );
             assert_eq!(w.transfer(1).and_then(|s| s.pending), Some(PendingState::Pending));
@@ -159,7 +163,7 @@ fn a_post_or_void_naming_another_account_ledger_or_code_is_refused() {
                 credit_account_id: BOB,
                 ledger: 1,
                 code: 1,
-                ..settle(3, 1, 0, flag)
+                ..settle(3, 1, 10, flag)
             };
             assert_eq!(w.create_transfers(&[same]).expect("batch"), vec![R::Created], "{flag:?}");
             w.assert_invariants();
@@ -184,5 +188,70 @@ fn a_clock_at_the_end_of_its_range_saturates_and_never_panics() {
     });
     let results = w.create_accounts(&accounts).expect("batch");
     assert!(results.iter().all(|r| *r == idem_wallet::AccountResult::Created), "{results:?}");
+    w.assert_invariants();
+}
+
+/// TigerBeetle's table for resolving a pending transfer (0.16 on), row by row, on a
+/// reservation of 80 from Alice (100 posted to her) to Bob: each row's code by its
+/// TigerBeetle name, and the four balances of both accounts after it.
+#[test]
+fn every_row_of_tigerbeetles_post_and_void_table() {
+    let (post, void) = (TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING);
+    // (flag, amount named, code, Alice's and Bob's [debits pending, debits posted,
+    // credits pending, credits posted] after it)
+    type Row = (TransferFlags, u128, &'static str, [u128; 4], [u128; 4]);
+    let rows: [Row; 10] = [
+        (post, 50, "created", [0, 50, 0, 100], [0, 0, 0, 50]),
+        (post, 80, "created", [0, 80, 0, 100], [0, 0, 0, 80]),
+        (post, AMOUNT_MAX, "created", [0, 80, 0, 100], [0, 0, 0, 80]),
+        (post, 0, "created", [0, 0, 0, 100], [0, 0, 0, 0]),
+        (post, 81, "exceeds_pending_transfer_amount", [80, 0, 0, 100], [0, 0, 80, 0]),
+        (post, AMOUNT_MAX - 1, "exceeds_pending_transfer_amount", [80, 0, 0, 100], [0, 0, 80, 0]),
+        (void, 0, "created", [0, 0, 0, 100], [0, 0, 0, 0]),
+        (void, 80, "created", [0, 0, 0, 100], [0, 0, 0, 0]),
+        (void, 50, "pending_transfer_has_different_amount", [80, 0, 0, 100], [0, 0, 80, 0]),
+        (void, 81, "exceeds_pending_transfer_amount", [80, 0, 0, 100], [0, 0, 80, 0]),
+    ];
+    let sides = |a: idem_wallet::Account| {
+        [a.debits_pending, a.debits_posted, a.credits_pending, a.credits_posted]
+    };
+    for (flag, amount, code, alice, bob) in rows {
+        let (w, _) = wallet();
+        w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+        let result = w.create_transfers(&[settle(2, 1, amount, flag)]).expect("batch");
+        let row = format!("{flag:?} of {amount}");
+        assert_eq!(result.iter().map(R::to_string).collect::<Vec<_>>(), [code], "{row}");
+        assert_eq!(sides(w.account(ALICE).expect("alice")), alice, "Alice after {row}");
+        assert_eq!(sides(w.account(BOB).expect("bob")), bob, "Bob after {row}");
+        let state = if code == "created" && flag == post {
+            PendingState::Posted
+        } else if code == "created" {
+            PendingState::Voided
+        } else {
+            PendingState::Pending
+        };
+        assert_eq!(w.transfer(1).and_then(|s| s.pending), Some(state), "{row}");
+        w.assert_invariants();
+    }
+}
+
+/// A pending transfer of 0 reserves nothing and posts nothing; a closed account refuses
+/// a post but still lets a void give its reservation back (TigerBeetle's rule: the only
+/// movement a closed account allows).
+#[test]
+fn a_reservation_of_zero_and_a_closed_accounts_post_and_void() {
+    let (w, _) = wallet();
+    assert_eq!(w.create_transfers(&[pending(1, 0, 0)]).expect("batch"), vec![R::Created]);
+    let all = settle(2, 1, AMOUNT_MAX, TransferFlags::POST_PENDING);
+    assert_eq!(w.create_transfers(&[all]).expect("batch"), vec![R::Created]);
+    assert_eq!(w.account(BOB).map(|b| (b.credits_pending, b.credits_posted)), Some((0, 0)));
+    w.create_transfers(&[pending(3, 30, 0), pending(4, 20, 0)]).expect("batch");
+    assert!(w.close_account(BOB));
+    let post = settle(5, 3, AMOUNT_MAX, TransferFlags::POST_PENDING);
+    assert_eq!(w.create_transfers(&[post]).expect("batch"), vec![R::CreditAccountAlreadyClosed]);
+    let void = settle(6, 4, 0, TransferFlags::VOID_PENDING);
+    assert_eq!(w.create_transfers(&[void]).expect("batch"), vec![R::Created]);
+    let alice = w.account(ALICE).expect("alice");
+    assert_eq!((alice.debits_pending, alice.debits_posted), (30, 0), "only the void moved");
     w.assert_invariants();
 }
