@@ -468,7 +468,8 @@ pub enum PendingState {
 pub struct StoredTransfer {
     /// The transfer as submitted (compared field by field on a replay).
     pub transfer: Transfer,
-    /// The amount actually moved (a post of 0 moves the full pending amount).
+    /// The amount actually moved: a post's settled amount (all of it for `AMOUNT_MAX`), 0 for
+    /// a void.
     pub amount_applied: u128,
     /// When it was applied.
     pub timestamp: u64,

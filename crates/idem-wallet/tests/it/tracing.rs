@@ -8,7 +8,8 @@ use crate::{ALICE, BOB, t, wallet};
 #[test]
 fn a_replayed_batch_is_counted_as_replays_not_as_new_transfers() {
     let (w, _) = wallet();
-    let batch = [t(7, ALICE, BOB, 5), t(8, ALICE, BOB, 0)];
+    // The second is malformed (no ledger): it fails.
+    let batch = [t(7, ALICE, BOB, 5), idem_wallet::Transfer { ledger: 0, ..t(8, ALICE, BOB, 5) }];
     let (_, seen) = capture(|| w.create_transfers(&batch).expect("batch"));
     let (_, again) = capture(|| w.create_transfers(&batch[..1]).expect("retry"));
     for (seen, counts) in [(seen, ["1", "0", "1"]), (again, ["0", "1", "0"])] {
