@@ -424,10 +424,17 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-wallet", "", "it", "codes::a_transfer_of_zero"),
     },
     Mutant {
+        name: "wallet-result-code-parsed-by-its-prefix",
+        file: "crates/idem-wallet/src/types.rs",
+        from: "find(|code| code.to_string() == s)",
+        to: "find(|code| code.to_string().starts_with(s))",
+        check: test("idem-wallet", "", "it", "codes::every_result_code_prints"),
+    },
+    Mutant {
         name: "wallet-old-log-version-unnamed",
         file: "crates/idem-wallet/src/durable/recovery.rs",
-        from: "Some([magic @ .., version]) if magic == FILE_MAGIC => {",
-        to: "Some([magic @ .., version]) if magic == FILE_MAGIC && false => {",
+        from: "Some([found_magic @ .., version]) if found_magic == magic => {",
+        to: "Some([found_magic @ .., version]) if found_magic == magic && false => {",
         check: test("idem-wallet", "", "it", "durable::a_log_of_an_older_format"),
     },
     Mutant {
@@ -651,20 +658,10 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-forget-keeps-the-record-count",
         file: "crates/idem-store-postgres/src/lib.rs",
-        from: "records - 1\n\
-               \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
-               \x20        SELECT COUNT(*) FROM gone\"\n\
-               \x20   )\n\
-               }\n\
-               \n\
-               /// The sweep",
-        to: "records - 0\n\
-             \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
-             \x20        SELECT COUNT(*) FROM gone\"\n\
-             \x20   )\n\
-             }\n\
-             \n\
-             /// The sweep",
+        from: "    counted_delete_sql(\n        s,\n        \
+               &format!(\"DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 RETURNING 1\"),",
+        to: "    format!(\n        \"WITH gone AS ({}) SELECT COUNT(*) FROM gone\",\n        \
+             format!(\"DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 RETURNING 1\"),",
         check: test("idem-store-postgres", "server-tests", "postgres", "forget"),
     },
     Mutant {
@@ -1363,24 +1360,11 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-release-keeps-the-count",
         file: "crates/idem-store-postgres/src/lib.rs",
-        from: "RETURNING 1),\n\
-               \x20        counted AS (\n\
-               \x20            UPDATE {s}.meta SET records = records - 1\n\
-               \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
-               \x20        SELECT COUNT(*) FROM gone\"\n\
-               \x20   )\n\
-               }\n\
-               \n\
-               /// An operator's read",
-        to: "RETURNING 1),\n\
-             \x20        counted AS (\n\
-             \x20            UPDATE {s}.meta SET records = records - 0\n\
-             \x20            WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)\n\
-             \x20        SELECT COUNT(*) FROM gone\"\n\
-             \x20   )\n\
-             }\n\
-             \n\
-             /// An operator's read",
+        from: "    counted_delete_sql(\n        s,\n        &format!(\n            \
+               \"DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3",
+        to: "    format!(\n        \"WITH gone AS ({}) SELECT COUNT(*) FROM gone\",\n        \
+             format!(\n            \
+             \"DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3",
         check: test("idem-store-postgres", "server-tests", "postgres", "async_store::capacity_ref"),
     },
     Mutant {

@@ -107,9 +107,14 @@ fn state(file: &Path, key: &str) -> String {
     }
 }
 
-/// Acknowledged before the disk fails: `a` finished, `c` claimed. While it fails: the
-/// claim of `b` and the completion of `c`, each answered an error.
-fn writes_through_a_failing_disk(worker: &mut Worker) {
+/// A worker on a store in a scratch directory `name` of its own, which has written through
+/// a failing disk: acknowledged before the disk fails, `a` finished and `c` claimed; while
+/// it fails, the claim of `b` and the completion of `c`, each answered an error. Returns
+/// the worker, its disk still failing, and the store's file.
+fn after_writes_through_a_failing_disk(name: &str) -> (Worker, PathBuf) {
+    let dir = idem_testkit::scratch_dir(name);
+    let file = dir.join("keys.db");
+    let mut worker = Worker::start(&dir, &file);
     assert_eq!(worker.ask("claim a"), "acquired");
     assert_eq!(worker.ask("complete a"), "ok");
     assert_eq!(worker.ask("claim c"), "acquired");
@@ -120,14 +125,12 @@ fn writes_through_a_failing_disk(worker: &mut Worker) {
     }
     let failed = worker.syncs_failed();
     assert!(failed.len() >= 2 && failed.iter().all(|f| f.ends_with("-wal")), "{failed:?}");
+    (worker, file)
 }
 
 #[test]
 fn a_failed_wal_sync_fails_its_writes_shows_nothing_and_the_next_write_succeeds() {
-    let dir = idem_testkit::scratch_dir("sqlite-sync-fails");
-    let file = dir.join("keys.db");
-    let mut worker = Worker::start(&dir, &file);
-    writes_through_a_failing_disk(&mut worker);
+    let (mut worker, file) = after_writes_through_a_failing_disk("sqlite-sync-fails");
     // Nothing of a failed write is visible; what was acknowledged is.
     assert_eq!(worker.ask("lookup a"), "finished r-a");
     assert_eq!(worker.ask("lookup b"), "absent");
@@ -145,10 +148,7 @@ fn a_failed_wal_sync_fails_its_writes_shows_nothing_and_the_next_write_succeeds(
 
 #[test]
 fn killed_after_a_failed_sync_it_loses_nothing_acknowledged() {
-    let dir = idem_testkit::scratch_dir("sqlite-sync-killed");
-    let file = dir.join("keys.db");
-    let mut worker = Worker::start(&dir, &file);
-    writes_through_a_failing_disk(&mut worker);
+    let (worker, file) = after_writes_through_a_failing_disk("sqlite-sync-killed");
     worker.kill();
     assert_eq!(state(&file, "a"), "finished r-a");
     // A write answered with an error has an unknown outcome, as for any storage error:

@@ -501,10 +501,20 @@ fn claim_sql(s: &str) -> String {
 /// The release in one statement: the fenced delete, and the record count less one if it
 /// deleted; it returns how many rows it deleted (0: the lease was lost).
 fn release_sql(s: &str) -> String {
+    counted_delete_sql(
+        s,
+        &format!(
+            "DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished
+             RETURNING 1"
+        ),
+    )
+}
+
+/// The claim rows `delete` removes (a `DELETE ... RETURNING 1`), and the record count less
+/// one if it removed a row, in one statement that returns how many rows it deleted.
+fn counted_delete_sql(s: &str, delete: &str) -> String {
     format!(
-        "WITH gone AS (
-             DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished
-             RETURNING 1),
+        "WITH gone AS ({delete}),
          counted AS (
              UPDATE {s}.meta SET records = records - 1
              WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)
@@ -525,13 +535,9 @@ fn record_sql(s: &str) -> String {
 /// A forget's delete of a row its transaction locked and judged, and the record count
 /// less one if it deleted; it returns how many rows it deleted.
 fn forget_sql(s: &str) -> String {
-    format!(
-        "WITH gone AS (
-             DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 RETURNING 1),
-         counted AS (
-             UPDATE {s}.meta SET records = records - 1
-             WHERE id = 1 AND EXISTS (SELECT 1 FROM gone) RETURNING 1)
-         SELECT COUNT(*) FROM gone"
+    counted_delete_sql(
+        s,
+        &format!("DELETE FROM {s}.claims WHERE scope = $1 AND key = $2 RETURNING 1"),
     )
 }
 

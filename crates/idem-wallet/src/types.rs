@@ -145,6 +145,36 @@ pub struct Transfer {
     pub user_data: u128,
 }
 
+/// Declares a result code enum with `ALL`, every code in declaration order (the order of
+/// their one-byte codes in the durable log: `ALL[i] as u8 == i`), and its `FromStr`.
+macro_rules! result_codes {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident { $($(#[$code_meta:meta])* $code:ident,)* }
+    ) => {
+        $(#[$meta])*
+        pub enum $name { $($(#[$code_meta])* $code,)* }
+
+        impl $name {
+            /// Every code, in the order of their one-byte codes in the durable log (the
+            /// declaration order: `ALL[i] as u8 == i`).
+            pub const ALL: &[$name] = &[$(Self::$code),*];
+        }
+
+        /// Parses TigerBeetle's name for a code, as [`Display`](std::fmt::Display) writes
+        /// it.
+        impl std::str::FromStr for $name {
+            type Err = UnknownResultCode;
+
+            fn from_str(s: &str) -> Result<Self, UnknownResultCode> {
+                let code = Self::ALL.iter().copied().find(|code| code.to_string() == s);
+                code.ok_or_else(|| UnknownResultCode(s.to_owned()))
+            }
+        }
+    };
+}
+
+result_codes! {
 /// The outcome of one account in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -175,7 +205,9 @@ pub enum AccountResult {
     /// `reserved_flag`); see [`AccountFlags`]. Nothing was created.
     ReservedFlag,
 }
+}
 
+result_codes! {
 /// The outcome of one transfer in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -279,6 +311,7 @@ pub enum TransferResult {
     /// `reserved_flag`); see [`TransferFlags`]. A malformed request: the id stays free.
     ReservedFlag,
 }
+}
 
 impl TransferResult {
     /// Whether this failure depends on the ledger's state (and so uses up the id), as
@@ -351,104 +384,6 @@ impl std::fmt::Display for TransferResult {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?} is not a result code: codes are TigerBeetle's names, such as exceeds_credits")]
 pub struct UnknownResultCode(pub String);
-
-/// The code of `all` whose name is `s`.
-fn named<T: Copy + std::fmt::Display>(all: &[T], s: &str) -> Result<T, UnknownResultCode> {
-    let code = all.iter().copied().find(|code| code.to_string() == s);
-    code.ok_or_else(|| UnknownResultCode(s.to_owned()))
-}
-
-impl AccountResult {
-    /// Every code, in the order of their one-byte codes in the durable log (which is
-    /// the declaration order: `ALL[i] as u8 == i`).
-    pub const ALL: &[AccountResult] = &[
-        Self::Created,
-        Self::Exists,
-        Self::ExistsWithDifferentLedger,
-        Self::ExistsWithDifferentCode,
-        Self::ExistsWithDifferentFlags,
-        Self::IdMustNotBeZero,
-        Self::IdMustNotBeIntMax,
-        Self::LedgerMustNotBeZero,
-        Self::CodeMustNotBeZero,
-        Self::FlagsAreMutuallyExclusive,
-        Self::AccountsFull,
-        Self::ReservedFlag,
-    ];
-}
-
-/// Parses TigerBeetle's name for a code, as [`Display`](std::fmt::Display) writes it.
-impl std::str::FromStr for AccountResult {
-    type Err = UnknownResultCode;
-
-    fn from_str(s: &str) -> Result<Self, UnknownResultCode> {
-        named(Self::ALL, s)
-    }
-}
-
-impl TransferResult {
-    /// Every code, in the order of their one-byte codes in the durable log (which is
-    /// the declaration order: `ALL[i] as u8 == i`).
-    pub const ALL: &[TransferResult] = &[
-        Self::Created,
-        Self::Exists,
-        Self::ExistsWithDifferentFlags,
-        Self::ExistsWithDifferentPendingId,
-        Self::ExistsWithDifferentTimeout,
-        Self::ExistsWithDifferentDebitAccountId,
-        Self::ExistsWithDifferentCreditAccountId,
-        Self::ExistsWithDifferentAmount,
-        Self::ExistsWithDifferentLedger,
-        Self::ExistsWithDifferentCode,
-        Self::ExistsWithDifferentUserData,
-        Self::IdAlreadyFailed,
-        Self::IdMustNotBeZero,
-        Self::IdMustNotBeIntMax,
-        Self::LinkedEventFailed,
-        Self::LinkedEventChainOpen,
-        Self::FlagsAreMutuallyExclusive,
-        Self::DebitAccountIdMustNotBeZero,
-        Self::CreditAccountIdMustNotBeZero,
-        Self::AccountsMustBeDifferent,
-        Self::PendingIdMustNotBeZero,
-        Self::PendingIdMustBeZero,
-        Self::PendingIdMustBeDifferent,
-        Self::TimeoutReservedForPendingTransfer,
-        Self::LedgerMustNotBeZero,
-        Self::CodeMustNotBeZero,
-        Self::DebitAccountNotFound,
-        Self::CreditAccountNotFound,
-        Self::AccountsMustHaveTheSameLedger,
-        Self::TransferMustHaveTheSameLedgerAsAccounts,
-        Self::DebitAccountAlreadyClosed,
-        Self::CreditAccountAlreadyClosed,
-        Self::PendingTransferNotFound,
-        Self::PendingTransferNotPending,
-        Self::PendingTransferHasDifferentDebitAccountId,
-        Self::PendingTransferHasDifferentCreditAccountId,
-        Self::PendingTransferHasDifferentLedger,
-        Self::PendingTransferHasDifferentCode,
-        Self::PendingTransferHasDifferentAmount,
-        Self::PendingTransferAlreadyPosted,
-        Self::PendingTransferAlreadyVoided,
-        Self::PendingTransferExpired,
-        Self::ExceedsPendingTransferAmount,
-        Self::ExceedsCredits,
-        Self::ExceedsDebits,
-        Self::Overflow,
-        Self::TransfersFull,
-        Self::ReservedFlag,
-    ];
-}
-
-/// Parses TigerBeetle's name for a code, as [`Display`](std::fmt::Display) writes it.
-impl std::str::FromStr for TransferResult {
-    type Err = UnknownResultCode;
-
-    fn from_str(s: &str) -> Result<Self, UnknownResultCode> {
-        named(Self::ALL, s)
-    }
-}
 
 /// What happened to a pending transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

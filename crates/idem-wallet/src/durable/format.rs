@@ -17,13 +17,14 @@
 use crate::ledger::BATCH_MAX;
 use crate::types::{AccountFlags, AccountId, NewAccount, Transfer, TransferFlags};
 
-/// The file header: magic and format version. Version 4: posts and voids settle by
+/// The file header: magic, then the format version in its last byte. Version 4: posts and
+/// voids settle by
 /// TigerBeetle 0.16's amounts, and the result codes name each differing field. A log of
 /// an older version is refused by its version, never replayed with another meaning (its
 /// records would decide other amounts and codes than they were answered with).
 pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL4";
-/// The header's bytes before the version digit.
-pub(crate) const FILE_MAGIC: &[u8; 7] = b"IDEMWAL";
+/// The format version this build reads and writes: the header's last byte.
+pub(crate) const FILE_VERSION: char = FILE_HEADER[FILE_HEADER.len() - 1] as char;
 /// A record's header: length, payload checksum, header checksum.
 pub(crate) const RECORD_HEADER: usize = 12;
 const KIND_ACCOUNTS: u8 = 1;

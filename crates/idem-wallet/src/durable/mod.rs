@@ -44,8 +44,9 @@ pub enum LogError {
     /// The file is a wallet log of another format version, which this build does not
     /// replay: open it with the version that wrote it, or start a new log.
     #[error(
-        "a wallet log of format version {found}; this build reads version 4 only: open it \
-         with the version that wrote it, or start a new log"
+        "a wallet log of format version {found}; this build reads version {reads} only: open \
+         it with the version that wrote it, or start a new log",
+        reads = format::FILE_VERSION
     )]
     Version {
         /// The version digit the file's header holds.

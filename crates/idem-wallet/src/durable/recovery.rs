@@ -17,7 +17,7 @@
 //! not fill it) was written whole, so it is never a torn append: the log is refused at its
 //! offset wherever it sits, and nothing is cut.
 
-use crate::durable::format::{self, Bad, Decoded, FILE_HEADER, FILE_MAGIC};
+use crate::durable::format::{self, Bad, Decoded, FILE_HEADER};
 use crate::durable::{LogError, Logged};
 use crate::ledger::{BatchError, Ledger};
 
@@ -42,13 +42,13 @@ pub(crate) struct CutTail {
 
 /// Replays `bytes` (a whole log, header first) into `ledger`.
 pub(crate) fn replay(bytes: &[u8], ledger: &mut Ledger) -> Result<Replayed, LogError> {
-    if bytes.get(..FILE_HEADER.len()) != Some(&FILE_HEADER[..]) {
-        return Err(match bytes.get(..FILE_HEADER.len()) {
-            Some([magic @ .., version]) if magic == FILE_MAGIC => {
-                LogError::Version { found: char::from(*version) }
-            }
-            _ => LogError::BadHeader,
-        });
+    let magic = &FILE_HEADER[..FILE_HEADER.len() - 1];
+    match bytes.get(..FILE_HEADER.len()) {
+        Some(header) if header == FILE_HEADER => {}
+        Some([found_magic @ .., version]) if found_magic == magic => {
+            return Err(LogError::Version { found: char::from(*version) });
+        }
+        _ => return Err(LogError::BadHeader),
     }
     let mut at = FILE_HEADER.len();
     let mut records = 0;
