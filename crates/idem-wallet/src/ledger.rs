@@ -226,6 +226,10 @@ impl Ledger {
 
     fn create_account(&mut self, a: &NewAccount) -> AccountResult {
         use AccountResult as R;
+        // TigerBeetle's order: the flags, then the id, then a replay.
+        if !a.flags.is_supported() {
+            return R::ReservedFlag;
+        }
         if a.id == 0 {
             return R::IdMustNotBeZero;
         }
@@ -233,20 +237,17 @@ impl Ledger {
             return R::IdMustNotBeIntMax;
         }
         if let Some(existing) = self.accounts.get(&a.id) {
-            return if existing.ledger != a.ledger {
+            // The flags first, `closed` among them: a closed account is another account
+            // than the one its create asked for.
+            return if existing.flags != a.flags {
+                R::ExistsWithDifferentFlags
+            } else if existing.ledger != a.ledger {
                 R::ExistsWithDifferentLedger
             } else if existing.code != a.code {
                 R::ExistsWithDifferentCode
-            } else if existing.flags != a.flags
-                && existing.flags.difference(AccountFlags::CLOSED) != a.flags
-            {
-                R::ExistsWithDifferentFlags
             } else {
                 R::Exists
             };
-        }
-        if !a.flags.is_supported() {
-            return R::ReservedFlag;
         }
         let limits = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS
             | AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS;
@@ -328,16 +329,14 @@ impl Ledger {
                 .iter()
                 .position(|t| !t.flags.contains(TransferFlags::LINKED))
                 .map(|offset| start + offset);
-            let Some(end) = end else {
-                // The batch ends inside a chain: nothing of it applies. Its last event is
-                // the one whose flag is wrong; the others failed with their chain.
-                let open = batch.len() - start;
-                results.extend(std::iter::repeat_n(TransferResult::LinkedEventFailed, open - 1));
-                results.push(TransferResult::LinkedEventChainOpen);
-                break;
+            // A batch that ends inside a chain: the chain runs to its last event, which is
+            // the one whose flag is wrong (`LinkedEventChainOpen`), and nothing of it stays.
+            let (chain, open) = match end {
+                Some(end) => (&batch[start..=end], false),
+                None => (&batch[start..], true),
             };
-            self.apply_chain(&batch[start..=end], &mut results);
-            start = end + 1;
+            self.apply_chain(chain, open, &mut results);
+            start += chain.len();
         }
         if cfg!(debug_assertions) {
             self.assert_invariants();
@@ -345,19 +344,30 @@ impl Ledger {
         Ok(results)
     }
 
-    fn apply_chain(&mut self, chain: &[Transfer], results: &mut Vec<TransferResult>) {
-        let linked = chain.len() > 1;
+    /// Applies one chain, all or nothing; `open`: the batch ended inside it, so its last
+    /// event fails it.
+    fn apply_chain(&mut self, chain: &[Transfer], open: bool, results: &mut Vec<TransferResult>) {
+        let linked = chain.len() > 1 || open;
         self.recording_undo = linked;
         self.undo.clear();
         let first = results.len();
         let transfers_before = self.transfers.len();
         for (offset, t) in chain.iter().enumerate() {
-            let result = self.apply(t, linked);
+            let result = if open && offset == chain.len() - 1 {
+                TransferResult::LinkedEventChainOpen
+            } else {
+                self.apply(t, linked)
+            };
             results.push(result);
             if linked && result != TransferResult::Created {
                 let undo = std::mem::take(&mut self.undo);
                 self.recording_undo = false;
                 self.rollback(undo, transfers_before);
+                // The failure that broke the chain uses up its id as it would alone (the
+                // rollback kept the arena and the failed set within their limit).
+                if result.uses_up_id() {
+                    self.failed.insert(t.id);
+                }
                 for (i, r) in results[first..].iter_mut().enumerate() {
                     if i != offset {
                         *r = TransferResult::LinkedEventFailed;
@@ -367,6 +377,12 @@ impl Ledger {
                     TransferResult::LinkedEventFailed,
                     chain.len() - offset - 1,
                 ));
+                if open {
+                    // An open chain's last event is answered for its flag, whatever broke
+                    // the chain before it.
+                    *results.last_mut().expect("this chain's results") =
+                        TransferResult::LinkedEventChainOpen;
+                }
                 return;
             }
         }
@@ -405,6 +421,10 @@ impl Ledger {
     fn apply(&mut self, t: &Transfer, linked: bool) -> TransferResult {
         use TransferResult as R;
         assert_eq!(self.recording_undo, linked, "undo records are kept inside chains only");
+        // TigerBeetle's order: the flags, then the id, then a replay.
+        if !t.flags.is_supported() {
+            return R::ReservedFlag;
+        }
         if t.id == 0 {
             return R::IdMustNotBeZero;
         }
@@ -412,7 +432,7 @@ impl Ledger {
             return R::IdMustNotBeIntMax;
         }
         if let Some(stored) = self.transfers.get(&t.id) {
-            return exists(&stored.transfer, t);
+            return self.exists(&stored.transfer, t);
         }
         if self.failed.contains(&t.id) {
             return R::IdAlreadyFailed;
@@ -443,6 +463,44 @@ impl Ledger {
         debug_assert_eq!(self.failed.contains(&id), uses_up, "{id} failed iff used up");
         assert!(self.transfers.len() + self.failed.len() <= self.limits.transfers_max);
         result
+    }
+
+    /// The exists check of a repeat `t` of the stored transfer `e`, in TigerBeetle's
+    /// order: `Exists` for the same transfer, else the first field that differs.
+    fn exists(&self, e: &Transfer, t: &Transfer) -> TransferResult {
+        use TransferResult as R;
+        // The flags change what the other fields mean: compared first.
+        if t.flags != e.flags {
+            return R::ExistsWithDifferentFlags;
+        }
+        if t.pending_id != e.pending_id {
+            return R::ExistsWithDifferentPendingId;
+        }
+        if t.timeout != e.timeout {
+            return R::ExistsWithDifferentTimeout;
+        }
+        if t.flags.contains(TransferFlags::POST_PENDING)
+            || t.flags.contains(TransferFlags::VOID_PENDING)
+        {
+            let p = self.transfers.get(&t.pending_id);
+            let p = p.expect("a settled transfer's pending transfer stays stored").transfer;
+            return settle_exists(e, t, &p);
+        }
+        if t.debit_account_id != e.debit_account_id {
+            R::ExistsWithDifferentDebitAccountId
+        } else if t.credit_account_id != e.credit_account_id {
+            R::ExistsWithDifferentCreditAccountId
+        } else if t.amount != e.amount {
+            R::ExistsWithDifferentAmount
+        } else if t.user_data != e.user_data {
+            R::ExistsWithDifferentUserData
+        } else if t.ledger != e.ledger {
+            R::ExistsWithDifferentLedger
+        } else if t.code != e.code {
+            R::ExistsWithDifferentCode
+        } else {
+            R::Exists
+        }
     }
 
     /// A plain or pending transfer, well formed, under an id not seen yet.
@@ -547,9 +605,20 @@ impl Ledger {
         pending.expect("the pending transfer read above is stored").pending = Some(settled);
         self.record_undo(Undo::Pending(t.pending_id, PendingState::Pending));
         let applied = if post { amount } else { 0 };
+        // Kept resolved, as TigerBeetle keeps it: the pending transfer's accounts, ledger
+        // and code, the amount settled (a void's: the pending amount), its user data if
+        // this one left it 0.
+        let user_data = or_pending(t.user_data, p.user_data);
+        let resolved = Transfer { amount, timeout: 0, user_data, ..p };
+        let resolved = Transfer { id: t.id, pending_id: t.pending_id, flags: t.flags, ..resolved };
         self.transfers.insert(
             t.id,
-            StoredTransfer { transfer: *t, amount_applied: applied, timestamp, pending: None },
+            StoredTransfer {
+                transfer: resolved,
+                amount_applied: applied,
+                timestamp,
+                pending: None,
+            },
         );
         self.record_undo(Undo::Transfer(t.id));
         R::Created
@@ -669,39 +738,42 @@ impl std::fmt::Display for Sum {
     }
 }
 
-/// The exists check: identical fields answer `Exists`, else the first field that differs.
-fn exists(stored: &Transfer, t: &Transfer) -> TransferResult {
+/// A post's or void's own `value`, or its pending transfer's if it left it 0.
+fn or_pending(value: u128, pending: u128) -> u128 {
+    if value == 0 { pending } else { value }
+}
+
+/// The exists check of a repeat `t` of the post or void `e` of `p`, whose fields `e`
+/// holds resolved: a field `t` leaves 0 is not compared, and its amount is compared as it
+/// resolves (`AMOUNT_MAX` for a post, 0 for a void: the pending amount).
+fn settle_exists(e: &Transfer, t: &Transfer, p: &Transfer) -> TransferResult {
     use TransferResult as R;
-    if stored.flags != t.flags {
-        R::ExistsWithDifferentFlags
-    } else if stored.pending_id != t.pending_id {
-        R::ExistsWithDifferentPendingId
-    } else if stored.timeout != t.timeout {
-        R::ExistsWithDifferentTimeout
-    } else if stored.debit_account_id != t.debit_account_id {
+    let differs = |asked: u128, stored: u128| asked != 0 && asked != stored;
+    let whole = if t.flags.contains(TransferFlags::POST_PENDING) { AMOUNT_MAX } else { 0 };
+    let amount = if t.amount == whole { p.amount } else { t.amount };
+    let user_data = or_pending(t.user_data, p.user_data);
+    if differs(t.debit_account_id, e.debit_account_id) {
         R::ExistsWithDifferentDebitAccountId
-    } else if stored.credit_account_id != t.credit_account_id {
+    } else if differs(t.credit_account_id, e.credit_account_id) {
         R::ExistsWithDifferentCreditAccountId
-    } else if stored.amount != t.amount {
+    } else if amount != e.amount {
         R::ExistsWithDifferentAmount
-    } else if stored.ledger != t.ledger {
-        R::ExistsWithDifferentLedger
-    } else if stored.code != t.code {
-        R::ExistsWithDifferentCode
-    } else if stored.user_data != t.user_data {
+    } else if user_data != e.user_data {
         R::ExistsWithDifferentUserData
+    } else if differs(u128::from(t.ledger), u128::from(e.ledger)) {
+        R::ExistsWithDifferentLedger
+    } else if differs(u128::from(t.code), u128::from(e.code)) {
+        R::ExistsWithDifferentCode
     } else {
         R::Exists
     }
 }
 
-/// The malformed-request checks: they depend on the transfer alone and use up no id.
+/// The malformed-request checks: they depend on the transfer alone and use up no id. In
+/// TigerBeetle's order (the reserved flags and the id are checked before a replay).
 fn validate(t: &Transfer) -> Result<(), TransferResult> {
     use TransferResult as R;
     let f = t.flags;
-    if !f.is_supported() {
-        return Err(R::ReservedFlag);
-    }
     let kinds = [TransferFlags::PENDING, TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING]
         .iter()
         .filter(|k| f.contains(**k))
@@ -709,37 +781,29 @@ fn validate(t: &Transfer) -> Result<(), TransferResult> {
     if kinds > 1 {
         return Err(R::FlagsAreMutuallyExclusive);
     }
-    let settles =
-        f.contains(TransferFlags::POST_PENDING) || f.contains(TransferFlags::VOID_PENDING);
-    if settles {
-        if t.pending_id == 0 {
-            return Err(R::PendingIdMustNotBeZero);
-        }
-        if t.pending_id == t.id {
-            return Err(R::PendingIdMustBeDifferent);
-        }
-        if t.timeout != 0 {
-            return Err(R::TimeoutReservedForPendingTransfer);
-        }
-        if t.debit_account_id != 0 && t.debit_account_id == t.credit_account_id {
-            return Err(R::AccountsMustBeDifferent);
-        }
-        return Ok(());
+    if f.contains(TransferFlags::POST_PENDING) || f.contains(TransferFlags::VOID_PENDING) {
+        // The accounts may be left 0: the pending transfer names them.
+        return match t.pending_id {
+            0 => Err(R::PendingIdMustNotBeZero),
+            u128::MAX => Err(R::PendingIdMustNotBeIntMax),
+            id if id == t.id => Err(R::PendingIdMustBeDifferent),
+            _ if t.timeout != 0 => Err(R::TimeoutReservedForPendingTransfer),
+            _ => Ok(()),
+        };
+    }
+    match (t.debit_account_id, t.credit_account_id) {
+        (0, _) => return Err(R::DebitAccountIdMustNotBeZero),
+        (u128::MAX, _) => return Err(R::DebitAccountIdMustNotBeIntMax),
+        (_, 0) => return Err(R::CreditAccountIdMustNotBeZero),
+        (_, u128::MAX) => return Err(R::CreditAccountIdMustNotBeIntMax),
+        (debit, credit) if debit == credit => return Err(R::AccountsMustBeDifferent),
+        _ => {}
     }
     if t.pending_id != 0 {
         return Err(R::PendingIdMustBeZero);
     }
     if t.timeout != 0 && !f.contains(TransferFlags::PENDING) {
         return Err(R::TimeoutReservedForPendingTransfer);
-    }
-    if t.debit_account_id == 0 {
-        return Err(R::DebitAccountIdMustNotBeZero);
-    }
-    if t.credit_account_id == 0 {
-        return Err(R::CreditAccountIdMustNotBeZero);
-    }
-    if t.debit_account_id == t.credit_account_id {
-        return Err(R::AccountsMustBeDifferent);
     }
     if t.ledger == 0 {
         return Err(R::LedgerMustNotBeZero);

@@ -44,25 +44,30 @@
 //!
 //! * **Need an id:** every transfer. The client generates it once per intended transfer
 //!   and reuses it on every retry; ids are remembered forever (see `docs/wallet.md` for
-//!   what that costs). A retry is answered `Exists` (identical fields: treat it as
-//!   `Created`) or `ExistsWith…` naming the first field that differs.
-//! * **Failures that depend on the ledger's state** (account not found, exceeds credits,
-//!   pending transfer already posted, ...) use up the id: a retry is answered
+//!   what that costs). A retry is answered `Exists` (the same transfer: treat it as
+//!   `Created`) or `ExistsWith…` naming the first field that differs. A post or void is
+//!   kept as it resolved, so a repeat that leaves its pending transfer's fields 0, or
+//!   names them, is the same transfer.
+//! * **Transient failures** (TigerBeetle's: an account or the pending transfer not found,
+//!   exceeds credits or debits, an account closed) use up the id: a retry is answered
 //!   `IdAlreadyFailed`, so a retry can never turn an old failure into a success after the
-//!   balance changed. [`TransferResult::uses_up_id`] says which.
-//! * **Failures of a malformed request** (zero amount, same account, bad flags, ...) do
-//!   not record the id: the request could never have succeeded, and fixing it under the
-//!   same id is allowed.
+//!   ledger changed. [`TransferResult::uses_up_id`] says which.
+//! * **Every other failure** (a malformed request, a post of more than was reserved, a
+//!   pending transfer already posted, ...) is decided by the request and records that
+//!   cannot change, so it does not record the id: a retry is decided again, the same, and
+//!   a corrected request under the same id is judged afresh.
 //! * **Idempotent by shape, no id:** [`Wallet::close_account`] (an assignment), lookups.
 //!
 //! # Linked chains
 //!
 //! Events flagged `LINKED` chain to the next one; the chain applies all-or-nothing. When
 //! one fails, it reports its own result and every other event of the chain reports
-//! `LinkedEventFailed`; nothing of the chain is visible, and no id of it is recorded as
-//! failed. Replaying a chain that was applied answers `Exists` for its first event and
-//! `LinkedEventFailed` for the rest (the `Exists` stops the chain): a client reads a
-//! chain whose first event says `Exists` with identical fields as applied.
+//! `LinkedEventFailed`; nothing of the chain is visible, and only the failing event's id
+//! can be used up (a transient failure, as alone). A batch that ends inside a chain runs
+//! the chain to its last event, which answers `LinkedEventChainOpen`. Replaying a chain
+//! that was applied answers `Exists` for its first event and `LinkedEventFailed` for the
+//! rest (the `Exists` stops the chain): a client reads a chain whose first event says
+//! `Exists` as applied.
 //!
 //! # Two-phase transfers
 //!
@@ -83,7 +88,8 @@
 //! timestamps); a subset of flags, each at TigerBeetle's bit position, the rest
 //! (`history`, `balancing_*`, `closing_*`, `imported`, linked accounts) refused with
 //! `ReservedFlag`; accounts are closed by `close_account`, not by a closing transfer; one
-//! `Overflow` code instead of one per balance.
+//! `Overflow` code instead of one per balance; `AccountsFull` and `TransfersFull` for the
+//! ledger's capacities, which TigerBeetle has no code for.
 //!
 //! # Features
 //!

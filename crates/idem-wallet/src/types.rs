@@ -248,12 +248,18 @@ pub enum TransferResult {
     FlagsAreMutuallyExclusive,
     /// The debit account id was 0.
     DebitAccountIdMustNotBeZero,
+    /// The debit account id was `u128::MAX`.
+    DebitAccountIdMustNotBeIntMax,
     /// The credit account id was 0.
     CreditAccountIdMustNotBeZero,
+    /// The credit account id was `u128::MAX`.
+    CreditAccountIdMustNotBeIntMax,
     /// Debit and credit account were the same.
     AccountsMustBeDifferent,
     /// A post or void without a pending id.
     PendingIdMustNotBeZero,
+    /// A post or void naming `u128::MAX` as its pending id.
+    PendingIdMustNotBeIntMax,
     /// A pending id on a transfer that is neither post nor void.
     PendingIdMustBeZero,
     /// A post or void naming itself.
@@ -314,31 +320,23 @@ pub enum TransferResult {
 }
 
 impl TransferResult {
-    /// Whether this failure depends on the ledger's state (and so uses up the id), as
-    /// opposed to a malformed request (which does not).
+    /// Whether this failure uses up its id: a retry under the id answers
+    /// `IdAlreadyFailed`. These are TigerBeetle's transient codes, the ones that depend on
+    /// state a later batch may change (an account or pending transfer created, a balance
+    /// moved, an account closed), so that an old failure never turns into a success the
+    /// client did not expect. Every other failure is decided by the request and records
+    /// that cannot change, so it is decided again, the same, on a retry (and a corrected
+    /// request under the same id is judged afresh).
     pub fn uses_up_id(self) -> bool {
         matches!(
             self,
             Self::DebitAccountNotFound
                 | Self::CreditAccountNotFound
-                | Self::AccountsMustHaveTheSameLedger
-                | Self::TransferMustHaveTheSameLedgerAsAccounts
-                | Self::DebitAccountAlreadyClosed
-                | Self::CreditAccountAlreadyClosed
                 | Self::PendingTransferNotFound
-                | Self::PendingTransferNotPending
-                | Self::PendingTransferHasDifferentDebitAccountId
-                | Self::PendingTransferHasDifferentCreditAccountId
-                | Self::PendingTransferHasDifferentLedger
-                | Self::PendingTransferHasDifferentCode
-                | Self::PendingTransferHasDifferentAmount
-                | Self::PendingTransferAlreadyPosted
-                | Self::PendingTransferAlreadyVoided
-                | Self::PendingTransferExpired
-                | Self::ExceedsPendingTransferAmount
                 | Self::ExceedsCredits
                 | Self::ExceedsDebits
-                | Self::Overflow
+                | Self::DebitAccountAlreadyClosed
+                | Self::CreditAccountAlreadyClosed
         )
     }
 }
@@ -401,7 +399,10 @@ pub enum PendingState {
 /// A stored transfer, with the ledger's timestamp and, for pending ones, their state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StoredTransfer {
-    /// The transfer as submitted (compared field by field on a replay).
+    /// The transfer: a plain or pending one as submitted; a post or void resolved, as
+    /// TigerBeetle keeps it (its pending transfer's accounts, ledger and code, the amount it
+    /// settled, a void's being the pending amount, and the pending transfer's user data if
+    /// it left its own 0). A repeat is compared with it.
     pub transfer: Transfer,
     /// The amount actually moved: a post's settled amount (all of it for `AMOUNT_MAX`), 0 for
     /// a void.

@@ -165,8 +165,13 @@ fn linked_chain_applies_all_or_nothing() {
         "nothing of the chain is visible"
     );
     assert!(w.transfer(1).is_none());
-    // No id of a failed chain is used up: the corrected chain applies.
-    let fixed = [linked(t(1, ALICE, BOB, 60)), linked(t(2, ALICE, BOB, 40)), t(3, BANK, BOB, 1)];
+    // The failure that broke the chain used up its id, as it would alone (TigerBeetle's
+    // rule for a transient code); the events it rolled back did not.
+    assert_eq!(
+        w.create_transfers(&[t(2, ALICE, BOB, 40)]).expect("batch"),
+        vec![R::IdAlreadyFailed]
+    );
+    let fixed = [linked(t(1, ALICE, BOB, 60)), linked(t(4, ALICE, BOB, 40)), t(3, BANK, BOB, 1)];
     assert_eq!(w.create_transfers(&fixed).expect("batch"), vec![R::Created; 3]);
     // Replaying the applied chain: Exists stops it, the rest report LinkedEventFailed.
     assert_eq!(

@@ -5,6 +5,7 @@ mod durable;
 mod lookups;
 mod model;
 mod stress;
+mod tigerbeetle;
 #[cfg(feature = "tracing")]
 mod tracing;
 mod two_phase;
