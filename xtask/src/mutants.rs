@@ -679,9 +679,9 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "core-forget-keeps-the-record-count",
         file: "crates/idem-core/src/memory.rs",
-        from: "                self.records.fetch_sub(1, Ordering::Relaxed);\n\
-               \x20               // A waiter on the pending claim",
-        to: "                // A waiter on the pending claim",
+        from: "            self.records.fetch_sub(1, Ordering::Relaxed);\n\
+               \x20           // A waiter on the pending claim",
+        to: "            // A waiter on the pending claim",
         check: test("idem-core", "", "it", "conformance::forget"),
     },
     Mutant {
@@ -872,6 +872,20 @@ const CATALOGUE: &[Mutant] = &[
         from: "                    response.headers_mut().insert(header::ALLOW, allow);\n",
         to: "                    let _ = allow;\n",
         check: test("idem-http", "", "it", "operator"),
+    },
+    Mutant {
+        name: "client-streamed-body-refused-as-another-error",
+        file: "crates/idem-client/src/reqwest.rs",
+        from: "ClientError::<BoxError>::BodyNotReplayable,",
+        to: "ClientError::<reqwest::Error>::BodyNotReplayable,",
+        check: test("idem-client", "", "sockets", "a_streamed_body"),
+    },
+    Mutant {
+        name: "client-streamed-body-sent",
+        file: "crates/idem-client/src/reqwest.rs",
+        from: "if request.body().is_some_and(|body| body.as_bytes().is_none()) {",
+        to: "if false {",
+        check: test("idem-client", "", "sockets", "a_streamed_body"),
     },
     Mutant {
         name: "client-reqwest-key-made-per-attempt",

@@ -67,13 +67,16 @@ impl Middleware for IdempotentRetry {
     ) -> reqwest_middleware::Result<Response> {
         let intent = extensions.get::<Intent>().cloned().unwrap_or_default();
         let key = crate::intent::key_to_send(request.headers_mut(), &intent);
-        if request.try_clone().is_none() {
+        // A body is sent again only if it is bytes in memory (a stream is read once);
+        // asked of the body itself, so no copy is made to find out.
+        if request.body().is_some_and(|body| body.as_bytes().is_none()) {
             return Err(reqwest_middleware::Error::middleware(
-                ClientError::<reqwest::Error>::BodyNotReplayable,
+                ClientError::<BoxError>::BodyNotReplayable,
             ));
         }
         let send = || {
-            // Checked above: the body is bytes in memory, the same on every attempt.
+            // Checked above: the body is bytes in memory, the same on every attempt, so
+            // the copy is made.
             let copy = request.try_clone();
             let (next, mut extensions) = (next.clone(), extensions.clone());
             async move {

@@ -191,6 +191,26 @@ fn client_error(refused: &reqwest_middleware::Error) -> Option<&ClientError<BoxE
     }
 }
 
+/// A streamed body cannot be sent again unchanged: the intent is refused before anything
+/// is sent, with the middleware's own error (the one every other refusal downcasts to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_body_is_refused_before_anything_is_sent() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("bound");
+    let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok(ORDER)];
+    let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+    let refused = client(RetryPolicy::default())
+        .post(format!("http://{addr}/payments"))
+        .body(body)
+        .send()
+        .await
+        .expect_err("a streamed body");
+    let error = client_error(&refused);
+    assert!(matches!(error, Some(ClientError::BodyNotReplayable)), "{refused:?}");
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "nothing was sent");
+}
+
 /// A server that never answers well within the deadline: the outcome is unknown, said as
 /// such (retry the same intent, never a new one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

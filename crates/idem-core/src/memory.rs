@@ -725,6 +725,36 @@ impl<R> Record<R> {
     }
 }
 
+impl<R: Clone + Send> MemoryStore<R> {
+    /// RACE (forget against the holder): an operator forgets a key while its holder
+    /// renews or completes, or a retry recovers it. The record is read, judged and removed
+    /// under the shard's lock that those take: the forget sees the holder live (and
+    /// refuses) or the key pending (and removes it, and the holder's token then holds
+    /// nothing). Loom model: `forget_races_the_holder`.
+    fn forget_now(&self, key: &ScopedKey) -> Forgotten {
+        let now = self.clock.now();
+        let (hash, shard) = self.locate(key);
+        let mut state = shard.state.lock();
+        let Ok(entry) = state.table.find_entry(hash, |r| r.key == *key) else {
+            return Forgotten::Absent;
+        };
+        let decision = crate::admin::forget_decision(entry.get().seen(now), now);
+        if let Forgotten::Removed(record) = decision {
+            entry.remove();
+            if matches!(record.state, RecordState::Pending { .. }) {
+                self.scope_settled(key);
+            }
+            // ORDERING: see `reserve`.
+            self.records.fetch_sub(1, Ordering::Relaxed);
+            // A waiter on the pending claim claims again now: the key is absent.
+            if state.waiters > 0 {
+                shard.changed.notify_all();
+            }
+        }
+        decision
+    }
+}
+
 impl<R: Clone + Send> KeyAdmin for MemoryStore<R> {
     fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
         let now = self.clock.now();
@@ -733,34 +763,8 @@ impl<R: Clone + Send> KeyAdmin for MemoryStore<R> {
         Ok(state.table.find(hash, |r| r.key == *key).and_then(|r| r.seen(now)))
     }
 
-    /// RACE (forget against the holder): an operator forgets a key while its holder
-    /// renews or completes, or a retry recovers it. The record is read, judged and removed
-    /// under the shard's lock that those take: the forget sees the holder live (and
-    /// refuses) or the key pending (and removes it, and the holder's token then holds
-    /// nothing). Loom model: `forget_races_the_holder`.
     fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
-        crate::trace::forget(key, who, why, || {
-            let now = self.clock.now();
-            let (hash, shard) = self.locate(key);
-            let mut state = shard.state.lock();
-            let Ok(entry) = state.table.find_entry(hash, |r| r.key == *key) else {
-                return Ok(Forgotten::Absent);
-            };
-            let decision = crate::admin::forget_decision(entry.get().seen(now), now);
-            if let Forgotten::Removed(record) = decision {
-                entry.remove();
-                if matches!(record.state, RecordState::Pending { .. }) {
-                    self.scope_settled(key);
-                }
-                // ORDERING: see `reserve`.
-                self.records.fetch_sub(1, Ordering::Relaxed);
-                // A waiter on the pending claim claims again now: the key is absent.
-                if state.waiters > 0 {
-                    shard.changed.notify_all();
-                }
-            }
-            Ok(decision)
-        })
+        crate::trace::forgotten(key, who, why, Ok(self.forget_now(key)))
     }
 }
 

@@ -111,20 +111,19 @@ pub fn settle(
     result
 }
 
-/// Runs a forget and reports it, with who asked and why, at warn: forgetting a key lets
+/// Reports a forget's `answer`, with who asked and why, at warn: forgetting a key lets
 /// its next request run again, which an operator reading the log must be able to trace.
 ///
 /// # Errors
 ///
-/// Whatever `run` returns, unchanged.
+/// `answer`, unchanged.
 #[inline]
-pub fn forget(
+pub fn forgotten(
     key: &ScopedKey,
     who: &str,
     why: &str,
-    run: impl FnOnce() -> Result<Forgotten, StoreError>,
+    answer: Result<Forgotten, StoreError>,
 ) -> Result<Forgotten, StoreError> {
-    let answer = run();
     #[cfg(feature = "tracing")]
     {
         let (scope, key) = (key.scope().as_str(), key.key().as_str());

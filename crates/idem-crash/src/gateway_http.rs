@@ -181,14 +181,16 @@ fn accept(listener: &TcpListener, book: &Arc<Mutex<Book>>) {
             open.fetch_sub(1, Ordering::Relaxed);
             continue;
         }
-        let (book, open) = (Arc::clone(book), Arc::clone(&open));
+        let (book, served) = (Arc::clone(book), Arc::clone(&open));
         let spawned = std::thread::Builder::new().name("gateway-conn".into()).spawn(move || {
             let _ = serve(stream, &book);
-            open.fetch_sub(1, Ordering::Relaxed);
+            served.fetch_sub(1, Ordering::Relaxed);
         });
         if spawned.is_err() {
-            // No thread left: the connection is dropped, as a full server would.
-            continue;
+            // No thread left: the connection is dropped, as a full server would, and its
+            // place given back (the closure that would have is gone with it).
+            // ORDERING: the same count of threads.
+            open.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

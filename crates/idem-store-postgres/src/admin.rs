@@ -12,9 +12,7 @@
 //! live, the safe side. Covered by the conformance case
 //! `forget_of_a_pending_claim_fences_its_holder` on a real server.
 
-use idem_core::{
-    AsyncKeyAdmin, Forgotten, KeyAdmin, KeyRecord, ScopedKey, StoreError, forget_decision,
-};
+use idem_core::{AsyncKeyAdmin, Forgotten, KeyAdmin, KeyRecord, ScopedKey, StoreError};
 use idem_durable::Durable;
 
 use crate::{AsyncPgStore, PgStore, pg, rows};
@@ -29,19 +27,17 @@ impl<R: Durable + Clone + Send> KeyAdmin for PgStore<R> {
 
     fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
         let (st, params) = (&self.settings.statements, self.settings.key(key));
-        idem_core::trace::forget(key, who, why, || {
-            self.with_client(|client| {
-                let mut tx = client.transaction().map_err(pg)?;
-                let row = tx.query_opt(&st.record_locked, &params.record()).map_err(pg)?;
-                let now = rows::row_now(row.as_ref());
-                let decision = forget_decision(rows::record(row.as_ref(), key)?, now);
-                if let Forgotten::Removed(_) = decision {
-                    tx.query_one(&st.forget, &params.forget()).map_err(pg)?;
-                }
-                tx.commit().map_err(pg)?;
-                Ok(decision)
-            })
-        })
+        let answer = self.with_client(|client| {
+            let mut tx = client.transaction().map_err(pg)?;
+            let row = tx.query_opt(&st.record_locked, &params.record()).map_err(pg)?;
+            let decision = rows::forget_judged(row.as_ref(), key)?;
+            if let Forgotten::Removed(_) = decision {
+                tx.execute(&st.forget, &params.forget()).map_err(pg)?;
+            }
+            tx.commit().map_err(pg)?;
+            Ok(decision)
+        });
+        idem_core::trace::forgotten(key, who, why, answer)
     }
 }
 
@@ -52,11 +48,10 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         let tx = client.transaction().await.map_err(pg)?;
         let locked = tx.prepare_cached(&st.record_locked).await.map_err(pg)?;
         let row = tx.query_opt(&locked, &params.record()).await.map_err(pg)?;
-        let now = rows::row_now(row.as_ref());
-        let decision = forget_decision(rows::record(row.as_ref(), key)?, now);
+        let decision = rows::forget_judged(row.as_ref(), key)?;
         if let Forgotten::Removed(_) = decision {
             let forget = tx.prepare_cached(&st.forget).await.map_err(pg)?;
-            tx.query_one(&forget, &params.forget()).await.map_err(pg)?;
+            tx.execute(&forget, &params.forget()).await.map_err(pg)?;
         }
         tx.commit().await.map_err(pg)?;
         Ok(decision)
@@ -72,6 +67,6 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyAdmin for AsyncPgStore<R> {
 
     async fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
         let answer = self.forget_now(key).await;
-        idem_core::trace::forget(key, who, why, || answer)
+        idem_core::trace::forgotten(key, who, why, answer)
     }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    Claim, Clock, FencingToken, Fingerprint, KeyRecord, KeyState, Lease, PendingClaim, ScopedKey,
-    StoreConfig, StoreError, Timestamp,
+    Claim, Clock, FencingToken, Fingerprint, Forgotten, KeyRecord, KeyState, Lease, PendingClaim,
+    ScopedKey, StoreConfig, StoreError, Timestamp,
 };
 use idem_durable::row::{StoredRow, claim_refused, pending_claim, row_state, stored_record};
 use idem_durable::{Durable, encode_result};
@@ -354,8 +354,9 @@ pub(crate) fn record(row: Option<&Row>, key: &ScopedKey) -> Result<Option<KeyRec
     Ok(stored_record(key, row.get(0), row.get(1), deadlines, timestamp(row.get(4)))?)
 }
 
-/// The time a [`Statements::record`] row was read at (the epoch for no row: nothing is
-/// judged by it then).
-pub(crate) fn row_now(row: Option<&Row>) -> Timestamp {
-    row.map_or(Timestamp::ZERO, |row| timestamp(row.get(4)))
+/// What a forget does with the row [`Statements::record_locked`] read and locked, judged
+/// at the time that row was read at (`idem_core::forget_decision`).
+pub(crate) fn forget_judged(row: Option<&Row>, key: &ScopedKey) -> Result<Forgotten, StoreError> {
+    let now = row.map_or(Timestamp::ZERO, |row| timestamp(row.get(4)));
+    Ok(idem_core::forget_decision(record(row, key)?, now))
 }

@@ -62,7 +62,7 @@ impl<R: Durable + Clone + Send> KeyAdmin for SqliteStore<R> {
     }
 
     fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
-        idem_core::trace::forget(key, who, why, || self.write(forget_write(key)))
+        idem_core::trace::forgotten(key, who, why, self.write(forget_write(key)))
     }
 }
 
@@ -73,6 +73,6 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyAdmin for SqliteStore<R> {
 
     async fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
         let answer = self.write_async(forget_write(key)).await;
-        idem_core::trace::forget(key, who, why, || answer)
+        idem_core::trace::forgotten(key, who, why, answer)
     }
 }

@@ -16,7 +16,6 @@ pub(crate) struct Verdict {
     pub(crate) lost: Vec<String>,
     pub(crate) mismatched: Vec<String>,
     pub(crate) other: Vec<String>,
-    pub(crate) charged_minor: u64,
     /// The one charge of each intent charged once, by the intent's key: its id and amount.
     pub(crate) charged: HashMap<String, (String, u64)>,
 }
@@ -60,7 +59,6 @@ pub(crate) fn judge(log: &Path, intents: &[Intent], seen: &Seen) -> Result<Verdi
         match &made[..] {
             [] => verdict.lost.push(format!("{name}: never charged")),
             [one] => {
-                verdict.charged_minor += one.amount_minor;
                 verdict.charged.insert(intent.key.clone(), (one.id.clone(), one.amount_minor));
                 if one.amount_minor != intent.amount_minor {
                     verdict.other.push(format!("{name}: charged {}", one.amount_minor));
