@@ -282,6 +282,22 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "edges::"),
     },
     Mutant {
+        name: "http-forget-reason-asked-before-the-key",
+        file: "crates/idem-http/src/operator.rs",
+        from: "        let scoped = ScopedKey::parse(scope, key).map_err(|e| refusal(e.into()))?;\n\
+               \x20       let why = query.get(\"reason\")?;",
+        to: "        let why = query.get(\"reason\")?;\n\
+             \x20       let scoped = ScopedKey::parse(scope, key).map_err(|e| refusal(e.into()))?;",
+        check: test("idem-http", "", "it", "operator::a_bad_forget"),
+    },
+    Mutant {
+        name: "http-bad-scope-detail-reaches-the-client",
+        file: "crates/idem-http/src/layer.rs",
+        from: "invalid scope; the server's log \\\n                     says why",
+        to: "invalid scope: {error}; the server's log \\\n                     says why",
+        check: test("idem-http", "", "it", "behaviour::an_invalid_scope"),
+    },
+    Mutant {
         name: "http-store-error-text-reaches-the-client",
         file: "crates/idem-http/src/layer.rs",
         from: "return Decision::Answer(store_unavailable(&id));",

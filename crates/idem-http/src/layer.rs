@@ -436,13 +436,25 @@ where
     };
     match Scope::new(&principal) {
         Ok(scope) => Ok(ScopedKey::new(scope, key)),
-        // The scope comes from the server, not the client: a server bug, said as such.
-        Err(error) => Err(Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "bad-scope",
-            "Invalid scope",
-            format!("the server's scope function returned an invalid scope: {error}"),
-        )),
+        // The scope comes from the server, not the client: a server bug, said as such to
+        // the client, with an id to quote; what is wrong with it (which says something of
+        // the principal) goes to the operator only.
+        Err(error) => {
+            let id = error_id("scope");
+            let error = idem_core::ScopedKeyError::Scope(error);
+            idem_core::trace_event!(ERROR, error_id = %id, %error, "the scope function failed");
+            #[cfg(not(feature = "tracing"))]
+            let _ = error;
+            Err(Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "bad-scope",
+                "Invalid scope",
+                format!(
+                    "the server's scope function returned an invalid scope; the server's log \
+                     says why, under error id {id}"
+                ),
+            ))
+        }
     }
 }
 
@@ -624,14 +636,19 @@ pub(crate) fn count_store_error(
     op: &'static str,
     error: &StoreError,
 ) -> String {
-    use std::hash::BuildHasher;
     counters.count(Count::StoreErrors);
-    // A fresh random key per id: ids never repeat, and say nothing of the count.
-    let id = format!("{:016x}", std::hash::RandomState::new().hash_one(op));
+    let id = error_id(op);
     idem_core::trace_event!(ERROR, op, error_id = %id, %error, "idempotency store failed");
     #[cfg(not(feature = "tracing"))]
     let _ = (op, error);
     id
+}
+
+/// A fresh id for an error a client is told of and the operator's log holds: a fresh
+/// random key per id, so ids never repeat and say nothing of how many came before.
+fn error_id(op: &'static str) -> String {
+    use std::hash::BuildHasher;
+    format!("{:016x}", std::hash::RandomState::new().hash_one(op))
 }
 
 /// The limits a kept response must fit: its body's, and the store's for the whole.

@@ -110,11 +110,20 @@ where
         who: &str,
         why: &str,
     ) -> Result<Forgotten, OperatorError> {
-        let key = ScopedKey::parse(scope, key)?;
+        self.forget_scoped(&ScopedKey::parse(scope, key)?, who, why).await
+    }
+
+    /// [`forget`](Self::forget) of a key already validated.
+    async fn forget_scoped(
+        &self,
+        key: &ScopedKey,
+        who: &str,
+        why: &str,
+    ) -> Result<Forgotten, OperatorError> {
         if why.trim().is_empty() || why.len() > FORGET_REASON_BYTES_MAX {
             return Err(OperatorError::Reason(why.len()));
         }
-        let forgotten = self.state.store.forget(&key, who, why).await?;
+        let forgotten = self.state.store.forget(key, who, why).await?;
         if let Forgotten::Removed(_) = forgotten {
             self.state.counters.count(Count::Forgotten);
         }
@@ -165,8 +174,10 @@ where
                 json!({ "scope": scope, "key": key, "record": shown(&record) }),
             ));
         }
+        // The key named first, the reason then, as `forget` checks them.
+        let scoped = ScopedKey::parse(scope, key).map_err(|e| refusal(e.into()))?;
         let why = query.get("reason")?;
-        match self.forget(scope, key, who, why).await.map_err(refusal)? {
+        match self.forget_scoped(&scoped, who, why).await.map_err(refusal)? {
             Forgotten::Absent => Err(absent()),
             Forgotten::Removed(record) => Ok((
                 StatusCode::OK,

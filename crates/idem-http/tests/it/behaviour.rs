@@ -216,3 +216,23 @@ async fn a_handler_that_panicked_leaves_the_key_in_flight_until_recovered() {
     let recovered = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((recovered.status, recovered.body.as_str()), (200, "checked first"));
 }
+
+/// A scope function that returns an invalid scope is the server's bug: the client gets a
+/// 500 with an error id, and nothing of the principal (its length, a byte, a position);
+/// no handler runs.
+#[tokio::test]
+async fn an_invalid_scope_is_a_500_with_an_error_id_and_nothing_of_the_principal() {
+    let (store, _) = store();
+    let (router, counter) = app(store, config(|c| c));
+    for principal in [" padded", &"x".repeat(300)] {
+        let mut request = charge(Some("k1"), "10 EUR");
+        request.headers_mut().insert("x-tenant", principal.parse().expect("valid"));
+        let refused = send(&router, request).await;
+        assert_eq!(refused.status, 500, "{refused:?}");
+        assert!(refused.body.contains("bad-scope") && refused.body.contains("error id"));
+        for detail in ["position", "bytes long", "space", "padded", "key is", "scope is"] {
+            assert!(!refused.body.contains(detail), "{detail:?} reached the client: {refused:?}");
+        }
+    }
+    assert_eq!(runs(&counter), 0);
+}

@@ -208,3 +208,20 @@ async fn a_pending_claim_is_shown_pending_and_can_be_forgotten() {
     let fresh = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((fresh.status, runs.load(Ordering::SeqCst)), (502, 2), "ran afresh: {fresh:?}");
 }
+
+/// A forget of an invalid key without a reason names the key first, as `forget` does:
+/// the scope, then the key, then the reason.
+#[tokio::test]
+async fn a_bad_forget_names_the_scope_then_the_key_then_the_reason() {
+    let (router, _, _) = app();
+    let cases = [
+        ("scope=&key=k1", "scope is empty"),
+        ("scope=t1&key=", "key is empty"),
+        ("scope=t1&key=k1", "\\\"reason\\\""),
+    ];
+    for (query, says) in cases {
+        let answer = send(&router, admin("DELETE", query)).await;
+        assert_eq!(answer.status, 400, "{query}: {answer:?}");
+        assert!(answer.body.contains(says), "{query} should say {says}: {}", answer.body);
+    }
+}
