@@ -19,6 +19,14 @@ pub struct ChargeRecord {
     pub charge: Charge,
 }
 
+impl ChargeRecord {
+    /// The line that records charge `id` of `minor` units of `code` for `customer` under
+    /// `key`, newline included, as [`FileGateway::charges`] reads it back.
+    pub fn line(key: &str, minor: u64, code: &str, id: u64, customer: &str) -> String {
+        format!("{key} {minor} {code} {id} {customer}\n")
+    }
+}
+
 /// A gateway whose every charge is a line appended (and fsync'd) to a file before the
 /// charge returns, so the record of side effects outlives the process that made them.
 /// It does not deduplicate: every charge call charges, so a double charge shows as two
@@ -85,7 +93,7 @@ impl Gateway for FileGateway {
         let (amount, currency, customer) =
             (request.amount(), request.currency(), request.customer());
         let (key, minor, code) = (key.as_str(), amount.minor(), currency.code());
-        let line = format!("{key} {minor} {code} {id} {customer}\n");
+        let line = ChargeRecord::line(key, minor, code, id, customer);
         file.write_all(line.as_bytes()).map_err(|e| GatewayError::Ambiguous(e.to_string()))?;
         file.sync_data().map_err(|e| GatewayError::Ambiguous(e.to_string()))?;
         Ok(Charge { id: ChargeId(id), customer: customer.to_string(), amount, currency })

@@ -37,7 +37,7 @@ use std::time::Duration;
 use idem_payments::{Amount, Charge, ChargeId, Currency};
 use parking_lot::Mutex;
 
-use crate::FileGateway;
+use crate::{ChargeRecord, FileGateway};
 
 /// The most connections served at once; one more is closed at once.
 pub const GATEWAY_CONNECTIONS_MAX: usize = 512;
@@ -364,7 +364,7 @@ fn charge(body: &str, book: &Mutex<Book>) -> Option<Answer> {
         return Some(("503 Service Unavailable", "failed before charging".into()));
     }
     let id = book.charges + 1;
-    let line = format!("{key} {} {} {id} {customer}\n", amount.minor(), currency.code());
+    let line = ChargeRecord::line(key, amount.minor(), currency.code(), id, customer);
     if book.file.write_all(line.as_bytes()).and_then(|()| book.file.sync_data()).is_err() {
         // The line may or may not be on disk: the client is told neither, and no later
         // charge is appended after what may be half a line.

@@ -8,8 +8,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use idem_core::{
-    Claim, Fingerprint, KeyRecord, KeyState, PendingClaim, ScopedKey, StoreError, Timestamp,
-    record_state,
+    Claim, Fingerprint, KeyRecord, KeyState, PendingClaim, RecordState, ScopedKey, StoreError,
+    Timestamp, record_state,
 };
 
 use crate::result::decode_result;
@@ -51,23 +51,24 @@ pub fn row_state<R: Durable>(
     now: Timestamp,
     lease: Duration,
 ) -> Result<KeyState<R>, StoreError> {
-    let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
-    if row.finished && at(row.expires_ms) <= now {
+    let deadlines = (stored_at(row.lease_expires_ms), stored_at(row.expires_ms));
+    let Some(state) = record_state(row.finished, deadlines.0, deadlines.1, now) else {
         return Ok(KeyState::Absent);
-    }
+    };
     if !row.same_fingerprint {
         return Err(StoreError::KeyReused { key: key.clone() });
     }
-    let lease_until = at(row.lease_expires_ms);
-    Ok(match row.result {
-        Some(bytes) if row.finished => KeyState::Finished(decode_result(key, &bytes)?),
-        None if row.finished => {
+    Ok(match (state, row.result) {
+        (RecordState::Finished { .. }, Some(bytes)) => {
+            KeyState::Finished(decode_result(key, &bytes)?)
+        }
+        (RecordState::Finished { .. }, None) => {
             return Err(CodecError::Corrupt(format!("{key}: finished without a result")).into());
         }
-        _ if now < lease_until => {
-            KeyState::InFlight { retry_after: wait_left(lease_until, now, lease) }
+        (RecordState::InFlight { lease_expires_at }, _) => {
+            KeyState::InFlight { retry_after: wait_left(lease_expires_at, now, lease) }
         }
-        _ => KeyState::Pending { lease_expired_at: lease_until },
+        (RecordState::Pending { lease_expired_at }, _) => KeyState::Pending { lease_expired_at },
     })
 }
 
@@ -93,7 +94,7 @@ pub fn claim_refused(
             .ok_or_else(|| CodecError::Corrupt(format!("{key}: finished without a result")))?;
         return Ok(Claim::Replay(bytes));
     }
-    let until = Timestamp::from_millis(u64::try_from(row.lease_expires_ms).unwrap_or(0));
+    let until = stored_at(row.lease_expires_ms);
     Ok(Claim::InFlight { retry_after: wait_left(until, now, lease) })
 }
 
@@ -127,11 +128,8 @@ pub fn pending_claim(
 ) -> Result<PendingClaim, CodecError> {
     let key = ScopedKey::parse(scope, key)
         .map_err(|e| CodecError::Corrupt(format!("stored key: {e}")))?;
-    let fingerprint: [u8; 32] = fingerprint
-        .try_into()
-        .map_err(|_| CodecError::Corrupt(format!("{key}: fingerprint is not 32 bytes")))?;
-    let lease_expired_at = Timestamp::from_millis(u64::try_from(lease_expired_ms).unwrap_or(0));
-    Ok(PendingClaim { key, fingerprint: Fingerprint::from_bytes(fingerprint), lease_expired_at })
+    let fingerprint = stored_fingerprint(&key, fingerprint)?;
+    Ok(PendingClaim { key, fingerprint, lease_expired_at: stored_at(lease_expired_ms) })
 }
 
 /// A stored row's record as an operator sees it at `now` ([`idem_core::KeyAdmin`]):
@@ -147,12 +145,22 @@ pub fn stored_record(
     (lease_expires_ms, expires_ms): (i64, i64),
     now: Timestamp,
 ) -> Result<Option<KeyRecord>, CodecError> {
-    let fingerprint: [u8; 32] = fingerprint
+    let fingerprint = stored_fingerprint(key, fingerprint)?;
+    let state = record_state(finished, stored_at(lease_expires_ms), stored_at(expires_ms), now);
+    Ok(state.map(|state| KeyRecord { fingerprint, state }))
+}
+
+/// A stored time in milliseconds as a timestamp (a negative one, never written, as 0).
+pub fn stored_at(ms: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// `key`'s stored fingerprint, refused as corrupt unless it is 32 bytes.
+fn stored_fingerprint(key: &ScopedKey, bytes: &[u8]) -> Result<Fingerprint, CodecError> {
+    let bytes: [u8; 32] = bytes
         .try_into()
         .map_err(|_| CodecError::Corrupt(format!("{key}: fingerprint is not 32 bytes")))?;
-    let at = |ms: i64| Timestamp::from_millis(u64::try_from(ms).unwrap_or(0));
-    let state = record_state(finished, at(lease_expires_ms), at(expires_ms), now);
-    Ok(state.map(|state| KeyRecord { fingerprint: Fingerprint::from_bytes(fingerprint), state }))
+    Ok(Fingerprint::from_bytes(bytes))
 }
 
 /// A claim that sweeps expired results once when the store is full, then tries again:

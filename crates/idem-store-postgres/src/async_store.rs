@@ -155,8 +155,6 @@ fn own_pool(url: &str, schema: &str, tls: Option<MakeRustlsConnect>) -> Result<P
         })
 }
 
-/// Migrates `statements`' namespace under the migration lock, checks its version, and
-/// refuses a pool whose connections run statements without a timeout.
 /// Whose pool a store runs on: its own (every connection opened with the store's
 /// statement timeout), or the caller's (with a timeout of the caller's, checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +163,9 @@ enum PoolOwner {
     Caller,
 }
 
+/// Migrates `statements`' namespace under the migration lock, checks its version, and
+/// refuses a pool whose connections run statements without a timeout: the store's own
+/// without the one it set (a pooler dropped it), the caller's without any.
 async fn migrate(pool: &Pool, statements: &Statements, owner: PoolOwner) -> Result<(), StoreError> {
     let schema = &statements.schema;
     let mut client = checkout(pool, POOL_WAIT_MAX_DEFAULT).await?;

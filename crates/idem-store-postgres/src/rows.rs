@@ -11,16 +11,12 @@ use idem_core::{
     Claim, Clock, FencingToken, Fingerprint, Forgotten, KeyRecord, KeyState, Lease, PendingClaim,
     ScopedKey, StoreConfig, StoreError, Timestamp,
 };
+use idem_durable::row::stored_at;
 use idem_durable::row::{StoredRow, claim_refused, pending_claim, row_state, stored_record};
 use idem_durable::{Durable, encode_result};
 use tokio_postgres::Row;
 
 use crate::{PG_SCHEMA_VERSION, Param, PgError, StatementClock, Statements, span_ms};
-
-/// A stored time in milliseconds, as a timestamp (a negative one, never written, as 0).
-fn timestamp(ms: i64) -> Timestamp {
-    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
-}
 
 /// A count or limit as a `BIGINT`.
 fn bigint(n: usize) -> i64 {
@@ -260,7 +256,7 @@ impl Taken {
     /// The answer: the key acquired, or recovered from a holder whose lease ran out.
     pub(crate) fn into_claim<R>(self, key: &ScopedKey) -> Claim<R> {
         let token = FencingToken::new(u64::try_from(self.token).unwrap_or(0));
-        let lease = Lease::new(key.clone(), token, timestamp(self.lease_expires_ms));
+        let lease = Lease::new(key.clone(), token, stored_at(self.lease_expires_ms));
         if self.recovered { Claim::Recover(lease) } else { Claim::Acquired(lease) }
     }
 }
@@ -295,7 +291,7 @@ pub(crate) fn refused(
         expires_ms: 0,
         result: row.get(3),
     };
-    claim_refused(key, stored, timestamp(row.get(4)), config.lease())
+    claim_refused(key, stored, stored_at(row.get(4)), config.lease())
 }
 
 /// The state of a key from the row [`Statements::lookup`] read.
@@ -305,7 +301,7 @@ pub(crate) fn looked_up<R: idem_durable::Durable>(
     fingerprint: &Fingerprint,
     config: &StoreConfig,
 ) -> Result<KeyState<R>, StoreError> {
-    let now = timestamp(row.get(5));
+    let now = stored_at(row.get(5));
     let Some(stored) = row.get::<_, Option<Vec<u8>>>(0) else { return Ok(KeyState::Absent) };
     let stored = StoredRow {
         same_fingerprint: stored == fingerprint.as_bytes()[..],
@@ -326,7 +322,7 @@ pub(crate) fn settled(changed: u64, lease: &Lease) -> Result<(), StoreError> {
 /// lost), its deadline the one the statement wrote.
 pub(crate) fn renewed(row: Option<Row>, lease: &Lease) -> Result<Lease, StoreError> {
     match row {
-        Some(row) => Ok(Lease::new(lease.key().clone(), lease.token(), timestamp(row.get(0)))),
+        Some(row) => Ok(Lease::new(lease.key().clone(), lease.token(), stored_at(row.get(0)))),
         None => Err(lease_lost(lease)),
     }
 }
@@ -351,12 +347,12 @@ pub(crate) fn pending(rows: &[Row]) -> Result<Vec<PendingClaim>, StoreError> {
 pub(crate) fn record(row: Option<&Row>, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
     let Some(row) = row else { return Ok(None) };
     let deadlines = (row.get(2), row.get(3));
-    Ok(stored_record(key, row.get(0), row.get(1), deadlines, timestamp(row.get(4)))?)
+    Ok(stored_record(key, row.get(0), row.get(1), deadlines, stored_at(row.get(4)))?)
 }
 
 /// What a forget does with the row [`Statements::record_locked`] read and locked, judged
 /// at the time that row was read at (`idem_core::forget_decision`).
 pub(crate) fn forget_judged(row: Option<&Row>, key: &ScopedKey) -> Result<Forgotten, StoreError> {
-    let now = row.map_or(Timestamp::ZERO, |row| timestamp(row.get(4)));
+    let now = row.map_or(Timestamp::ZERO, |row| stored_at(row.get(4)));
     Ok(idem_core::forget_decision(record(row, key)?, now))
 }
