@@ -1034,9 +1034,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-blocking-timeout-dropped-unnoticed",
         file: "crates/idem-store-postgres/src/blocking.rs",
-        from: "    crate::session_kept_its_timeout(timeout.get(0))\n",
-        to: "    let _: i64 = timeout.get(0);\n\
-             \x20   Ok(())\n",
+        from: "    crate::session_kept_its_timeout(crate::statement_timeout_ms(&timeout)?)?;",
+        to: "    crate::statement_timeout_ms(&timeout)?;",
         check: test("idem-store-postgres", "server-tests", "postgres", "a_transaction_pooler"),
     },
     Mutant {

@@ -21,7 +21,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::rows::{self, Settings, Taken};
 use crate::{
-    Param, PgError, STATEMENT_TIMEOUT, Statements, check_schema_name, pg, rustls, session_config,
+    Param, PgError, STATEMENT_TIMEOUT, Statements, check_schema_name, connect_failed, pg, rustls,
+    session_config,
 };
 
 /// Connections in the pool [`AsyncPgStore::connect`] builds.
@@ -124,8 +125,9 @@ async fn checkout(pool: &Pool, wait: Duration) -> Result<Object, StoreError> {
 /// A pool's failure: the server's error where there is one, else the pool's own.
 fn pool_error(error: PoolError) -> StoreError {
     match error {
+        // A pool's backend error is met opening a connection.
         PoolError::Backend(error) | PoolError::PostCreateHook(HookError::Backend(error)) => {
-            pg(error)
+            connect_failed(error)
         }
         other => PgError::Pool(other).into(),
     }
@@ -169,25 +171,23 @@ enum PoolOwner {
 async fn migrate(pool: &Pool, statements: &Statements, owner: PoolOwner) -> Result<(), StoreError> {
     let schema = &statements.schema;
     let mut client = checkout(pool, POOL_WAIT_MAX_DEFAULT).await?;
-    // Two processes migrating at once: serialise on an advisory lock.
-    let tx = client.transaction().await.map_err(pg)?;
-    tx.execute(crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS).await.map_err(pg)?;
-    tx.batch_execute(&crate::migration_sql(schema)).await.map_err(pg)?;
-    let version = tx.query_one(&crate::version_sql(schema), &[]).await.map_err(pg)?;
-    let timeout = tx.query_one(crate::STATEMENT_TIMEOUT_SETTING_SQL, &[]).await.map_err(pg)?;
-    tx.commit().await.map_err(pg)?;
-    rows::check_version(schema, &version)?;
-    let timeout_ms: i64 = timeout.get(0);
+    let timeout = client.simple_query(crate::STATEMENT_TIMEOUT_SETTING_SQL).await.map_err(pg)?;
+    let timeout_ms = crate::statement_timeout_ms(&timeout)?;
     if owner == PoolOwner::Store {
-        return crate::session_kept_its_timeout(timeout_ms);
-    }
-    if timeout_ms <= 0 {
+        crate::session_kept_its_timeout(timeout_ms)?;
+    } else if timeout_ms <= 0 {
         let accepted = "more than 0: set it for the pool's connections \
                         (`options=-c statement_timeout=5000` in the URL, or a role's default)";
         let refused = ConfigError::new("statement_timeout", timeout_ms, accepted);
         return Err(PgError::Setting(refused).into());
     }
-    Ok(())
+    // Two processes migrating at once: serialise on an advisory lock.
+    let tx = client.transaction().await.map_err(pg)?;
+    tx.execute(crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS).await.map_err(pg)?;
+    tx.batch_execute(&crate::migration_sql(schema)).await.map_err(pg)?;
+    let version = tx.query_one(&crate::version_sql(schema), &[]).await.map_err(pg)?;
+    tx.commit().await.map_err(pg)?;
+    rows::check_version(schema, &version)
 }
 
 impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {

@@ -17,7 +17,7 @@ use postgres::{Client, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::rows::{self, Settings, Taken};
-use crate::{PgError, Statements, pg, rustls, session_config};
+use crate::{PgError, Statements, connect_failed, pg, rustls, session_config};
 
 /// The claimed-key store on PostgreSQL, for threads: each call blocks its thread until
 /// the server answers. For a tokio service, [`AsyncPgStore`](crate::AsyncPgStore).
@@ -57,21 +57,22 @@ fn open_client(connector: &Connector) -> Result<Client, StoreError> {
         None => url.connect(NoTls),
     };
     // The statement timeout comes with the connection: a startup option (`session_config`).
-    connected.map_err(pg)
+    connected.map_err(connect_failed)
 }
 
-/// Migrates `statements`' namespace under the migration lock, and checks its version.
+/// Checks first that the connection kept the statement timeout it asked for at connect,
+/// then migrates `statements`' namespace under the migration lock and checks its version.
 fn migrate(client: &mut Client, statements: &Statements) -> Result<(), StoreError> {
     let schema = &statements.schema;
+    let timeout = client.simple_query(crate::STATEMENT_TIMEOUT_SETTING_SQL).map_err(pg)?;
+    crate::session_kept_its_timeout(crate::statement_timeout_ms(&timeout)?)?;
     // Two processes migrating at once: serialise on an advisory lock.
     let mut tx = client.transaction().map_err(pg)?;
     tx.execute(crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS).map_err(pg)?;
     tx.batch_execute(&crate::migration_sql(schema)).map_err(pg)?;
     let version = tx.query_one(&crate::version_sql(schema), &[]).map_err(pg)?;
-    let timeout = tx.query_one(crate::STATEMENT_TIMEOUT_SETTING_SQL, &[]).map_err(pg)?;
     tx.commit().map_err(pg)?;
-    rows::check_version(schema, &version)?;
-    crate::session_kept_its_timeout(timeout.get(0))
+    rows::check_version(schema, &version)
 }
 
 impl<R: Durable + Clone + Send> PgStore<R> {

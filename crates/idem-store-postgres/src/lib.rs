@@ -188,14 +188,19 @@ impl From<PgError> for StoreError {
 }
 
 fn pg(error: postgres::Error) -> StoreError {
-    // A pooler in front of the server (pgbouncer) refuses the startup options every
-    // connection of the store opens with: say what sits there, not only its words.
+    PgError::Postgres(error).into()
+}
+
+/// A failed connect: as [`pg`], but a pooler in front of the server (pgbouncer), which
+/// refuses the startup options every connection of the store opens with, is named for
+/// what sits there, not only by its words. Only a connect can meet that refusal.
+fn connect_failed(error: postgres::Error) -> StoreError {
     if let Some(db) = error.as_db_error()
         && db.message().starts_with("unsupported startup parameter")
     {
         return PgError::Pooler(db.message().to_string()).into();
     }
-    PgError::Postgres(error).into()
+    pg(error)
 }
 
 /// The server's own words for a database error ("db error" alone says nothing); the
@@ -337,9 +342,24 @@ fn span_ms(span: Duration) -> i64 {
 /// range, so that any time of this era plus it stays in range.
 const SPAN_MS_MAX: i64 = i64::MAX / 4;
 
-/// Reads the statement timeout a connection runs with, in milliseconds (0: none).
+/// Reads the statement timeout a connection runs with, in milliseconds (0: none). Sent
+/// first on a new connection, by the simple query protocol: no named statement, so a
+/// pooler that hands server sessions between clients (and their prepared statements
+/// with them) cannot fail it before the store has found out that it is there.
 const STATEMENT_TIMEOUT_SETTING_SQL: &str =
-    "SELECT setting::BIGINT FROM pg_settings WHERE name = 'statement_timeout'";
+    "SELECT setting FROM pg_settings WHERE name = 'statement_timeout'";
+
+/// The statement timeout, in milliseconds, from the answer to
+/// [`STATEMENT_TIMEOUT_SETTING_SQL`].
+fn statement_timeout_ms(answer: &[postgres::SimpleQueryMessage]) -> Result<i64, StoreError> {
+    let setting = answer.iter().find_map(|message| match message {
+        postgres::SimpleQueryMessage::Row(row) => row.get(0),
+        _ => None,
+    });
+    setting.and_then(|ms| ms.parse().ok()).ok_or_else(|| {
+        PgError::Pooler("the server did not say its statement_timeout setting".into()).into()
+    })
+}
 
 /// Checks that a connection the store opened runs with the statement timeout it asked for
 /// at connect. A pooler told to ignore startup options (pgbouncer's
