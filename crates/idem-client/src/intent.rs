@@ -98,7 +98,7 @@ impl fmt::Debug for Intent {
 /// its own (kept as it is); returns the key as the caller knows it, for the errors that
 /// name it: the intent's own key, or the caller's header as text.
 pub(crate) fn key_to_send(headers: &mut http::HeaderMap, intent: &Intent) -> String {
-    let name = http::HeaderName::from_static("idempotency-key");
+    let name = http::HeaderName::from_static(idem_core::IDEMPOTENCY_KEY_HEADER);
     match headers.get(&name) {
         Some(own) => String::from_utf8_lossy(own.as_bytes()).into_owned(),
         None => {

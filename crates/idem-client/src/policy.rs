@@ -191,7 +191,8 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// Whether the server says the answer is a replay of the one stored for the key.
 pub(crate) fn replayed(headers: &HeaderMap) -> bool {
-    headers.get("idempotent-replayed").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+    let replayed = headers.get(idem_core::IDEMPOTENT_REPLAYED_HEADER);
+    replayed.is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
 }
 
 /// splitmix64: a well-spread number from `x`, for the jitter.

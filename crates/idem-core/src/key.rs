@@ -7,6 +7,13 @@ use crate::sync::Arc;
 /// The longest key or scope, in bytes.
 pub const KEY_LEN_MAX: usize = 255;
 
+/// The HTTP request header that carries a key (`Idempotency-Key`, lower case as header
+/// names compare): where idem-http reads it and idem-client writes it.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// The HTTP response header that marks an answer replayed for its key (`true`): where
+/// idem-http sets it and idem-client reads it.
+pub const IDEMPOTENT_REPLAYED_HEADER: &str = "idempotent-replayed";
+
 /// Why a key or scope was refused. Its message says "key"; [`ScopedKey::parse`], which
 /// validates both parts, says which part with a [`ScopedKeyError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

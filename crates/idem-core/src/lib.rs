@@ -94,7 +94,10 @@ pub use admin::{
 pub use async_store::{AsyncKeyStore, Timer};
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use fingerprint::{Fingerprint, FingerprintBuilder};
-pub use key::{IdempotencyKey, KEY_LEN_MAX, KeyError, Scope, ScopedKey, ScopedKeyError};
+pub use key::{
+    IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER, IdempotencyKey, KEY_LEN_MAX, KeyError,
+    Scope, ScopedKey, ScopedKeyError,
+};
 pub use memory::{MemoryStore, StoreStats};
 pub use store::{
     Claim, ConfigError, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig,

@@ -5,9 +5,9 @@ use http::HeaderMap;
 use idem_core::{IdempotencyKey, KeyError};
 
 /// The request header that carries the key (header names are case-insensitive).
-pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const IDEMPOTENCY_KEY: &str = idem_core::IDEMPOTENCY_KEY_HEADER;
 /// The response header set on a replayed response.
-pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+pub const IDEMPOTENT_REPLAYED: &str = idem_core::IDEMPOTENT_REPLAYED_HEADER;
 /// The response header that tells, with
 /// [`ConfigBuilder::advertise_expiry`](crate::ConfigBuilder::advertise_expiry), until when
 /// the key's answer is replayed (an HTTP date); after it the key is forgotten and the same
