@@ -497,6 +497,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-wallet", "", "it", "tigerbeetle::an_accounts"),
     },
     Mutant {
+        name: "wallet-available-ignores-reservations",
+        file: "crates/idem-wallet/src/types.rs",
+        from: "        self.credit_balance().saturating_sub(self.debits_pending)",
+        to: "        self.credit_balance()",
+        check: test("idem-wallet", "", "it", "lookups::balances"),
+    },
+    Mutant {
         name: "wallet-old-log-version-unnamed",
         file: "crates/idem-wallet/src/durable/recovery.rs",
         from: "Some([found_magic @ .., version]) if found_magic == magic => {",

@@ -15,24 +15,31 @@
 //!
 //! ```
 //! use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferFlags, TransferResult, Wallet};
+//! use TransferResult::{Created, ExceedsCredits, Exists, LinkedEventFailed};
 //!
 //! let wallet = Wallet::new();
-//! let wallet_flags = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
+//! // Alice's wallet must never be overdrawn; the bank's account pays money out.
+//! let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
 //! wallet.create_accounts(&[
 //!     NewAccount { id: 1, ledger: 1, code: 1, flags: AccountFlags::default() }, // the bank
-//!     NewAccount { id: 2, ledger: 1, code: 2, flags: wallet_flags },            // alice
+//!     NewAccount { id: 2, ledger: 1, code: 2, flags: floor },                   // alice
 //! ])?;
 //! let t = |id, debit, credit, amount| Transfer {
 //!     id, debit_account_id: debit, credit_account_id: credit, amount, ledger: 1, code: 1,
 //!     ..Default::default()
 //! };
-//! // Top up alice, then a linked chain: two payments that apply together or not at all.
+//! // The client picks id 9 once for this top-up and sends it on every retry: the retry
+//! // after a timeout, or the queue's redelivery, is answered and moves nothing.
+//! assert_eq!(wallet.create_transfers(&[t(9, 1, 2, 100)])?, [Created]);
+//! assert_eq!(wallet.create_transfers(&[t(9, 1, 2, 100)])?, [Exists]);
+//! assert_eq!(wallet.account(2).map(|a| a.credit_balance()), Some(100));
+//!
+//! // A linked chain: two payments that apply together or not at all.
 //! let mut chain = [t(10, 2, 1, 30), t(11, 2, 1, 90)];
 //! chain[0].flags = TransferFlags::LINKED;
-//! let results = wallet.create_transfers(&[t(9, 1, 2, 100), chain[0], chain[1]])?;
-//! use TransferResult::{Created, ExceedsCredits, LinkedEventFailed};
-//! assert_eq!(results, [Created, LinkedEventFailed, ExceedsCredits]);
-//! assert_eq!(wallet.account(2).map(|a| a.debits_posted), Some(0), "nothing of the chain applied");
+//! let results = wallet.create_transfers(&chain)?;
+//! assert_eq!(results, [LinkedEventFailed, ExceedsCredits]);
+//! assert_eq!(wallet.account(2).map(|a| a.credit_balance()), Some(100), "nothing moved");
 //! # Ok::<(), idem_wallet::BatchError>(())
 //! ```
 //!
@@ -108,3 +115,7 @@ pub use types::{
     StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult, UnknownResultCode,
 };
 pub use wallet::{Memory, Wallet};
+
+/// The clock a wallet reads ([`Wallet::with`], [`DurableWallet::open_with`]), and the two
+/// the workspace provides: the system's, and a manual one for tests.
+pub use idem_core::{Clock, ManualClock, SystemClock};

@@ -83,15 +83,21 @@ impl TransferFlags {
 }
 
 /// An account to create.
+///
+/// With the default flags an account's balance may go either way without limit: a user's
+/// wallet that must never be overdrawn needs
+/// [`AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS`] (and a bank's or a house account,
+/// which pays money out, usually none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct NewAccount {
     /// The account id.
     pub id: AccountId,
-    /// The ledger (currency, asset); transfers only move money within one ledger.
+    /// The ledger (currency, asset), non-zero; transfers only move money within one
+    /// ledger. `Default` leaves it 0, which is refused: set it.
     pub ledger: u32,
-    /// A chart-of-accounts code, non-zero.
+    /// A chart-of-accounts code, non-zero (`Default` leaves it 0: set it).
     pub code: u16,
-    /// Balance limits.
+    /// Balance limits, none by default (see above).
     pub flags: AccountFlags,
 }
 
@@ -118,6 +124,52 @@ pub struct Account {
     pub timestamp: u64,
 }
 
+/// Balances, by the double-entry convention: a debit moves money out of the debit account
+/// and a credit into the credit account, so an account that holds money for its owner (a
+/// user's wallet) has more credits than debits, and one that pays money out (the bank's
+/// funding account) more debits than credits. Posted amounts only; pending ones are
+/// reserved, not moved.
+///
+/// ```
+/// use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};
+///
+/// let wallet = Wallet::new();
+/// let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
+/// wallet.create_accounts(&[
+///     NewAccount { id: 1, ledger: 1, code: 1, flags: AccountFlags::default() }, // the bank
+///     NewAccount { id: 2, ledger: 1, code: 1, flags: floor },                   // alice
+/// ])?;
+/// let top_up = Transfer {
+///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 100, ledger: 1, code: 1,
+///     ..Default::default()
+/// };
+/// wallet.create_transfers(&[top_up])?;
+/// let (bank, alice) = (wallet.account(1).expect("bank"), wallet.account(2).expect("alice"));
+/// assert_eq!((alice.credit_balance(), alice.available()), (100, 100));
+/// assert_eq!((bank.debit_balance(), bank.credit_balance()), (100, 0));
+/// # Ok::<(), idem_wallet::BatchError>(())
+/// ```
+impl Account {
+    /// Posted credits less posted debits (0 if the debits are more): what an account that
+    /// holds money for its owner holds.
+    pub fn credit_balance(&self) -> u128 {
+        self.credits_posted.saturating_sub(self.debits_posted)
+    }
+
+    /// Posted debits less posted credits (0 if the credits are more): what an account that
+    /// pays money out has paid.
+    pub fn debit_balance(&self) -> u128 {
+        self.debits_posted.saturating_sub(self.credits_posted)
+    }
+
+    /// What a debit may still take from an account with
+    /// [`AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS`]: its credit balance less what
+    /// pending debits reserve (0 if they reserve all of it).
+    pub fn available(&self) -> u128 {
+        self.credit_balance().saturating_sub(self.debits_pending)
+    }
+}
+
 /// A transfer: move `amount` from `debit_account_id` to `credit_account_id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Transfer {
@@ -135,9 +187,10 @@ pub struct Transfer {
     pub pending_id: TransferId,
     /// For a pending transfer: seconds until it expires (0: never).
     pub timeout: u32,
-    /// The ledger; must match both accounts'.
+    /// The ledger; must match both accounts' (a post or void may leave it 0). `Default`
+    /// leaves it 0, which a plain or pending transfer is refused for: set it.
     pub ledger: u32,
-    /// A code, non-zero.
+    /// A code, non-zero (a post or void may leave it 0; `Default` leaves it 0: set it).
     pub code: u16,
     /// Flags.
     pub flags: TransferFlags,

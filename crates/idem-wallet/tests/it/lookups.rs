@@ -68,3 +68,19 @@ fn a_log_that_cannot_be_opened_is_named_in_the_error() {
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "the path is named: {message}");
 }
+
+/// The balance helpers: a wallet's credit balance, what it still has available past the
+/// reservations on it, a paying account's debit balance, and 0 where a side is short.
+#[test]
+fn balances_by_the_double_entry_convention() {
+    let (w, _) = wallet();
+    let mut hold = t(50, ALICE, BOB, 30);
+    hold.flags = idem_wallet::TransferFlags::PENDING;
+    w.create_transfers(&[t(51, ALICE, BOB, 20), hold]).expect("batch");
+    let (alice, bob) = (w.account(ALICE).expect("alice"), w.account(BOB).expect("bob"));
+    // Alice: 100 topped up, 20 paid, 30 held.
+    assert_eq!((alice.credit_balance(), alice.available(), alice.debit_balance()), (80, 50, 0));
+    assert_eq!((bob.credit_balance(), bob.available()), (20, 20));
+    let bank = w.account(crate::BANK).expect("bank");
+    assert_eq!((bank.debit_balance(), bank.credit_balance(), bank.available()), (100, 0, 0));
+}
