@@ -504,6 +504,15 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-wallet", "", "it", "lookups::balances"),
     },
     Mutant {
+        name: "wallet-replay-counted-as-a-failure",
+        file: "crates/idem-wallet/src/types.rs",
+        from: "impl Applied for TransferResult {\n    fn applied(self) -> bool {\n        \
+               matches!(self, Self::Created | Self::Exists)",
+        to: "impl Applied for TransferResult {\n    fn applied(self) -> bool {\n        \
+             matches!(self, Self::Created)",
+        check: test("idem-wallet", "", "it", "codes::all_applied"),
+    },
+    Mutant {
         name: "wallet-old-log-version-unnamed",
         file: "crates/idem-wallet/src/durable/recovery.rs",
         from: "Some([found_magic @ .., version]) if found_magic == magic => {",

@@ -78,7 +78,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
-    wallet.create_accounts(&accounts).expect("accounts");
+    wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     for b in 0..BATCHES {
         let results = wallet.create_transfers(&batch(b)).expect("retry");
         let created = results.iter().filter(|r| **r == R::Created).count();
@@ -133,9 +133,9 @@ fn write_batches(log: &std::path::Path, batches: u128) {
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
-    wallet.create_accounts(&accounts).expect("accounts");
+    wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     for b in 0..batches {
-        wallet.create_transfers(&batch(b)).expect("batch");
+        wallet.create_transfers(&batch(b)).expect("batch").all_applied().expect("applied");
     }
 }
 
@@ -304,9 +304,9 @@ fn a_failing_writer_fails_its_callers_and_leaves_a_log_that_reopens() {
     let accounts: Vec<_> = (1..=11u128)
         .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
         .collect();
-    wallet.create_accounts(&accounts).expect("accounts");
-    wallet.create_transfers(&batch(0)).expect("batch 0");
-    wallet.create_transfers(&batch(1)).expect("batch 1");
+    wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
+    wallet.create_transfers(&batch(0)).expect("batch 0").all_applied().expect("applied");
+    wallet.create_transfers(&batch(1)).expect("batch 1").all_applied().expect("applied");
     let failed = wallet.create_transfers(&batch(2));
     assert!(matches!(failed, Err(LogError::WriterFailed(_))), "{failed:?}");
     assert!(wallet.transfer(21).is_none(), "readers never see the failed batch");

@@ -49,13 +49,13 @@ trait Submit: Sync {
 
 impl Submit for DurableWallet {
     fn submit(&self, batch: Vec<Transfer>) {
-        self.create_transfers(&batch).expect("batch");
+        drop(self.create_transfers(&batch).expect("batch"));
     }
 }
 
 impl Submit for Wallet {
     fn submit(&self, batch: Vec<Transfer>) {
-        self.create_transfers(&batch).expect("batch");
+        drop(self.create_transfers(&batch).expect("batch"));
     }
 }
 
@@ -88,9 +88,9 @@ fn bench(c: &mut Criterion) {
         for threads in [1usize, 2] {
             let param = format!("batch {size}, {threads} threads");
             let durable = DurableWallet::open(&log_path()).expect("open");
-            durable.create_accounts(&accounts()).expect("accounts");
+            drop(durable.create_accounts(&accounts()).expect("accounts"));
             let memory = Wallet::new();
-            memory.create_accounts(&accounts()).expect("accounts");
+            drop(memory.create_accounts(&accounts()).expect("accounts"));
             let next = AtomicU64::new(1);
             group.bench_function(BenchmarkId::new("durable", &param), |b| {
                 b.iter_custom(|iters| run(&durable, &next, size, threads, iters))
@@ -110,11 +110,15 @@ fn recovery_time() {
     let path = log_path();
     {
         let wallet = DurableWallet::open(&path).expect("open");
-        wallet.create_accounts(&accounts()).expect("accounts");
+        drop(wallet.create_accounts(&accounts()).expect("accounts"));
         let mut id = 1u128;
         while id <= 1_000_000 {
             let end = (id + 8189).min(1_000_001);
-            wallet.create_transfers(&(id..end).map(transfer).collect::<Vec<_>>()).expect("batch");
+            drop(
+                wallet
+                    .create_transfers(&(id..end).map(transfer).collect::<Vec<_>>())
+                    .expect("batch"),
+            );
             id = end;
         }
     }

@@ -30,7 +30,7 @@ impl Ledger for Wallet {
         let accounts: Vec<NewAccount> = (1..=ACCOUNTS)
             .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
             .collect();
-        w.create_accounts(&accounts).expect("batch");
+        drop(w.create_accounts(&accounts).expect("batch"));
         w
     }
     fn submit(&self, batch: &[Transfer]) -> usize {

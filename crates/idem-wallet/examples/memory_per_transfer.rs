@@ -18,7 +18,7 @@ fn main() {
     let accounts: Vec<NewAccount> = (1..=1024u128)
         .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
         .collect();
-    wallet.create_accounts(&accounts).expect("batch");
+    wallet.create_accounts(&accounts).expect("batch").all_applied().expect("applied");
     let before = resident_bytes();
     let mut id = 1;
     while id <= TRANSFERS {
@@ -34,7 +34,7 @@ fn main() {
                 ..Default::default()
             })
             .collect();
-        wallet.create_transfers(&batch).expect("batch");
+        wallet.create_transfers(&batch).expect("batch").all_applied().expect("applied");
         id = end;
     }
     let held = resident_bytes().saturating_sub(before);

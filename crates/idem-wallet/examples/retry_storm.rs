@@ -82,7 +82,7 @@ fn main() {
     let accounts: Vec<NewAccount> = (1..=ACCOUNTS)
         .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
         .collect();
-    wallet.create_accounts(&accounts).expect("batch");
+    wallet.create_accounts(&accounts).expect("batch").all_applied().expect("applied");
     storm(&list, |ids| {
         let batch: Vec<Transfer> = ids.iter().map(|id| transfer(*id)).collect();
         let results = wallet.create_transfers(&batch).expect("batch");

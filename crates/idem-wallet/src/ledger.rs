@@ -9,7 +9,7 @@ use hashbrown::{HashMap, HashSet};
 use idem_core::Clock;
 
 use crate::types::{
-    AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState,
+    AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, Results,
     StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult,
 };
 
@@ -201,7 +201,7 @@ impl Ledger {
     pub fn create_accounts(
         &mut self,
         batch: &[NewAccount],
-    ) -> Result<Vec<AccountResult>, BatchError> {
+    ) -> Result<Results<AccountResult>, BatchError> {
         let now_ms = self.clock.now().as_millis();
         self.create_accounts_at(batch, now_ms)
     }
@@ -216,12 +216,12 @@ impl Ledger {
         &mut self,
         batch: &[NewAccount],
         now_ms: u64,
-    ) -> Result<Vec<AccountResult>, BatchError> {
+    ) -> Result<Results<AccountResult>, BatchError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
         self.batch_now_ms = now_ms;
-        Ok(batch.iter().map(|a| self.create_account(a)).collect())
+        Ok(Results::new(batch.iter().map(|a| self.create_account(a)).collect()))
     }
 
     fn create_account(&mut self, a: &NewAccount) -> AccountResult {
@@ -290,7 +290,7 @@ impl Ledger {
     pub fn create_transfers(
         &mut self,
         batch: &[Transfer],
-    ) -> Result<Vec<TransferResult>, BatchError> {
+    ) -> Result<Results<TransferResult>, BatchError> {
         let now_ms = self.clock.now().as_millis();
         self.create_transfers_at(batch, now_ms)
     }
@@ -315,7 +315,7 @@ impl Ledger {
         &mut self,
         batch: &[Transfer],
         now_ms: u64,
-    ) -> Result<Vec<TransferResult>, BatchError> {
+    ) -> Result<Results<TransferResult>, BatchError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
@@ -341,7 +341,7 @@ impl Ledger {
         if cfg!(debug_assertions) {
             self.assert_invariants();
         }
-        Ok(results)
+        Ok(Results::new(results))
     }
 
     /// Applies one chain, all or nothing; `open`: the batch ended inside it, so its last

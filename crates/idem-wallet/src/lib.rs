@@ -111,8 +111,9 @@ mod wallet;
 pub use durable::{Durable, DurableWallet, LogDevice, LogError, Recovery, TornTail};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits, Remembered};
 pub use types::{
-    AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState,
-    StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult, UnknownResultCode,
+    AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, Applied, NewAccount, NotApplied,
+    PendingState, Results, StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult,
+    UnknownResultCode,
 };
 pub use wallet::{Memory, Wallet};
 

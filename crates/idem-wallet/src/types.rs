@@ -465,3 +465,157 @@ pub struct StoredTransfer {
     /// For a pending transfer, what became of it.
     pub pending: Option<PendingState>,
 }
+
+/// One result per event of a batch, in the batch's order. A batch's failures come back
+/// here, inside `Ok`, never as an `Err` (an `Err` is a batch refused whole): a result
+/// that is not read is a failure nobody saw, so the compiler warns about one dropped.
+/// [`all_applied`](Self::all_applied) turns the failures into an error for a caller
+/// that expects none.
+///
+/// ```
+/// use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferResult, Wallet};
+///
+/// let wallet = Wallet::new();
+/// let account = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+/// wallet.create_accounts(&[account(1), account(2)])?.all_applied()?;
+/// let pay = Transfer {
+///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,
+///     ..Default::default()
+/// };
+/// wallet.create_transfers(&[pay])?.all_applied()?;
+/// let missing = Transfer { id: 8, credit_account_id: 99, ..pay };
+/// let refused = wallet.create_transfers(&[pay, missing])?;
+/// assert_eq!(refused, [TransferResult::Exists, TransferResult::CreditAccountNotFound]);
+/// let error = refused.all_applied().expect_err("one failed");
+/// assert_eq!(error.to_string(), "1 of 2 events failed: #1 credit_account_not_found");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a batch's failures come back inside Ok: read the results, or call all_applied"]
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Results<R>(Vec<R>);
+
+/// A result code that says whether its event was applied: created now, or already
+/// (`Exists`, a replay: treat it as created).
+pub trait Applied: Copy + std::fmt::Display {
+    /// Whether the event was applied, now or by an earlier attempt.
+    fn applied(self) -> bool;
+}
+
+impl Applied for TransferResult {
+    fn applied(self) -> bool {
+        matches!(self, Self::Created | Self::Exists)
+    }
+}
+
+impl Applied for AccountResult {
+    fn applied(self) -> bool {
+        matches!(self, Self::Created | Self::Exists)
+    }
+}
+
+impl<R> Results<R> {
+    pub(crate) fn new(results: Vec<R>) -> Self {
+        Self(results)
+    }
+
+    /// The results as a vector.
+    pub fn into_vec(self) -> Vec<R> {
+        self.0
+    }
+}
+
+impl<R: Applied> Results<R> {
+    /// `Ok` if every event was applied (created, or already: `Exists`), else the failures
+    /// with their places in the batch.
+    ///
+    /// # Errors
+    ///
+    /// [`NotApplied`], listing each event that was not applied.
+    pub fn all_applied(&self) -> Result<(), NotApplied<R>> {
+        let failed: Vec<(usize, R)> =
+            self.0.iter().copied().enumerate().filter(|(_, r)| !r.applied()).collect();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        Err(NotApplied { failed, of: self.0.len() })
+    }
+}
+
+impl<R> std::ops::Deref for Results<R> {
+    type Target = [R];
+
+    fn deref(&self) -> &[R] {
+        &self.0
+    }
+}
+
+impl<R: std::fmt::Debug> std::fmt::Debug for Results<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<R: PartialEq> PartialEq<Vec<R>> for Results<R> {
+    fn eq(&self, other: &Vec<R>) -> bool {
+        self.0 == *other
+    }
+}
+
+impl<R: PartialEq> PartialEq<Results<R>> for Vec<R> {
+    fn eq(&self, other: &Results<R>) -> bool {
+        *self == other.0
+    }
+}
+
+impl<R: PartialEq, const N: usize> PartialEq<[R; N]> for Results<R> {
+    fn eq(&self, other: &[R; N]) -> bool {
+        self.0 == *other
+    }
+}
+
+impl<R: PartialEq> PartialEq<[R]> for Results<R> {
+    fn eq(&self, other: &[R]) -> bool {
+        self.0 == *other
+    }
+}
+
+impl<R> IntoIterator for Results<R> {
+    type Item = R;
+    type IntoIter = std::vec::IntoIter<R>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl<'a, R> IntoIterator for &'a Results<R> {
+    type Item = &'a R;
+    type IntoIter = std::slice::Iter<'a, R>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+/// The events of a batch that were not applied, by their place in it, and how many it
+/// held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotApplied<R> {
+    /// Each event not applied: its place in the batch and its result.
+    pub failed: Vec<(usize, R)>,
+    /// How many events the batch held.
+    pub of: usize,
+}
+
+impl<R: std::fmt::Display> std::fmt::Display for NotApplied<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} events failed:", self.failed.len(), self.of)?;
+        for (i, (at, result)) in self.failed.iter().enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            write!(f, "{sep}#{at} {result}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<R: std::fmt::Debug + std::fmt::Display> std::error::Error for NotApplied<R> {}

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::ledger::{BatchError, Ledger, Limits};
 use crate::types::{
-    Account, AccountId, AccountResult, NewAccount, StoredTransfer, Transfer, TransferId,
+    Account, AccountId, AccountResult, NewAccount, Results, StoredTransfer, Transfer, TransferId,
     TransferResult,
 };
 
@@ -79,7 +79,10 @@ impl Wallet {
     /// # Errors
     ///
     /// [`BatchError::TooLarge`]; nothing is applied.
-    pub fn create_accounts(&self, batch: &[NewAccount]) -> Result<Vec<AccountResult>, BatchError> {
+    pub fn create_accounts(
+        &self,
+        batch: &[NewAccount],
+    ) -> Result<Results<AccountResult>, BatchError> {
         let _span = idem_core::trace_span!(INFO, "create_accounts", len = batch.len());
         let results = self.ledger.lock().create_accounts(batch)?;
         trace_batch(&results, AccountResult::Created, AccountResult::Exists);
@@ -91,7 +94,10 @@ impl Wallet {
     /// # Errors
     ///
     /// [`BatchError::TooLarge`]; nothing is applied.
-    pub fn create_transfers(&self, batch: &[Transfer]) -> Result<Vec<TransferResult>, BatchError> {
+    pub fn create_transfers(
+        &self,
+        batch: &[Transfer],
+    ) -> Result<Results<TransferResult>, BatchError> {
         let _span = idem_core::trace_span!(INFO, "create_transfers", len = batch.len());
         let results = self.ledger.lock().create_transfers(batch)?;
         trace_batch(&results, TransferResult::Created, TransferResult::Exists);

@@ -150,12 +150,12 @@ fn main() {
     let accounts: Vec<NewAccount> = (1..=11u128)
         .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
         .collect();
-    wallet.create_accounts(&accounts).expect("accounts");
+    wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     let mut out = std::io::stdout().lock();
     for b in 0..count {
-        wallet.create_transfers(&batch(b)).expect("batch");
+        wallet.create_transfers(&batch(b)).expect("batch").all_applied().expect("applied");
         if b % 5 == 4 {
-            wallet.create_transfers(&batch(b - 1)).expect("replay");
+            wallet.create_transfers(&batch(b - 1)).expect("replay").all_applied().expect("applied");
         }
         writeln!(out, "ACK {b}").expect("stdout");
         out.flush().expect("stdout");

@@ -28,7 +28,7 @@ use format::CloseAccount;
 
 use crate::ledger::{BATCH_MAX, BatchError, Ledger, Limits};
 use crate::types::{AccountId, AccountResult, NewAccount};
-use crate::types::{Transfer, TransferResult};
+use crate::types::{Results, Transfer, TransferResult};
 use crate::wallet::{Wallet, trace_batch};
 
 /// Why the log could not be opened or written.
@@ -202,7 +202,7 @@ pub(crate) trait Logged: Send + 'static {
 }
 
 impl Logged for Vec<NewAccount> {
-    type Results = Vec<AccountResult>;
+    type Results = Results<AccountResult>;
 
     fn decide(&self, ledger: &mut Ledger, now_ms: u64) -> Result<Self::Results, BatchError> {
         ledger.create_accounts_at(self, now_ms)
@@ -218,7 +218,7 @@ impl Logged for Vec<NewAccount> {
 }
 
 impl Logged for Vec<Transfer> {
-    type Results = Vec<TransferResult>;
+    type Results = Results<TransferResult>;
 
     fn decide(&self, ledger: &mut Ledger, now_ms: u64) -> Result<Self::Results, BatchError> {
         ledger.create_transfers_at(self, now_ms)
@@ -379,7 +379,10 @@ impl DurableWallet {
     /// # Errors
     ///
     /// [`LogError::Batch`] for a batch over [`BATCH_MAX`] (nothing logged); I/O errors.
-    pub fn create_accounts(&self, batch: &[NewAccount]) -> Result<Vec<AccountResult>, LogError> {
+    pub fn create_accounts(
+        &self,
+        batch: &[NewAccount],
+    ) -> Result<Results<AccountResult>, LogError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }
@@ -396,7 +399,10 @@ impl DurableWallet {
     /// # Errors
     ///
     /// As [`create_accounts`](Self::create_accounts).
-    pub fn create_transfers(&self, batch: &[Transfer]) -> Result<Vec<TransferResult>, LogError> {
+    pub fn create_transfers(
+        &self,
+        batch: &[Transfer],
+    ) -> Result<Results<TransferResult>, LogError> {
         if batch.len() > BATCH_MAX {
             return Err(BatchError::TooLarge { len: batch.len() }.into());
         }

@@ -85,7 +85,7 @@ fn replay_of_a_batch_answers_exists_and_moves_nothing() {
 fn exists_with_different_fields_names_the_field() {
     let (w, _) = wallet();
     let base = t(1, ALICE, BOB, 10);
-    w.create_transfers(&[base]).expect("batch");
+    w.create_transfers(&[base]).expect("batch").all_applied().expect("applied");
     let cases: Vec<(Transfer, R)> = vec![
         (base, R::Exists),
         (with(base, |t| t.amount = 11), R::ExistsWithDifferentAmount),
@@ -113,7 +113,7 @@ fn state_failures_use_up_the_id_malformed_ones_do_not() {
         w.create_transfers(&[t(1, ALICE, BOB, 150)]).expect("batch"),
         vec![R::ExceedsCredits]
     );
-    w.create_transfers(&[t(2, BANK, ALICE, 100)]).expect("top up");
+    w.create_transfers(&[t(2, BANK, ALICE, 100)]).expect("top up").all_applied().expect("applied");
     assert_eq!(
         w.create_transfers(&[t(1, ALICE, BOB, 150)]).expect("batch"),
         vec![R::IdAlreadyFailed]
@@ -336,4 +336,22 @@ fn every_result_code_prints_and_parses_back() {
         "pending_transfer_has_different_amount".parse(),
         Ok(R::PendingTransferHasDifferentAmount)
     );
+}
+
+/// A batch's failures come back inside `Ok`; `all_applied` turns them into an error that
+/// names each by its place, and counts a replay (`Exists`) as applied.
+#[test]
+fn all_applied_names_each_failure_and_counts_a_replay_as_applied() {
+    let (w, _) = wallet();
+    let first = w.create_transfers(&[t(1, ALICE, BOB, 5)]).expect("batch");
+    assert_eq!(first.all_applied(), Ok(()));
+    let batch = [t(1, ALICE, BOB, 5), t(2, ALICE, BOB, 5), t(3, ALICE, BOB, 500)];
+    let results = w.create_transfers(&batch).expect("batch");
+    assert_eq!(results, [R::Exists, R::Created, R::ExceedsCredits]);
+    let refused = results.all_applied().expect_err("one failed");
+    assert_eq!((refused.failed.clone(), refused.of), (vec![(2, R::ExceedsCredits)], 3));
+    assert_eq!(refused.to_string(), "1 of 3 events failed: #2 exceeds_credits");
+    let accounts = [NewAccount { id: 90, ledger: 0, code: 1, flags: AccountFlags::default() }];
+    let refused = w.create_accounts(&accounts).expect("batch").all_applied().expect_err("no");
+    assert_eq!(refused.failed, [(0, AccountResult::LedgerMustNotBeZero)]);
 }

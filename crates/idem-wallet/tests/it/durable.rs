@@ -207,9 +207,9 @@ fn payload_of_kind(kind: u8) -> Vec<u8> {
 /// A log of three acknowledged batches; returns its bytes.
 fn acknowledged_log(log: &Path) -> Vec<u8> {
     let wallet = DurableWallet::open(log).expect("open");
-    wallet.create_accounts(&accounts()).expect("accounts");
-    wallet.create_transfers(&[t(10, 1, 2, 50)]).expect("batch");
-    wallet.create_transfers(&[t(11, 2, 3, 5)]).expect("batch");
+    wallet.create_accounts(&accounts()).expect("accounts").all_applied().expect("applied");
+    wallet.create_transfers(&[t(10, 1, 2, 50)]).expect("batch").all_applied().expect("applied");
+    wallet.create_transfers(&[t(11, 2, 3, 5)]).expect("batch").all_applied().expect("applied");
     drop(wallet);
     std::fs::read(log).expect("log")
 }

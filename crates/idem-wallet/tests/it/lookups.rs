@@ -19,7 +19,7 @@ fn ids_of_transfers(found: &[StoredTransfer]) -> Vec<u128> {
 #[test]
 fn lookups_answer_the_found_records_in_the_order_asked() {
     let (w, _) = wallet();
-    w.create_transfers(&[t(7, ALICE, BOB, 5)]).expect("batch");
+    w.create_transfers(&[t(7, ALICE, BOB, 5)]).expect("batch").all_applied().expect("applied");
     let found = w.lookup_accounts(&[BOB, 99, BANK, BOB]).expect("small batch");
     assert_eq!(ids_of_accounts(&found), vec![BOB, BANK, BOB], "missing 99 left out");
     assert_eq!(found[0], w.account(BOB).expect("bob"), "the same record as one lookup");
@@ -48,9 +48,9 @@ fn the_durable_wallet_takes_the_same_batches() {
     let wallet = DurableWallet::open(&path).expect("open");
     let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
     let accounts = [a(1), a(2)];
-    wallet.create_accounts(&accounts).expect("accounts");
+    wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     let transfer = t(5, 1, 2, 3);
-    wallet.create_transfers(&[transfer]).expect("transfers");
+    wallet.create_transfers(&[transfer]).expect("transfers").all_applied().expect("applied");
     let found = wallet.lookup_accounts(&[2, 3, 1]).expect("small batch");
     assert_eq!(ids_of_accounts(&found), vec![2, 1]);
     let found = wallet.lookup_transfers(&[5]).expect("small batch");
@@ -76,7 +76,10 @@ fn balances_by_the_double_entry_convention() {
     let (w, _) = wallet();
     let mut hold = t(50, ALICE, BOB, 30);
     hold.flags = idem_wallet::TransferFlags::PENDING;
-    w.create_transfers(&[t(51, ALICE, BOB, 20), hold]).expect("batch");
+    w.create_transfers(&[t(51, ALICE, BOB, 20), hold])
+        .expect("batch")
+        .all_applied()
+        .expect("applied");
     let (alice, bob) = (w.account(ALICE).expect("alice"), w.account(BOB).expect("bob"));
     // Alice: 100 topped up, 20 paid, 30 held.
     assert_eq!((alice.credit_balance(), alice.available(), alice.debit_balance()), (80, 50, 0));

@@ -28,7 +28,7 @@ fn a_repeat_of_a_post_or_void_is_compared_as_it_resolved() {
         let (w, _) = wallet();
         let pending =
             with(t(1, ALICE, BOB, 80), |p| (p.flags, p.user_data) = (TransferFlags::PENDING, 7));
-        w.create_transfers(&[pending]).expect("batch");
+        w.create_transfers(&[pending]).expect("batch").all_applied().expect("applied");
         assert_eq!(w.create_transfers(&[settle(2, 1, whole, flag)]).expect("b"), [R::Created]);
         let kept = w.transfer(2).expect("kept").transfer;
         let named = (kept.debit_account_id, kept.credit_account_id, kept.ledger, kept.code);
@@ -70,7 +70,9 @@ fn a_repeat_of_a_post_or_void_is_compared_as_it_resolved() {
 fn only_transient_failures_use_up_an_id() {
     let (w, _) = wallet();
     w.create_transfers(&[with(t(1, ALICE, BOB, 80), |p| p.flags = TransferFlags::PENDING)])
-        .expect("batch");
+        .expect("batch")
+        .all_applied()
+        .expect("applied");
     let too_much = settle(2, 1, 81, TransferFlags::POST_PENDING);
     assert_eq!(w.create_transfers(&[too_much]).expect("b"), [R::ExceedsPendingTransferAmount]);
     let right = settle(2, 1, 80, TransferFlags::POST_PENDING);

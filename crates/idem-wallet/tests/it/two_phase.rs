@@ -34,7 +34,7 @@ fn pending_reserves_and_counts_against_limits() {
 #[test]
 fn post_a_smaller_amount_then_a_second_post_or_void_is_answered() {
     let (w, _) = wallet();
-    w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+    w.create_transfers(&[pending(1, 80, 0)]).expect("batch").all_applied().expect("applied");
     assert_eq!(
         w.create_transfers(&[settle(2, 1, 50, TransferFlags::POST_PENDING)]).expect("batch"),
         vec![R::Created]
@@ -61,7 +61,7 @@ fn post_a_smaller_amount_then_a_second_post_or_void_is_answered() {
 #[test]
 fn a_post_of_amount_max_posts_all_and_more_than_pending_is_refused() {
     let (w, _) = wallet();
-    w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+    w.create_transfers(&[pending(1, 80, 0)]).expect("batch").all_applied().expect("applied");
     assert_eq!(
         w.create_transfers(&[settle(2, 1, 81, TransferFlags::POST_PENDING)]).expect("batch"),
         vec![R::ExceedsPendingTransferAmount]
@@ -74,7 +74,7 @@ fn a_post_of_amount_max_posts_all_and_more_than_pending_is_refused() {
 #[test]
 fn void_releases_and_a_second_void_is_answered() {
     let (w, _) = wallet();
-    w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+    w.create_transfers(&[pending(1, 80, 0)]).expect("batch").all_applied().expect("applied");
     assert_eq!(
         w.create_transfers(&[settle(2, 1, 0, TransferFlags::VOID_PENDING)]).expect("batch"),
         vec![R::Created]
@@ -93,7 +93,7 @@ fn void_releases_and_a_second_void_is_answered() {
 #[test]
 fn a_pending_transfer_expires_by_the_clock_and_cannot_be_posted() {
     let (w, clock) = wallet();
-    w.create_transfers(&[pending(1, 80, 10)]).expect("batch");
+    w.create_transfers(&[pending(1, 80, 10)]).expect("batch").all_applied().expect("applied");
     clock.advance(Duration::from_millis(9_999));
     assert_eq!(w.create_transfers(&[t(5, BOB, ALICE, 1)]).expect("batch"), vec![R::Created]);
     assert_eq!(w.account(ALICE).map(|a| a.debits_pending), Some(80), "not yet expired");
@@ -110,7 +110,7 @@ fn a_pending_transfer_expires_by_the_clock_and_cannot_be_posted() {
 #[test]
 fn a_post_naming_other_accounts_is_refused() {
     let (w, _) = wallet();
-    w.create_transfers(&[pending(1, 10, 0)]).expect("batch");
+    w.create_transfers(&[pending(1, 10, 0)]).expect("batch").all_applied().expect("applied");
     let mut post = settle(2, 1, 0, TransferFlags::POST_PENDING);
     post.credit_account_id = crate::BANK;
     assert_eq!(
@@ -146,7 +146,10 @@ fn a_post_or_void_naming_another_account_ledger_or_code_is_refused() {
     for flag in [TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING] {
         for (field, change, code) in fields {
             let (w, _) = wallet();
-            w.create_transfers(&[pending(1, 10, 0)]).expect("batch");
+            w.create_transfers(&[pending(1, 10, 0)])
+                .expect("batch")
+                .all_applied()
+                .expect("applied");
             let mut other = settle(2, 1, 0, flag);
             change(&mut other);
             assert_eq!(
@@ -215,7 +218,7 @@ fn every_row_of_tigerbeetles_post_and_void_table() {
     };
     for (flag, amount, code, alice, bob) in rows {
         let (w, _) = wallet();
-        w.create_transfers(&[pending(1, 80, 0)]).expect("batch");
+        w.create_transfers(&[pending(1, 80, 0)]).expect("batch").all_applied().expect("applied");
         let result = w.create_transfers(&[settle(2, 1, amount, flag)]).expect("batch");
         let row = format!("{flag:?} of {amount}");
         assert_eq!(result.iter().map(R::to_string).collect::<Vec<_>>(), [code], "{row}");
@@ -243,7 +246,10 @@ fn a_reservation_of_zero_and_a_closed_accounts_post_and_void() {
     let all = settle(2, 1, AMOUNT_MAX, TransferFlags::POST_PENDING);
     assert_eq!(w.create_transfers(&[all]).expect("batch"), vec![R::Created]);
     assert_eq!(w.account(BOB).map(|b| (b.credits_pending, b.credits_posted)), Some((0, 0)));
-    w.create_transfers(&[pending(3, 30, 0), pending(4, 20, 0)]).expect("batch");
+    w.create_transfers(&[pending(3, 30, 0), pending(4, 20, 0)])
+        .expect("batch")
+        .all_applied()
+        .expect("applied");
     assert!(w.close_account(BOB));
     let post = settle(5, 3, AMOUNT_MAX, TransferFlags::POST_PENDING);
     assert_eq!(w.create_transfers(&[post]).expect("batch"), vec![R::CreditAccountAlreadyClosed]);
