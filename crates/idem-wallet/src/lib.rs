@@ -62,7 +62,8 @@
 //! * **Every other failure** (a malformed request, a post of more than was reserved, a
 //!   pending transfer already posted, ...) is decided by the request and records that
 //!   cannot change, so it does not record the id: a retry is decided again, the same, and
-//!   a corrected request under the same id is judged afresh.
+//!   a corrected request under the same id is judged afresh. (`Overflow`, as in
+//!   TigerBeetle, is the exception: it depends on balances yet uses up no id.)
 //! * **Idempotent by shape, no id:** [`Wallet::close_account`] (an assignment), lookups.
 //!
 //! # Linked chains

@@ -379,7 +379,8 @@ impl TransferResult {
     /// moved, an account closed), so that an old failure never turns into a success the
     /// client did not expect. Every other failure is decided by the request and records
     /// that cannot change, so it is decided again, the same, on a retry (and a corrected
-    /// request under the same id is judged afresh).
+    /// request under the same id is judged afresh); `Overflow` alone depends on balances
+    /// and still uses up no id, as in TigerBeetle.
     pub fn uses_up_id(self) -> bool {
         matches!(
             self,
