@@ -76,7 +76,7 @@ fn round(n: u64, rng: &mut Rng, tally: &mut Tally) {
         let _ = std::fs::remove_file(&tail.saved_to);
     }
     let accounts: Vec<_> = (1..=11u128)
-        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
+        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     for b in 0..BATCHES {
@@ -131,7 +131,7 @@ fn killed_workers_lose_no_acknowledged_transfer_and_apply_none_twice() {
 fn write_batches(log: &std::path::Path, batches: u128) {
     let wallet = DurableWallet::open(log).expect("open");
     let accounts: Vec<_> = (1..=11u128)
-        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
+        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     for b in 0..batches {
@@ -302,7 +302,7 @@ fn a_failing_writer_fails_its_callers_and_leaves_a_log_that_reopens() {
     let wallet = DurableWallet::open_on(&log, device, Limits::default(), Arc::new(SystemClock))
         .expect("open");
     let accounts: Vec<_> = (1..=11u128)
-        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, flags: Default::default() })
+        .map(|id| idem_wallet::NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     wallet.create_transfers(&batch(0)).expect("batch 0").all_applied().expect("applied");

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use idem_testkit::bench;
-use idem_wallet::{AccountFlags, DurableWallet, NewAccount, Transfer, Wallet};
+use idem_wallet::{DurableWallet, NewAccount, Transfer, Wallet};
 
 const ACCOUNTS: u128 = 1024;
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -24,9 +24,7 @@ fn log_path() -> PathBuf {
 }
 
 fn accounts() -> Vec<NewAccount> {
-    (1..=ACCOUNTS)
-        .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
-        .collect()
+    (1..=ACCOUNTS).map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() }).collect()
 }
 
 fn transfer(id: u128) -> Transfer {

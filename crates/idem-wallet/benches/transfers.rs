@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use idem_testkit::bench;
-use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};
+use idem_wallet::{NewAccount, Transfer, Wallet};
 
 const ACCOUNTS: u128 = 1024;
 /// Transfers per fresh ledger, so memory stays bounded however long criterion runs.
@@ -28,7 +28,7 @@ impl Ledger for Wallet {
     fn fresh() -> Self {
         let w = Wallet::new();
         let accounts: Vec<NewAccount> = (1..=ACCOUNTS)
-            .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
+            .map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() })
             .collect();
         drop(w.create_accounts(&accounts).expect("batch"));
         w

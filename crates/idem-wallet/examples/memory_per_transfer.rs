@@ -1,8 +1,10 @@
 //! What a remembered transfer id costs: applies 1,000,000 transfers and prints how much
-//! the process's resident memory grew per transfer (Linux `/proc/self/statm`).
-//! `cargo run --release -p idem-wallet --example memory_per_transfer`
+//! the process's resident memory grew per transfer (Linux `/proc/self/statm`). With
+//! `--tagged`, each transfer also carries a `user_data_128` of its own (an order id, say)
+//! and one of 16 `user_data_32` values, which the query index keeps too.
+//! `cargo run --release -p idem-wallet --example memory_per_transfer [-- --tagged]`
 
-use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};
+use idem_wallet::{NewAccount, Transfer, Wallet};
 
 /// Resident memory of this process, in bytes (Linux: `/proc/self/statm`, in pages).
 fn resident_bytes() -> usize {
@@ -14,9 +16,10 @@ fn resident_bytes() -> usize {
 const TRANSFERS: u128 = 1_000_000;
 
 fn main() {
+    let tagged = std::env::args().any(|a| a == "--tagged");
     let wallet = Wallet::new();
     let accounts: Vec<NewAccount> = (1..=1024u128)
-        .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
+        .map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("batch").all_applied().expect("applied");
     let before = resident_bytes();
@@ -31,6 +34,8 @@ fn main() {
                 amount: 1,
                 ledger: 1,
                 code: 1,
+                user_data_128: if tagged { i } else { 0 },
+                user_data_32: if tagged { (i % 16) as u32 + 1 } else { 0 },
                 ..Default::default()
             })
             .collect();
@@ -39,7 +44,8 @@ fn main() {
     }
     let held = resident_bytes().saturating_sub(before);
     println!(
-        "{TRANSFERS} transfers: {held} resident bytes, {:.1} bytes per remembered transfer",
+        "{TRANSFERS} transfers{}: {held} resident bytes, {:.1} bytes per remembered transfer",
+        if tagged { " with user data" } else { "" },
         held as f64 / TRANSFERS as f64
     );
 }

@@ -8,7 +8,7 @@
 
 use std::sync::Mutex;
 
-use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferResult, Wallet};
+use idem_wallet::{NewAccount, Transfer, TransferResult, Wallet};
 
 const INTENTS: u128 = 10_000;
 const ACCOUNTS: u128 = 100;
@@ -80,7 +80,7 @@ fn main() {
 
     let wallet = Wallet::new();
     let accounts: Vec<NewAccount> = (1..=ACCOUNTS)
-        .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
+        .map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("batch").all_applied().expect("applied");
     storm(&list, |ids| {

@@ -8,6 +8,10 @@ use std::sync::Arc;
 use hashbrown::{HashMap, HashSet};
 use idem_core::Clock;
 
+use crate::query::{
+    AccountBalance, AccountFilter, AccountIndex, FieldIndex, Fields, FilterError, QueryFilter,
+    select,
+};
 use crate::types::{
     AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, Results,
     StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult,
@@ -64,6 +68,9 @@ fn lookup<T>(ids: &[u128], find: impl Fn(u128) -> Option<T>) -> Result<Vec<T>, B
     Ok(ids.iter().filter_map(|id| find(*id)).collect())
 }
 
+/// A batch's answers so far: one result and one timestamp per event.
+type Answers = (Vec<TransferResult>, Vec<u64>);
+
 /// An undo record: one change, recorded so a failed linked chain can be rolled back.
 #[derive(Debug)]
 enum Undo {
@@ -79,7 +86,15 @@ enum Undo {
 #[derive(Debug)]
 pub struct Ledger {
     accounts: HashMap<AccountId, Account>,
+    /// Account ids in creation (timestamp) order: an account's position.
+    account_order: Vec<AccountId>,
+    /// Accounts by user data, ledger and code (positions in `account_order`).
+    account_fields: FieldIndex,
     transfers: TransferArena,
+    /// Transfers by user data, ledger and code (positions in the arena).
+    transfer_fields: FieldIndex,
+    /// Per account, the transfers that touch it and, for `HISTORY` accounts, the balances.
+    by_account: AccountIndex,
     failed: HashSet<TransferId>,
     /// Pending transfers with a timeout, as (expiry ms, id, timestamp). The timestamp names
     /// the exact transfer: an entry left by a rolled-back chain must not expire a later
@@ -101,7 +116,11 @@ impl Ledger {
     pub fn new(limits: Limits, clock: Arc<dyn Clock>) -> Self {
         Self {
             accounts: HashMap::new(),
+            account_order: Vec::new(),
+            account_fields: FieldIndex::default(),
             transfers: TransferArena::default(),
+            transfer_fields: FieldIndex::default(),
+            by_account: AccountIndex::default(),
             failed: HashSet::new(),
             expiry: BinaryHeap::new(),
             limits,
@@ -158,6 +177,104 @@ impl Ledger {
         lookup(ids, |id| self.transfer(id))
     }
 
+    /// An account's transfers, as TigerBeetle's `get_account_transfers`: those that
+    /// debit it, credit it or both (as the filter's flags ask) and carry the filter's
+    /// fields, in its time range, oldest first (newest with `REVERSED`), at most `limit`.
+    /// An account that does not exist has none.
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] for a filter no query can answer, naming the field.
+    pub fn get_account_transfers(
+        &self,
+        filter: &AccountFilter,
+    ) -> Result<Vec<StoredTransfer>, FilterError> {
+        let bounds = filter.check()?;
+        let Some(list) = self.by_account.transfers.get(&filter.account_id) else {
+            return Ok(Vec::new());
+        };
+        let transfer = |i: usize| self.transfers.at(list[i]);
+        let places = select(
+            list.len(),
+            |i| list[i],
+            bounds,
+            |at| self.transfers.at(at).timestamp,
+            |i| filter.matches(&transfer(i).transfer),
+        );
+        Ok(places.into_iter().map(|i| *transfer(i)).collect())
+    }
+
+    /// An account's balances after each transfer the filter selects (see
+    /// [`get_account_transfers`](Self::get_account_transfers)), as TigerBeetle's
+    /// `get_account_balances`. Only an account created with
+    /// [`AccountFlags::HISTORY`] keeps them: any other has none, as in TigerBeetle.
+    ///
+    /// # Errors
+    ///
+    /// As [`get_account_transfers`](Self::get_account_transfers).
+    pub fn get_account_balances(
+        &self,
+        filter: &AccountFilter,
+    ) -> Result<Vec<AccountBalance>, FilterError> {
+        let bounds = filter.check()?;
+        let id = filter.account_id;
+        let (Some(list), Some(history)) =
+            (self.by_account.transfers.get(&id), self.by_account.history.get(&id))
+        else {
+            return Ok(Vec::new());
+        };
+        let places = select(
+            list.len(),
+            |i| list[i],
+            bounds,
+            |at| self.transfers.at(at).timestamp,
+            |i| filter.matches(&self.transfers.at(list[i]).transfer),
+        );
+        Ok(places.into_iter().map(|i| history[i]).collect())
+    }
+
+    /// Transfers with every field the filter sets, as TigerBeetle's `query_transfers`, in
+    /// its time range, oldest first (newest with `REVERSED`), at most `limit`. The work is
+    /// a walk of the transfers holding the rarest field asked (all of them in the time
+    /// range when the filter sets none).
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] for a filter no query can answer, naming the field.
+    pub fn query_transfers(
+        &self,
+        filter: &QueryFilter,
+    ) -> Result<Vec<StoredTransfer>, FilterError> {
+        let bounds = filter.check()?;
+        let found = self.transfer_fields.find(
+            &filter.fields(),
+            bounds,
+            self.transfers.len(),
+            |at| self.transfers.at(at).timestamp,
+            |at| Fields::of_transfer(&self.transfers.at(at).transfer),
+        );
+        Ok(found.into_iter().map(|at| *self.transfers.at(at)).collect())
+    }
+
+    /// Accounts with every field the filter sets, as TigerBeetle's `query_accounts`; see
+    /// [`query_transfers`](Self::query_transfers).
+    ///
+    /// # Errors
+    ///
+    /// As [`query_transfers`](Self::query_transfers).
+    pub fn query_accounts(&self, filter: &QueryFilter) -> Result<Vec<Account>, FilterError> {
+        let bounds = filter.check()?;
+        let account = |at: u32| &self.accounts[&self.account_order[at as usize]];
+        let found = self.account_fields.find(
+            &filter.fields(),
+            bounds,
+            self.account_order.len(),
+            |at| account(at).timestamp,
+            |at| Fields::of_account(account(at)),
+        );
+        Ok(found.into_iter().map(|at| *account(at)).collect())
+    }
+
     /// How many transfer ids the ledger remembers: applied, and failed.
     ///
     /// ```
@@ -166,7 +283,9 @@ impl Ledger {
     ///
     /// let mut ledger = Ledger::new(Limits::default(), Arc::new(idem_core::SystemClock));
     /// let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
-    /// let account = |id, flags| NewAccount { id, ledger: 1, code: 1, flags };
+    /// let account = |id, flags| NewAccount {
+    ///     id, ledger: 1, code: 1, flags, ..Default::default()
+    /// };
     /// ledger.create_accounts(&[account(1, floor), account(2, AccountFlags::default())])?;
     /// let t = |id, debit, credit| Transfer {
     ///     id, debit_account_id: debit, credit_account_id: credit, amount: 5, ledger: 1, code: 1,
@@ -221,7 +340,22 @@ impl Ledger {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
         self.batch_now_ms = now_ms;
-        Ok(Results::new(batch.iter().map(|a| self.create_account(a)).collect()))
+        let codes: Vec<AccountResult> = batch.iter().map(|a| self.create_account(a)).collect();
+        let decided = self.decided_at();
+        let timestamps = batch.iter().zip(&codes).map(|(a, code)| match code {
+            AccountResult::Created | AccountResult::Exists => {
+                self.accounts.get(&a.id).map_or(decided, |stored| stored.timestamp)
+            }
+            _ => decided,
+        });
+        let timestamps = timestamps.collect();
+        Ok(Results::new(codes, timestamps))
+    }
+
+    /// The ledger's time for the batch being decided, in nanoseconds: the timestamp a
+    /// failed event is answered with.
+    fn decided_at(&self) -> u64 {
+        self.batch_now_ms.saturating_mul(1_000_000)
     }
 
     fn create_account(&mut self, a: &NewAccount) -> AccountResult {
@@ -241,6 +375,12 @@ impl Ledger {
             // than the one its create asked for.
             return if existing.flags != a.flags {
                 R::ExistsWithDifferentFlags
+            } else if existing.user_data_128 != a.user_data_128 {
+                R::ExistsWithDifferentUserData128
+            } else if existing.user_data_64 != a.user_data_64 {
+                R::ExistsWithDifferentUserData64
+            } else if existing.user_data_32 != a.user_data_32 {
+                R::ExistsWithDifferentUserData32
             } else if existing.ledger != a.ledger {
                 R::ExistsWithDifferentLedger
             } else if existing.code != a.code {
@@ -264,20 +404,25 @@ impl Ledger {
             return R::AccountsFull;
         }
         let timestamp = self.timestamp();
-        self.accounts.insert(
-            a.id,
-            Account {
-                id: a.id,
-                ledger: a.ledger,
-                code: a.code,
-                flags: a.flags,
-                debits_pending: 0,
-                debits_posted: 0,
-                credits_pending: 0,
-                credits_posted: 0,
-                timestamp,
-            },
-        );
+        let at = u32::try_from(self.account_order.len());
+        let at = at.expect("accounts_max keeps the positions below u32::MAX");
+        self.account_order.push(a.id);
+        let account = Account {
+            id: a.id,
+            ledger: a.ledger,
+            code: a.code,
+            flags: a.flags,
+            user_data_128: a.user_data_128,
+            user_data_64: a.user_data_64,
+            user_data_32: a.user_data_32,
+            debits_pending: 0,
+            debits_posted: 0,
+            credits_pending: 0,
+            credits_posted: 0,
+            timestamp,
+        };
+        self.account_fields.add(at, &Fields::of_account(&account));
+        self.accounts.insert(a.id, account);
         R::Created
     }
 
@@ -322,7 +467,8 @@ impl Ledger {
         self.batch_now_ms = now_ms;
         self.transfers.reserve(batch.len());
         self.expire_pending();
-        let mut results = Vec::with_capacity(batch.len());
+        let mut answers: Answers =
+            (Vec::with_capacity(batch.len()), Vec::with_capacity(batch.len()));
         let mut start = 0;
         while start < batch.len() {
             let end = batch[start..]
@@ -335,31 +481,42 @@ impl Ledger {
                 Some(end) => (&batch[start..=end], false),
                 None => (&batch[start..], true),
             };
-            self.apply_chain(chain, open, &mut results);
+            self.apply_chain(chain, open, &mut answers);
             start += chain.len();
         }
         if cfg!(debug_assertions) {
             self.assert_invariants();
         }
-        Ok(Results::new(results))
+        Ok(Results::new(answers.0, answers.1))
     }
 
     /// Applies one chain, all or nothing; `open`: the batch ended inside it, so its last
     /// event fails it.
-    fn apply_chain(&mut self, chain: &[Transfer], open: bool, results: &mut Vec<TransferResult>) {
+    fn apply_chain(&mut self, chain: &[Transfer], open: bool, answers: &mut Answers) {
+        let (results, timestamps) = (&mut answers.0, &mut answers.1);
         let linked = chain.len() > 1 || open;
         self.recording_undo = linked;
         self.undo.clear();
         let first = results.len();
         let transfers_before = self.transfers.len();
         for (offset, t) in chain.iter().enumerate() {
-            let result = if open && offset == chain.len() - 1 {
-                TransferResult::LinkedEventChainOpen
+            let (result, timestamp) = if open && offset == chain.len() - 1 {
+                (TransferResult::LinkedEventChainOpen, self.decided_at())
             } else {
                 self.apply(t, linked)
             };
             results.push(result);
+            timestamps.push(timestamp);
             if linked && result != TransferResult::Created {
+                // Nothing of the chain stays: every event but this one is answered with
+                // the batch's time.
+                let decided = self.decided_at();
+                for (i, at) in timestamps[first..].iter_mut().enumerate() {
+                    if i != offset {
+                        *at = decided;
+                    }
+                }
+                timestamps.resize(first + chain.len(), decided);
                 let undo = std::mem::take(&mut self.undo);
                 self.recording_undo = false;
                 self.rollback(undo, transfers_before);
@@ -402,7 +559,7 @@ impl Ledger {
                     let changed = self.accounts.insert(before.id, before);
                     assert!(changed.is_some(), "rollback of account {} it never had", before.id);
                 }
-                Undo::Transfer(id) => self.transfers.remove(&id),
+                Undo::Transfer(id) => self.unstore_last(id),
                 Undo::Pending(id, state) => {
                     let stored = self.transfers.get_mut(&id);
                     let stored = stored.expect("a settled pending transfer stays stored");
@@ -418,22 +575,38 @@ impl Ledger {
 
     /// Applies one transfer. `linked`: inside a chain, failures record nothing (the chain
     /// rolls back as a whole).
-    fn apply(&mut self, t: &Transfer, linked: bool) -> TransferResult {
+    ///
+    /// Returns the result and the event's timestamp: the new record's when created, the
+    /// stored one's for `Exists`, the batch's time otherwise.
+    fn apply(&mut self, t: &Transfer, linked: bool) -> (TransferResult, u64) {
         use TransferResult as R;
         assert_eq!(self.recording_undo, linked, "undo records are kept inside chains only");
+        let decided = self.decided_at();
         // TigerBeetle's order: the flags, then the id, then a replay.
-        if !t.flags.is_supported() {
-            return R::ReservedFlag;
-        }
-        if t.id == 0 {
-            return R::IdMustNotBeZero;
-        }
-        if t.id == u128::MAX {
-            return R::IdMustNotBeIntMax;
+        let refused = if !t.flags.is_supported() {
+            Some(R::ReservedFlag)
+        } else if t.id == 0 {
+            Some(R::IdMustNotBeZero)
+        } else if t.id == u128::MAX {
+            Some(R::IdMustNotBeIntMax)
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            return (refused, decided);
         }
         if let Some(stored) = self.transfers.get(&t.id) {
-            return self.exists(&stored.transfer, t);
+            let result = self.exists(&stored.transfer, t);
+            return (result, if result == R::Exists { stored.timestamp } else { decided });
         }
+        let result = self.apply_new(t, linked);
+        // A transfer created now took the ledger's latest timestamp.
+        (result, if result == R::Created { self.last_timestamp } else { decided })
+    }
+
+    /// [`apply`](Self::apply) for an id the ledger has not stored.
+    fn apply_new(&mut self, t: &Transfer, linked: bool) -> TransferResult {
+        use TransferResult as R;
         if self.failed.contains(&t.id) {
             return R::IdAlreadyFailed;
         }
@@ -492,8 +665,12 @@ impl Ledger {
             R::ExistsWithDifferentCreditAccountId
         } else if t.amount != e.amount {
             R::ExistsWithDifferentAmount
-        } else if t.user_data != e.user_data {
-            R::ExistsWithDifferentUserData
+        } else if t.user_data_128 != e.user_data_128 {
+            R::ExistsWithDifferentUserData128
+        } else if t.user_data_64 != e.user_data_64 {
+            R::ExistsWithDifferentUserData64
+        } else if t.user_data_32 != e.user_data_32 {
+            R::ExistsWithDifferentUserData32
         } else if t.ledger != e.ledger {
             R::ExistsWithDifferentLedger
         } else if t.code != e.code {
@@ -539,15 +716,15 @@ impl Ledger {
         let once = |before: u128, after: u128| before.checked_add(t.amount) == Some(after);
         let moved = once(debited, debits) && once(credited, credits);
         assert!(moved, "transfer {} did not move its amount exactly once", t.id);
+        let after = [*debit, *credit];
         self.record_undo(Undo::Account(before.0));
         self.record_undo(Undo::Account(before.1));
         let timestamp = self.timestamp();
         let state = pending.then_some(PendingState::Pending);
-        self.transfers.insert(
-            t.id,
+        self.store(
+            after,
             StoredTransfer { transfer: *t, amount_applied: t.amount, timestamp, pending: state },
         );
-        self.record_undo(Undo::Transfer(t.id));
         if pending && t.timeout > 0 {
             // A timeout past the end of the clock's range never expires (saturates).
             let expires_ms = self.batch_now_ms.saturating_add(u64::from(t.timeout) * 1000);
@@ -608,11 +785,10 @@ impl Ledger {
         // Kept resolved, as TigerBeetle keeps it: the pending transfer's accounts, ledger
         // and code, the amount settled (a void's: the pending amount), its user data if
         // this one left it 0.
-        let user_data = or_pending(t.user_data, p.user_data);
-        let resolved = Transfer { amount, timeout: 0, user_data, ..p };
+        let resolved = Transfer { amount, timeout: 0, ..with_user_data(t, &p) };
         let resolved = Transfer { id: t.id, pending_id: t.pending_id, flags: t.flags, ..resolved };
-        self.transfers.insert(
-            t.id,
+        self.store(
+            [debit, credit],
             StoredTransfer {
                 transfer: resolved,
                 amount_applied: applied,
@@ -620,8 +796,44 @@ impl Ledger {
                 pending: None,
             },
         );
-        self.record_undo(Undo::Transfer(t.id));
         R::Created
+    }
+
+    /// Stores a transfer just applied and indexes it: by its fields, and under both
+    /// accounts (`after`, debit then credit, as the transfer left them), with their
+    /// balances for a `HISTORY` account.
+    fn store(&mut self, after: [Account; 2], stored: StoredTransfer) {
+        let t = stored.transfer;
+        debug_assert_eq!([after[0].id, after[1].id], [t.debit_account_id, t.credit_account_id]);
+        let at = self.transfers.insert(t.id, stored);
+        self.transfer_fields.add(at, &Fields::of_transfer(&t));
+        for account in &after {
+            let balance = AccountBalance {
+                debits_pending: account.debits_pending,
+                debits_posted: account.debits_posted,
+                credits_pending: account.credits_pending,
+                credits_posted: account.credits_posted,
+                timestamp: stored.timestamp,
+            };
+            let history = account.flags.contains(AccountFlags::HISTORY).then_some(balance);
+            self.by_account.add(account.id, at, history);
+        }
+        self.record_undo(Undo::Transfer(t.id));
+    }
+
+    /// Undoes [`store`](Self::store) of the newest transfer, `id` (a chain's rollback).
+    ///
+    /// # Panics
+    ///
+    /// If `id` is not the newest transfer (a bug in this crate).
+    fn unstore_last(&mut self, id: TransferId) {
+        let stored = self.transfers.get(&id).copied();
+        let t = stored.expect("a rolled-back transfer was stored").transfer;
+        let at = self.transfers.remove(&id);
+        self.transfer_fields.remove_last(at, &Fields::of_transfer(&t));
+        for account in [t.debit_account_id, t.credit_account_id] {
+            self.by_account.remove_last(account, at);
+        }
     }
 
     fn commit(&mut self, debit: Account, credit: Account) {
@@ -708,6 +920,10 @@ impl Ledger {
         if reserved != dq {
             return Some(format!("pending transfers reserve {reserved}, accounts show {dq}"));
         }
+        let (entries, transfers) = (self.by_account.entries(), self.transfers.len());
+        if entries != 2 * transfers || self.account_order.len() != self.accounts.len() {
+            return Some(format!("the indexes hold {entries} entries for {transfers} transfers"));
+        }
         None
     }
 }
@@ -739,8 +955,18 @@ impl std::fmt::Display for Sum {
 }
 
 /// A post's or void's own `value`, or its pending transfer's if it left it 0.
-fn or_pending(value: u128, pending: u128) -> u128 {
-    if value == 0 { pending } else { value }
+fn or_pending<T: Copy + PartialEq + Default>(value: T, pending: T) -> T {
+    if value == T::default() { pending } else { value }
+}
+
+/// `t` with each user data field it left 0 taken from its pending transfer `p`.
+fn with_user_data(t: &Transfer, p: &Transfer) -> Transfer {
+    Transfer {
+        user_data_128: or_pending(t.user_data_128, p.user_data_128),
+        user_data_64: or_pending(t.user_data_64, p.user_data_64),
+        user_data_32: or_pending(t.user_data_32, p.user_data_32),
+        ..*p
+    }
 }
 
 /// The exists check of a repeat `t` of the post or void `e` of `p`, whose fields `e`
@@ -751,15 +977,19 @@ fn settle_exists(e: &Transfer, t: &Transfer, p: &Transfer) -> TransferResult {
     let differs = |asked: u128, stored: u128| asked != 0 && asked != stored;
     let whole = if t.flags.contains(TransferFlags::POST_PENDING) { AMOUNT_MAX } else { 0 };
     let amount = if t.amount == whole { p.amount } else { t.amount };
-    let user_data = or_pending(t.user_data, p.user_data);
+    let user_data = with_user_data(t, p);
     if differs(t.debit_account_id, e.debit_account_id) {
         R::ExistsWithDifferentDebitAccountId
     } else if differs(t.credit_account_id, e.credit_account_id) {
         R::ExistsWithDifferentCreditAccountId
     } else if amount != e.amount {
         R::ExistsWithDifferentAmount
-    } else if user_data != e.user_data {
-        R::ExistsWithDifferentUserData
+    } else if user_data.user_data_128 != e.user_data_128 {
+        R::ExistsWithDifferentUserData128
+    } else if user_data.user_data_64 != e.user_data_64 {
+        R::ExistsWithDifferentUserData64
+    } else if user_data.user_data_32 != e.user_data_32 {
+        R::ExistsWithDifferentUserData32
     } else if differs(u128::from(t.ledger), u128::from(e.ledger)) {
         R::ExistsWithDifferentLedger
     } else if differs(u128::from(t.code), u128::from(e.code)) {
@@ -934,8 +1164,8 @@ fn apply_amounts(
 }
 
 /// An arena of every applied transfer, in order, in fixed-size chunks (growing never moves
-/// a stored transfer), and an index from id to position. Entries of 144 bytes in a hash
-/// map made each rehash copy them all; the index's entries are 32 bytes.
+/// a stored transfer), and an index from id to position. Stored transfers (160 bytes) in
+/// a hash map would make each rehash copy them all; the index's entries are 32 bytes.
 #[derive(Debug, Default)]
 struct TransferArena {
     index: HashMap<TransferId, u32>,
@@ -951,6 +1181,16 @@ impl TransferArena {
         (at / Self::CHUNK, at % Self::CHUNK)
     }
 
+    /// The transfer at position `at`.
+    ///
+    /// # Panics
+    ///
+    /// If there is none there (an index names only stored positions).
+    fn at(&self, at: u32) -> &StoredTransfer {
+        let (chunk, slot) = self.position(at);
+        &self.chunks[chunk][slot]
+    }
+
     fn get(&self, id: &TransferId) -> Option<&StoredTransfer> {
         let (chunk, slot) = self.position(*self.index.get(id)?);
         self.chunks.get(chunk)?.get(slot)
@@ -961,12 +1201,12 @@ impl TransferArena {
         self.chunks.get_mut(chunk)?.get_mut(slot)
     }
 
-    /// Appends a transfer whose id is not yet stored.
+    /// Appends a transfer whose id is not yet stored; returns its position.
     ///
     /// # Panics
     ///
     /// If the arena holds `u32::MAX` transfers (the ledger's limit is far below).
-    fn insert(&mut self, id: TransferId, stored: StoredTransfer) {
+    fn insert(&mut self, id: TransferId, stored: StoredTransfer) -> u32 {
         let at = u32::try_from(self.len).expect("transfers_max keeps the arena below u32::MAX");
         if self.chunks.last().is_none_or(|c| c.len() == Self::CHUNK) {
             self.chunks.push(Vec::with_capacity(Self::CHUNK));
@@ -977,15 +1217,16 @@ impl TransferArena {
         let previous = self.index.insert(id, at);
         debug_assert!(previous.is_none(), "transfer {id} stored twice");
         self.len += 1;
+        at
     }
 
     /// Removes the most recently appended transfer (a linked chain's rollback, which
-    /// undoes in reverse order).
+    /// undoes in reverse order); returns the position it had.
     ///
     /// # Panics
     ///
     /// If `id` is not the last transfer appended.
-    fn remove(&mut self, id: &TransferId) {
+    fn remove(&mut self, id: &TransferId) -> u32 {
         let at = self.index.remove(id);
         let last = self.len.checked_sub(1).and_then(|last| u32::try_from(last).ok());
         assert!(at.is_some() && at == last, "rollback removes the last transfer, not {id}");
@@ -996,6 +1237,7 @@ impl TransferArena {
             }
         }
         self.len -= 1;
+        at.unwrap_or_default()
     }
 
     fn len(&self) -> usize {

@@ -21,8 +21,8 @@
 //! // Alice's wallet must never be overdrawn; the bank's account pays money out.
 //! let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
 //! wallet.create_accounts(&[
-//!     NewAccount { id: 1, ledger: 1, code: 1, flags: AccountFlags::default() }, // the bank
-//!     NewAccount { id: 2, ledger: 1, code: 2, flags: floor },                   // alice
+//!     NewAccount { id: 1, ledger: 1, code: 1, ..Default::default() },              // the bank
+//!     NewAccount { id: 2, ledger: 1, code: 2, flags: floor, ..Default::default() }, // alice
 //! ])?;
 //! let t = |id, debit, credit, amount| Transfer {
 //!     id, debit_account_id: debit, credit_account_id: credit, amount, ledger: 1, code: 1,
@@ -89,15 +89,29 @@
 //! with a timeout expires (by the injected clock) and can then not be posted. A closed
 //! account refuses a post but lets a void give its reservation back.
 //!
+//! # Queries
+//!
+//! Beside lookups by id, TigerBeetle's four queries, on every kind of wallet: an
+//! account's transfers ([`Wallet::get_account_transfers`]) and its balance after each
+//! ([`Wallet::get_account_balances`], for an account created with
+//! [`AccountFlags::HISTORY`]), both by an [`AccountFilter`]; and accounts or transfers by
+//! their `user_data_128/64/32`, ledger and code ([`Wallet::query_accounts`],
+//! [`Wallet::query_transfers`]) by a [`QueryFilter`]. Answers come in timestamp order (or
+//! reversed) within an optional time range, at most the filter's `limit` (up to
+//! [`QUERY_LIMIT_MAX`]); a filter no query can answer is refused with a [`FilterError`]
+//! naming the field. Each batch's [`Results`] also carry every event's timestamp, as
+//! TigerBeetle 0.17 returns them.
+//!
 //! # Where this differs from TigerBeetle
 //!
 //! Durable through [`DurableWallet`] (a write-ahead log of batches, not TigerBeetle's
-//! replicated log); a subset of fields (no `user_data_64/32`, no account `imported`
-//! timestamps); a subset of flags, each at TigerBeetle's bit position, the rest
-//! (`history`, `balancing_*`, `closing_*`, `imported`, linked accounts) refused with
-//! `ReservedFlag`; accounts are closed by `close_account`, not by a closing transfer; one
-//! `Overflow` code instead of one per balance; `AccountsFull` and `TransfersFull` for the
-//! ledger's capacities, which TigerBeetle has no code for.
+//! replicated log); a subset of fields (no account `imported` timestamps); a subset of
+//! flags, each at TigerBeetle's bit position, the rest (`balancing_*`, `closing_*`,
+//! `imported`, linked accounts) refused with `ReservedFlag`; a filter no query can answer
+//! is an error here, where TigerBeetle answers it with nothing; accounts are closed by
+//! `close_account`, not by a closing transfer; one `Overflow` code instead of one per
+//! balance; `AccountsFull` and `TransfersFull` for the ledger's capacities, which
+//! TigerBeetle has no code for.
 //!
 //! # Features
 //!
@@ -106,11 +120,16 @@
 
 mod durable;
 mod ledger;
+mod query;
 mod types;
 mod wallet;
 
 pub use durable::{Durable, DurableWallet, LogDevice, LogError, Recovery, TornTail};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits, Remembered};
+pub use query::{
+    AccountBalance, AccountFilter, AccountFilterFlags, FilterError, QUERY_LIMIT_MAX, QueryFilter,
+    QueryFilterFlags,
+};
 pub use types::{
     AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, Applied, NewAccount, NotApplied,
     PendingState, Results, StoredTransfer, Transfer, TransferFlags, TransferId, TransferResult,

@@ -12,10 +12,9 @@ pub type TransferId = u128;
 bitflags::bitflags! {
     /// Account flags, at TigerBeetle's bit positions where the meaning is the same.
     ///
-    /// Bits this wallet does not implement (TigerBeetle's `linked` 0, `history` 3 and
-    /// `imported` 4, and every bit above `closed`) are refused with
-    /// [`AccountResult::ReservedFlag`], so a flag a client sets is never silently ignored
-    /// and stored.
+    /// Bits this wallet does not implement (TigerBeetle's `linked` 0 and `imported` 4, and
+    /// every bit above `closed`) are refused with [`AccountResult::ReservedFlag`], so a
+    /// flag a client sets is never silently ignored and stored.
     ///
     /// ```
     /// use idem_wallet::AccountFlags;
@@ -23,7 +22,7 @@ bitflags::bitflags! {
     /// let wallet = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
     /// assert_eq!(format!("{wallet:?}"), "AccountFlags(DEBITS_MUST_NOT_EXCEED_CREDITS)");
     /// assert_eq!(wallet.bits(), 1 << 1);
-    /// assert!(!AccountFlags::from_bits_retain(1 << 3).is_supported()); // `history`
+    /// assert!(!AccountFlags::from_bits_retain(1 << 4).is_supported()); // `imported`
     /// ```
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct AccountFlags: u16 {
@@ -32,6 +31,9 @@ bitflags::bitflags! {
         const DEBITS_MUST_NOT_EXCEED_CREDITS = 1 << 1;
         /// Credits (pending and posted) may never exceed posted debits (bit 2).
         const CREDITS_MUST_NOT_EXCEED_DEBITS = 1 << 2;
+        /// Keeps the account's balances after every transfer that touches it, for
+        /// [`Wallet::get_account_balances`](crate::Wallet::get_account_balances) (bit 3).
+        const HISTORY = 1 << 3;
         /// Closed: no new transfer may touch the account (bit 5, TigerBeetle's `closed`;
         /// set by `close_account`).
         const CLOSED = 1 << 5;
@@ -97,8 +99,15 @@ pub struct NewAccount {
     pub ledger: u32,
     /// A chart-of-accounts code, non-zero (`Default` leaves it 0: set it).
     pub code: u16,
-    /// Balance limits, none by default (see above).
+    /// Balance limits, none by default (see above), and `HISTORY`.
     pub flags: AccountFlags,
+    /// Opaque client data (a foreign key, say), stored, compared on a repeat and
+    /// queryable ([`QueryFilter`](crate::QueryFilter)); 0 is none.
+    pub user_data_128: u128,
+    /// Opaque client data, as `user_data_128`.
+    pub user_data_64: u64,
+    /// Opaque client data, as `user_data_128`.
+    pub user_data_32: u32,
 }
 
 /// An account and its balances, in minor units.
@@ -112,6 +121,12 @@ pub struct Account {
     pub code: u16,
     /// The flags.
     pub flags: AccountFlags,
+    /// The client's data, as created.
+    pub user_data_128: u128,
+    /// The client's data, as created.
+    pub user_data_64: u64,
+    /// The client's data, as created.
+    pub user_data_32: u32,
     /// Reserved by pending transfers that debit this account.
     pub debits_pending: u128,
     /// Posted debits.
@@ -136,8 +151,8 @@ pub struct Account {
 /// let wallet = Wallet::new();
 /// let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
 /// wallet.create_accounts(&[
-///     NewAccount { id: 1, ledger: 1, code: 1, flags: AccountFlags::default() }, // the bank
-///     NewAccount { id: 2, ledger: 1, code: 1, flags: floor },                   // alice
+///     NewAccount { id: 1, ledger: 1, code: 1, ..Default::default() },              // the bank
+///     NewAccount { id: 2, ledger: 1, code: 1, flags: floor, ..Default::default() }, // alice
 /// ])?;
 /// let top_up = Transfer {
 ///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 100, ledger: 1, code: 1,
@@ -194,8 +209,14 @@ pub struct Transfer {
     pub code: u16,
     /// Flags.
     pub flags: TransferFlags,
-    /// Opaque client data, stored and compared on replay.
-    pub user_data: u128,
+    /// Opaque client data (an order id, say), stored, compared on a repeat and queryable
+    /// ([`QueryFilter`](crate::QueryFilter), [`AccountFilter`](crate::AccountFilter)); 0
+    /// is none, and a post or void that leaves it 0 keeps its pending transfer's.
+    pub user_data_128: u128,
+    /// Opaque client data, as `user_data_128`.
+    pub user_data_64: u64,
+    /// Opaque client data, as `user_data_128`.
+    pub user_data_32: u32,
 }
 
 /// Declares a result code enum with `ALL`, every code in declaration order (the order of
@@ -242,6 +263,12 @@ pub enum AccountResult {
     ExistsWithDifferentCode,
     /// Already exists with different flags.
     ExistsWithDifferentFlags,
+    /// Already exists with a different `user_data_128`.
+    ExistsWithDifferentUserData128,
+    /// Already exists with a different `user_data_64`.
+    ExistsWithDifferentUserData64,
+    /// Already exists with a different `user_data_32`.
+    ExistsWithDifferentUserData32,
     /// The id was 0.
     IdMustNotBeZero,
     /// The id was `u128::MAX`.
@@ -285,8 +312,12 @@ pub enum TransferResult {
     ExistsWithDifferentLedger,
     /// Already applied with a different code.
     ExistsWithDifferentCode,
-    /// Already applied with different user data.
-    ExistsWithDifferentUserData,
+    /// Already applied with a different `user_data_128`.
+    ExistsWithDifferentUserData128,
+    /// Already applied with a different `user_data_64`.
+    ExistsWithDifferentUserData64,
+    /// Already applied with a different `user_data_32`.
+    ExistsWithDifferentUserData32,
     /// This id failed before on the ledger's state: a retry cannot turn it into a success.
     IdAlreadyFailed,
     /// The id was 0.
@@ -396,13 +427,19 @@ impl TransferResult {
 }
 
 /// Writes a variant's name as TigerBeetle spells its result codes: `ExceedsCredits` as
-/// `exceeds_credits`. Derived from `Debug`, so a new code can never lack a name.
+/// `exceeds_credits`, `ExistsWithDifferentUserData128` as
+/// `exists_with_different_user_data_128`. Derived from `Debug`, so a new code can never
+/// lack a name.
 fn snake_case(f: &mut std::fmt::Formatter<'_>, camel: &str) -> std::fmt::Result {
-    for (i, c) in camel.char_indices() {
-        if c.is_ascii_uppercase() && i > 0 {
+    let mut previous: Option<char> = None;
+    for c in camel.chars() {
+        let word = c.is_ascii_uppercase()
+            || (c.is_ascii_digit() && previous.is_some_and(|p| !p.is_ascii_digit()));
+        if word && previous.is_some() {
             f.write_str("_")?;
         }
         write!(f, "{}", c.to_ascii_lowercase())?;
+        previous = Some(c);
     }
     Ok(())
 }
@@ -477,7 +514,7 @@ pub struct StoredTransfer {
 /// use idem_wallet::{AccountFlags, NewAccount, Transfer, TransferResult, Wallet};
 ///
 /// let wallet = Wallet::new();
-/// let account = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+/// let account = |id| NewAccount { id, ledger: 1, code: 1, ..Default::default() };
 /// wallet.create_accounts(&[account(1), account(2)])?.all_applied()?;
 /// let pay = Transfer {
 ///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,
@@ -493,7 +530,10 @@ pub struct StoredTransfer {
 /// ```
 #[must_use = "a batch's failures come back inside Ok: read the results, or call all_applied"]
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Results<R>(Vec<R>);
+pub struct Results<R> {
+    codes: Vec<R>,
+    timestamps: Vec<u64>,
+}
 
 /// A result code that says whether its event was applied: created now, or already
 /// (`Exists`, a replay: treat it as created).
@@ -515,13 +555,41 @@ impl Applied for AccountResult {
 }
 
 impl<R> Results<R> {
-    pub(crate) fn new(results: Vec<R>) -> Self {
-        Self(results)
+    /// One code and one timestamp per event.
+    pub(crate) fn new(codes: Vec<R>, timestamps: Vec<u64>) -> Self {
+        debug_assert_eq!(codes.len(), timestamps.len(), "a timestamp per event");
+        Self { codes, timestamps }
     }
 
-    /// The results as a vector.
+    /// The result codes as a vector.
     pub fn into_vec(self) -> Vec<R> {
-        self.0
+        self.codes
+    }
+
+    /// One timestamp per event, as TigerBeetle 0.17 returns them: for an event created
+    /// now, its record's new timestamp; for `Exists` (a replay), the timestamp the record
+    /// got when it was created, so a retry learns the original's; for a failure, the
+    /// ledger's time when the batch was decided (nanoseconds, as every timestamp), which
+    /// names no record.
+    ///
+    /// ```
+    /// use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};
+    ///
+    /// let wallet = Wallet::new();
+    /// let account = |id| NewAccount { id, ledger: 1, code: 1, ..Default::default() };
+    /// wallet.create_accounts(&[account(1), account(2)])?.all_applied()?;
+    /// let pay = Transfer {
+    ///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,
+    ///     ..Default::default()
+    /// };
+    /// let first = wallet.create_transfers(&[pay])?;
+    /// let retry = wallet.create_transfers(&[pay])?;
+    /// assert_eq!(first.timestamps(), retry.timestamps(), "the retry learns the original's");
+    /// assert_eq!(wallet.transfer(7).map(|t| t.timestamp), Some(first.timestamps()[0]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timestamps(&self) -> &[u64] {
+        &self.timestamps
     }
 }
 
@@ -534,11 +602,11 @@ impl<R: Applied> Results<R> {
     /// [`NotApplied`], listing each event that was not applied.
     pub fn all_applied(&self) -> Result<(), NotApplied<R>> {
         let failed: Vec<(usize, R)> =
-            self.0.iter().copied().enumerate().filter(|(_, r)| !r.applied()).collect();
+            self.codes.iter().copied().enumerate().filter(|(_, r)| !r.applied()).collect();
         if failed.is_empty() {
             return Ok(());
         }
-        Err(NotApplied { failed, of: self.0.len() })
+        Err(NotApplied { failed, of: self.codes.len() })
     }
 }
 
@@ -546,37 +614,37 @@ impl<R> std::ops::Deref for Results<R> {
     type Target = [R];
 
     fn deref(&self) -> &[R] {
-        &self.0
+        &self.codes
     }
 }
 
 impl<R: std::fmt::Debug> std::fmt::Debug for Results<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        self.codes.fmt(f)
     }
 }
 
 impl<R: PartialEq> PartialEq<Vec<R>> for Results<R> {
     fn eq(&self, other: &Vec<R>) -> bool {
-        self.0 == *other
+        self.codes == *other
     }
 }
 
 impl<R: PartialEq> PartialEq<Results<R>> for Vec<R> {
     fn eq(&self, other: &Results<R>) -> bool {
-        *self == other.0
+        *self == other.codes
     }
 }
 
 impl<R: PartialEq, const N: usize> PartialEq<[R; N]> for Results<R> {
     fn eq(&self, other: &[R; N]) -> bool {
-        self.0 == *other
+        self.codes == *other
     }
 }
 
 impl<R: PartialEq> PartialEq<[R]> for Results<R> {
     fn eq(&self, other: &[R]) -> bool {
-        self.0 == *other
+        self.codes == *other
     }
 }
 
@@ -585,7 +653,7 @@ impl<R> IntoIterator for Results<R> {
     type IntoIter = std::vec::IntoIter<R>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+        self.codes.into_iter()
     }
 }
 
@@ -594,7 +662,7 @@ impl<'a, R> IntoIterator for &'a Results<R> {
     type IntoIter = std::slice::Iter<'a, R>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
+        self.codes.iter()
     }
 }
 

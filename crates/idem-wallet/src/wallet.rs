@@ -9,6 +9,7 @@ use idem_core::{Clock, SystemClock};
 use parking_lot::Mutex;
 
 use crate::ledger::{BatchError, Ledger, Limits};
+use crate::query::{AccountBalance, AccountFilter, FilterError, QueryFilter};
 use crate::types::{
     Account, AccountId, AccountResult, NewAccount, Results, StoredTransfer, Transfer, TransferId,
     TransferResult,
@@ -26,8 +27,8 @@ use crate::types::{
 ///
 /// let wallet = Wallet::new();
 /// wallet.create_accounts(&[
-///     NewAccount { id: 1, ledger: 978, code: 1, flags: AccountFlags::default() },
-///     NewAccount { id: 2, ledger: 978, code: 1, flags: AccountFlags::default() },
+///     NewAccount { id: 1, ledger: 978, code: 1, ..Default::default() },
+///     NewAccount { id: 2, ledger: 978, code: 1, ..Default::default() },
 /// ])?;
 /// let pay = Transfer {
 ///     id: 7, debit_account_id: 1, credit_account_id: 2, amount: 500, ledger: 978, code: 1,
@@ -140,6 +141,51 @@ impl<S> Wallet<S> {
     /// [`BatchError::TooLarge`] for more than [`BATCH_MAX`](crate::BATCH_MAX) ids.
     pub fn lookup_transfers(&self, ids: &[TransferId]) -> Result<Vec<StoredTransfer>, BatchError> {
         self.ledger.lock().lookup_transfers(ids)
+    }
+
+    /// An account's transfers; see [`Ledger::get_account_transfers`].
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] for a filter no query can answer, naming the field.
+    pub fn get_account_transfers(
+        &self,
+        filter: &AccountFilter,
+    ) -> Result<Vec<StoredTransfer>, FilterError> {
+        self.ledger.lock().get_account_transfers(filter)
+    }
+
+    /// An account's balance history; see [`Ledger::get_account_balances`].
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] for a filter no query can answer, naming the field.
+    pub fn get_account_balances(
+        &self,
+        filter: &AccountFilter,
+    ) -> Result<Vec<AccountBalance>, FilterError> {
+        self.ledger.lock().get_account_balances(filter)
+    }
+
+    /// Accounts by their fields; see [`Ledger::query_accounts`].
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] for a filter no query can answer, naming the field.
+    pub fn query_accounts(&self, filter: &QueryFilter) -> Result<Vec<Account>, FilterError> {
+        self.ledger.lock().query_accounts(filter)
+    }
+
+    /// Transfers by their fields; see [`Ledger::query_transfers`].
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] for a filter no query can answer, naming the field.
+    pub fn query_transfers(
+        &self,
+        filter: &QueryFilter,
+    ) -> Result<Vec<StoredTransfer>, FilterError> {
+        self.ledger.lock().query_transfers(filter)
     }
 
     /// Checks the ledger's invariants; see [`Ledger::assert_invariants`].

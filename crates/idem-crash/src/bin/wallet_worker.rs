@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use idem_core::SystemClock;
 use idem_crash::wallet::batch;
-use idem_wallet::{AccountFlags, DurableWallet, Limits, LogDevice, NewAccount};
+use idem_wallet::{DurableWallet, Limits, LogDevice, NewAccount};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -148,7 +148,7 @@ fn main() {
     let wallet = DurableWallet::open_on(path, device, Limits::default(), Arc::new(SystemClock))
         .expect("the log opens");
     let accounts: Vec<NewAccount> = (1..=11u128)
-        .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
+        .map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     let mut out = std::io::stdout().lock();

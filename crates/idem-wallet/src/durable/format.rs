@@ -1,13 +1,13 @@
 //! The log's bytes: a file header, then records that each check themselves twice.
 //!
 //! ```text
-//! file:    "IDEMWAL4" record*
+//! file:    "IDEMWAL5" record*
 //! record:  [u32 payload length][u32 CRC-32 of the payload][u32 CRC-32 of the 8 bytes before]
 //!          [payload]
 //! payload: [u8 kind][u64 clock ms][u32 count][count events][count results]
 //! ```
 //!
-//! Little-endian throughout. Kind 1: accounts (24 bytes each); kind 2: transfers (108
+//! Little-endian throughout. Kind 1: accounts (52 bytes each); kind 2: transfers (120
 //! bytes each); kind 3: close one account (16 bytes, count 1). Each result is one byte,
 //! the result code the batch was answered with; recovery applies the events again and
 //! refuses the log if they decide anything else. The header has its own checksum so that
@@ -17,12 +17,13 @@
 use crate::ledger::BATCH_MAX;
 use crate::types::{AccountFlags, AccountId, NewAccount, Transfer, TransferFlags};
 
-/// The file header: magic, then the format version in its last byte. Version 4: posts and
-/// voids settle by
-/// TigerBeetle 0.16's amounts, and the result codes name each differing field. A log of
-/// an older version is refused by its version, never replayed with another meaning (its
-/// records would decide other amounts and codes than they were answered with).
-pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL4";
+/// The file header: magic, then the format version in its last byte. Version 5: accounts
+/// and transfers carry TigerBeetle's three user data fields, and an account may keep its
+/// balance history (version 4: posts and voids settle by TigerBeetle 0.16's amounts, and
+/// the result codes name each differing field). A log of an older version is refused by
+/// its version, never replayed with another meaning (its records would decide other
+/// amounts and codes than they were answered with).
+pub(crate) const FILE_HEADER: &[u8; 8] = b"IDEMWAL5";
 /// The format version this build reads and writes: the header's last byte.
 pub(crate) const FILE_VERSION: char = FILE_HEADER[FILE_HEADER.len() - 1] as char;
 /// A record's header: length, payload checksum, header checksum.
@@ -30,19 +31,21 @@ pub(crate) const RECORD_HEADER: usize = 12;
 const KIND_ACCOUNTS: u8 = 1;
 const KIND_TRANSFERS: u8 = 2;
 const KIND_CLOSE: u8 = 3;
-const ACCOUNT_BYTES: usize = 24;
-const TRANSFER_BYTES: usize = 108;
+const ACCOUNT_BYTES: usize = 52;
+const TRANSFER_BYTES: usize = 120;
 const CLOSE_BYTES: usize = 16;
 const PAYLOAD_PREFIX: usize = 1 + 8 + 4;
 /// The largest legal payload: a full batch of transfers and their results.
 pub(crate) const PAYLOAD_MAX: usize = PAYLOAD_PREFIX + BATCH_MAX * (TRANSFER_BYTES + 1);
 
-// The record layout, checked when the crate compiles: an account is its id (16), ledger
-// (4), code (2) and flags (2); a transfer six 128-bit fields, timeout and ledger (4 each),
-// code and flags (2 each); a close its account id (16); the prefix is kind (1), clock (8)
-// and count (4); the largest payload's length fits the header's 32 bits.
-const _: () = assert!(ACCOUNT_BYTES == 16 + 4 + 2 + 2);
-const _: () = assert!(TRANSFER_BYTES == 6 * 16 + 4 + 4 + 2 + 2);
+// The record layout, checked when the crate compiles: an account is its id (16),
+// user_data_128 (16), user_data_64 (8), user_data_32 and ledger (4 each), code and flags
+// (2 each); a transfer six 128-bit fields (user_data_128 the last), user_data_64 (8),
+// user_data_32, timeout and ledger (4 each), code and flags (2 each); a close its account
+// id (16); the prefix is kind (1), clock (8) and count (4); the largest payload's length
+// fits the header's 32 bits.
+const _: () = assert!(ACCOUNT_BYTES == 16 + 16 + 8 + 4 + 4 + 2 + 2);
+const _: () = assert!(TRANSFER_BYTES == 6 * 16 + 8 + 4 + 4 + 4 + 2 + 2);
 const _: () = assert!(CLOSE_BYTES == size_of::<AccountId>());
 const _: () = assert!(PAYLOAD_PREFIX == 1 + 8 + 4);
 const _: () = assert!(RECORD_HEADER == 3 * 4);
@@ -111,6 +114,9 @@ pub(crate) fn encode_accounts(accounts: &[NewAccount], now_ms: u64, results: &[u
     let events = |payload: &mut Vec<u8>| {
         for a in accounts {
             payload.extend_from_slice(&a.id.to_le_bytes());
+            payload.extend_from_slice(&a.user_data_128.to_le_bytes());
+            payload.extend_from_slice(&a.user_data_64.to_le_bytes());
+            payload.extend_from_slice(&a.user_data_32.to_le_bytes());
             payload.extend_from_slice(&a.ledger.to_le_bytes());
             payload.extend_from_slice(&a.code.to_le_bytes());
             payload.extend_from_slice(&a.flags.bits().to_le_bytes());
@@ -125,9 +131,11 @@ pub(crate) fn encode_transfers(transfers: &[Transfer], now_ms: u64, results: &[u
     let events = |payload: &mut Vec<u8>| {
         for t in transfers {
             let wide = [t.id, t.debit_account_id, t.credit_account_id, t.amount];
-            for field in wide.into_iter().chain([t.pending_id, t.user_data]) {
+            for field in wide.into_iter().chain([t.pending_id, t.user_data_128]) {
                 payload.extend_from_slice(&field.to_le_bytes());
             }
+            payload.extend_from_slice(&t.user_data_64.to_le_bytes());
+            payload.extend_from_slice(&t.user_data_32.to_le_bytes());
             payload.extend_from_slice(&t.timeout.to_le_bytes());
             payload.extend_from_slice(&t.ledger.to_le_bytes());
             payload.extend_from_slice(&t.code.to_le_bytes());
@@ -244,6 +252,9 @@ fn decode(payload: &[u8]) -> Option<Record> {
 fn account(f: &mut Fields<'_>) -> Option<NewAccount> {
     Some(NewAccount {
         id: f.u128()?,
+        user_data_128: f.u128()?,
+        user_data_64: f.u64()?,
+        user_data_32: f.u32()?,
         ledger: f.u32()?,
         code: f.u16()?,
         flags: AccountFlags::from_bits_retain(f.u16()?),
@@ -251,7 +262,7 @@ fn account(f: &mut Fields<'_>) -> Option<NewAccount> {
 }
 
 fn transfer(f: &mut Fields<'_>) -> Option<Transfer> {
-    let [id, debit, credit, amount, pending_id, user_data] =
+    let [id, debit, credit, amount, pending_id, user_data_128] =
         [f.u128()?, f.u128()?, f.u128()?, f.u128()?, f.u128()?, f.u128()?];
     Some(Transfer {
         id,
@@ -259,7 +270,9 @@ fn transfer(f: &mut Fields<'_>) -> Option<Transfer> {
         credit_account_id: credit,
         amount,
         pending_id,
-        user_data,
+        user_data_128,
+        user_data_64: f.u64()?,
+        user_data_32: f.u32()?,
         timeout: f.u32()?,
         ledger: f.u32()?,
         code: f.u16()?,

@@ -261,7 +261,7 @@ impl Logged for CloseAccount {
 /// let path = std::env::temp_dir().join(format!("idem-wallet-doc-{}.wal", std::process::id()));
 /// # let _ = std::fs::remove_file(&path);
 /// let wallet = DurableWallet::open(&path)?;
-/// let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+/// let a = |id| NewAccount { id, ledger: 1, code: 1, ..Default::default() };
 /// wallet.create_accounts(&[a(1), a(2)])?;
 /// let t = Transfer {
 ///     id: 9, debit_account_id: 1, credit_account_id: 2, amount: 5, ledger: 1, code: 1,

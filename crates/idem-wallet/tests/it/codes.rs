@@ -95,7 +95,16 @@ fn exists_with_different_fields_names_the_field() {
         (with(base, |t| t.pending_id = 5), R::ExistsWithDifferentPendingId),
         (with(base, |t| t.ledger = 2), R::ExistsWithDifferentLedger),
         (with(base, |t| t.code = 2), R::ExistsWithDifferentCode),
-        (with(base, |t| t.user_data = 42), R::ExistsWithDifferentUserData),
+        (with(base, |t| t.user_data_128 = 42), R::ExistsWithDifferentUserData128),
+        (with(base, |t| t.user_data_64 = 42), R::ExistsWithDifferentUserData64),
+        (with(base, |t| t.user_data_32 = 42), R::ExistsWithDifferentUserData32),
+        // TigerBeetle's order: the amount, then user data 128, 64, 32, then ledger and code.
+        (with(base, |t| (t.user_data_32, t.amount) = (42, 9)), R::ExistsWithDifferentAmount),
+        (
+            with(base, |t| (t.user_data_32, t.user_data_64) = (4, 2)),
+            R::ExistsWithDifferentUserData64,
+        ),
+        (with(base, |t| (t.user_data_32, t.ledger) = (42, 2)), R::ExistsWithDifferentUserData32),
         // The exists check comes before any other validation.
         (with(base, |t| t.amount = 0), R::ExistsWithDifferentAmount),
     ];
@@ -225,7 +234,7 @@ fn closed_accounts_refuse_transfers_and_closing_is_idempotent() {
 #[test]
 fn account_results_table() {
     let (w, _) = wallet();
-    let a = |id, ledger, code, flags| NewAccount { id, ledger, code, flags };
+    let a = |id, ledger, code, flags| NewAccount { id, ledger, code, flags, ..Default::default() };
     let both =
         AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS | AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS;
     let cases = [
@@ -237,15 +246,26 @@ fn account_results_table() {
             a(10, 1, 1, AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS),
             AccountResult::ExistsWithDifferentFlags,
         ),
+        (
+            NewAccount { user_data_128: 1, ..a(10, 1, 1, AccountFlags::default()) },
+            AccountResult::ExistsWithDifferentUserData128,
+        ),
+        (
+            NewAccount { user_data_64: 1, ..a(10, 1, 1, AccountFlags::default()) },
+            AccountResult::ExistsWithDifferentUserData64,
+        ),
+        (
+            NewAccount { user_data_32: 1, ..a(10, 2, 1, AccountFlags::default()) },
+            AccountResult::ExistsWithDifferentUserData32,
+        ),
         (a(0, 1, 1, AccountFlags::default()), AccountResult::IdMustNotBeZero),
         (a(u128::MAX, 1, 1, AccountFlags::default()), AccountResult::IdMustNotBeIntMax),
         (a(11, 0, 1, AccountFlags::default()), AccountResult::LedgerMustNotBeZero),
         (a(11, 1, 0, AccountFlags::default()), AccountResult::CodeMustNotBeZero),
         (a(11, 1, 1, both), AccountResult::FlagsAreMutuallyExclusive),
-        // TigerBeetle's `linked`, `history` and `imported`, and the top bit: not implemented
-        // here, so refused rather than stored and ignored.
+        // TigerBeetle's `linked` and `imported`, and the top bit: not implemented here, so
+        // refused rather than stored and ignored.
         (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 0)), AccountResult::ReservedFlag),
-        (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 3)), AccountResult::ReservedFlag),
         (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 4)), AccountResult::ReservedFlag),
         (a(11, 1, 1, AccountFlags::from_bits_retain(1 << 15)), AccountResult::ReservedFlag),
         (a(11, 1, 1, AccountFlags::CLOSED), AccountResult::Created),
@@ -258,7 +278,7 @@ fn account_results_table() {
 #[test]
 fn limits_are_enforced_per_event_and_per_batch() {
     let (w, _) = wallet_with(Limits { accounts_max: 6, transfers_max: 3 });
-    let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+    let a = |id| NewAccount { id, ledger: 1, code: 1, ..Default::default() };
     assert_eq!(
         w.create_accounts(&[a(20), a(21)]).expect("batch"),
         vec![AccountResult::Created, AccountResult::AccountsFull]
@@ -295,6 +315,12 @@ fn result_codes_print_as_tigerbeetle_names_them() {
         ),
         (R::ReservedFlag.to_string(), "reserved_flag"),
         (AccountResult::IdMustNotBeIntMax.to_string(), "id_must_not_be_int_max"),
+        (R::ExistsWithDifferentUserData128.to_string(), "exists_with_different_user_data_128"),
+        (R::ExistsWithDifferentUserData64.to_string(), "exists_with_different_user_data_64"),
+        (
+            AccountResult::ExistsWithDifferentUserData32.to_string(),
+            "exists_with_different_user_data_32",
+        ),
     ];
     for (printed, expected) in cases {
         assert_eq!(printed, expected);
@@ -351,7 +377,7 @@ fn all_applied_names_each_failure_and_counts_a_replay_as_applied() {
     let refused = results.all_applied().expect_err("one failed");
     assert_eq!((refused.failed.clone(), refused.of), (vec![(2, R::ExceedsCredits)], 3));
     assert_eq!(refused.to_string(), "1 of 3 events failed: #2 exceeds_credits");
-    let accounts = [NewAccount { id: 90, ledger: 0, code: 1, flags: AccountFlags::default() }];
+    let accounts = [NewAccount { id: 90, ledger: 0, code: 1, ..Default::default() }];
     let refused = w.create_accounts(&accounts).expect("batch").all_applied().expect_err("no");
     assert_eq!(refused.failed, [(0, AccountResult::LedgerMustNotBeZero)]);
 }

@@ -8,6 +8,8 @@
 //!   applies it at most once.
 //! * A record whose checksums hold but whose kind is unknown is corruption: the log is
 //!   refused at the record's offset and nothing is cut, wherever the record sits.
+//! * A reopened log answers every query as before: user data, histories and timestamps
+//!   come back from the log, not from memory.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -16,8 +18,8 @@ use std::time::Duration;
 
 use idem_core::SystemClock;
 use idem_wallet::{
-    AccountFlags, AccountResult, DurableWallet, Limits, LogDevice, LogError, NewAccount, Transfer,
-    TransferResult as R,
+    AccountFilter, AccountFilterFlags, AccountFlags, AccountResult, DurableWallet, Limits,
+    LogDevice, LogError, NewAccount, QueryFilter, Transfer, TransferFlags, TransferResult as R,
 };
 
 use crate::t;
@@ -103,9 +105,7 @@ fn open_failing(log: &Path, fault: Fault, fail_at: u64) -> Arc<DurableWallet> {
 }
 
 fn accounts() -> Vec<NewAccount> {
-    (1..=3)
-        .map(|id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() })
-        .collect()
+    (1..=3).map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() }).collect()
 }
 
 /// The batch that fails: two transfers the ledger would accept.
@@ -296,13 +296,77 @@ fn a_record_of_unknown_kind_with_valid_checksums_is_corruption_never_a_torn_tail
 fn a_log_of_an_older_format_is_refused_by_its_version_and_kept() {
     let log = log_in("wallet-old-version");
     let mut bytes = acknowledged_log(&log);
-    bytes[7] = b'3';
+    // Version 4 logs, the last format before user data and histories, are the ones met.
+    bytes[7] = b'4';
     std::fs::write(&log, &bytes).expect("write");
     let refused = DurableWallet::open(&log).map(|_| ()).expect_err("an old version");
-    assert!(matches!(refused, LogError::Version { found: '3' }), "{refused:?}");
+    assert!(matches!(refused, LogError::Version { found: '4' }), "{refused:?}");
     assert!(refused.to_string().contains("start a new log"), "{refused}");
     assert_eq!(std::fs::read(&log).expect("log"), bytes, "nothing cut or rewritten");
     std::fs::write(&log, b"NOTALOG!").expect("write");
     let refused = DurableWallet::open(&log).map(|_| ()).expect_err("not a log");
     assert!(matches!(refused, LogError::BadHeader), "{refused:?}");
+}
+
+/// Everything a query can ask of `wallet`, as one value to compare.
+fn every_answer(wallet: &DurableWallet) -> String {
+    let any = QueryFilter { limit: 100, ..Default::default() };
+    let mut answers =
+        format!("{:?}\n{:?}\n", wallet.query_accounts(&any), wallet.query_transfers(&any));
+    for user_data_64 in [0, 6] {
+        let tagged = QueryFilter { user_data_64, user_data_32: 3, ..any };
+        answers += &format!("{:?}\n", wallet.query_transfers(&tagged));
+    }
+    for account_id in 1..=3 {
+        let filter = AccountFilter {
+            account_id,
+            limit: 100,
+            flags: AccountFilterFlags::DEBITS | AccountFilterFlags::CREDITS,
+            ..Default::default()
+        };
+        answers += &format!("{:?}\n", wallet.get_account_transfers(&filter));
+        answers += &format!("{:?}\n", wallet.get_account_balances(&filter));
+    }
+    answers
+}
+
+#[test]
+fn a_reopened_log_answers_every_query_as_before() {
+    let log = log_in("wallet-queries-reopened");
+    let wallet = DurableWallet::open(&log).expect("open");
+    let account = |id, user_data_128, flags| NewAccount {
+        id,
+        ledger: 1,
+        code: 1,
+        flags,
+        user_data_128,
+        user_data_64: 40 + id as u64,
+        user_data_32: 3,
+    };
+    let accounts = [
+        account(1, 8, AccountFlags::default()),
+        account(2, 9, AccountFlags::HISTORY),
+        account(3, 9, AccountFlags::HISTORY),
+    ];
+    wallet.create_accounts(&accounts).expect("batch").all_applied().expect("applied");
+    let tag = |x: Transfer, u64_, u32_| Transfer { user_data_64: u64_, user_data_32: u32_, ..x };
+    let pending = Transfer { flags: TransferFlags::PENDING, ..t(11, 2, 3, 5) };
+    let post = Transfer {
+        id: 12,
+        pending_id: 11,
+        amount: 3,
+        flags: TransferFlags::POST_PENDING,
+        ..Default::default()
+    };
+    let batch = [tag(t(10, 1, 2, 50), 6, 3), tag(pending, 6, 0), tag(post, 0, 3)];
+    let first = wallet.create_transfers(&batch).expect("batch");
+    first.all_applied().expect("applied");
+    let before = every_answer(&wallet);
+    assert!(before.contains("user_data_64: 6") && before.contains("credits_pending: 5"));
+    drop(wallet);
+    let wallet = DurableWallet::open(&log).expect("reopen");
+    assert_eq!(every_answer(&wallet), before, "the log keeps what the queries read");
+    let replayed = wallet.create_transfers(&batch).expect("batch");
+    assert_eq!(replayed, [R::Exists; 3]);
+    assert_eq!(replayed.timestamps(), first.timestamps(), "the original timestamps");
 }

@@ -1,9 +1,7 @@
 //! Batch lookups, as TigerBeetle's `lookup_accounts` and `lookup_transfers`: the records
 //! that exist, in the order asked; at most `BATCH_MAX` ids. Both handles answer alike.
 
-use idem_wallet::{
-    Account, AccountFlags, BATCH_MAX, BatchError, DurableWallet, NewAccount, StoredTransfer,
-};
+use idem_wallet::{Account, BATCH_MAX, BatchError, DurableWallet, NewAccount, StoredTransfer};
 
 use crate::{ALICE, BANK, BOB, t, wallet};
 
@@ -46,7 +44,7 @@ fn the_durable_wallet_takes_the_same_batches() {
     let path = dir.join("wallet.wal");
     let _ = std::fs::remove_file(&path);
     let wallet = DurableWallet::open(&path).expect("open");
-    let a = |id| NewAccount { id, ledger: 1, code: 1, flags: AccountFlags::default() };
+    let a = |id| NewAccount { id, ledger: 1, code: 1, ..Default::default() };
     let accounts = [a(1), a(2)];
     wallet.create_accounts(&accounts).expect("accounts").all_applied().expect("applied");
     let transfer = t(5, 1, 2, 3);

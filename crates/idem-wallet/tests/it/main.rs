@@ -4,6 +4,7 @@ mod codes;
 mod durable;
 mod lookups;
 mod model;
+mod queries;
 mod stress;
 mod tigerbeetle;
 #[cfg(feature = "tracing")]
@@ -22,7 +23,8 @@ pub(crate) const OTHER_LEDGER: u128 = 4;
 pub(crate) const CAPPED: u128 = 5;
 
 /// A wallet with: the bank (no limits), alice (debits may not exceed credits) holding 100,
-/// bob (no limits), an account on ledger 2, and one whose credits may not exceed debits.
+/// bob (no limits, keeps a balance history), an account on ledger 2, and one whose credits
+/// may not exceed debits.
 pub(crate) fn wallet() -> (Wallet, Arc<ManualClock>) {
     wallet_with(Limits::default())
 }
@@ -30,12 +32,13 @@ pub(crate) fn wallet() -> (Wallet, Arc<ManualClock>) {
 pub(crate) fn wallet_with(limits: Limits) -> (Wallet, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
     let w = Wallet::with(limits, clock.clone());
-    let account = |id, ledger, flags| NewAccount { id, ledger, code: 1, flags };
+    let account =
+        |id, ledger, flags| NewAccount { id, ledger, code: 1, flags, ..Default::default() };
     let results = w
         .create_accounts(&[
             account(BANK, 1, AccountFlags::default()),
             account(ALICE, 1, AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS),
-            account(BOB, 1, AccountFlags::default()),
+            account(BOB, 1, AccountFlags::HISTORY),
             account(OTHER_LEDGER, 2, AccountFlags::default()),
             account(CAPPED, 1, AccountFlags::CREDITS_MUST_NOT_EXCEED_DEBITS),
         ])

@@ -2,12 +2,17 @@
 //! fields, linked chains, pending transfers with timeouts, posts and voids) and clock
 //! moves. A sequential model replays the effect of every event the ledger reported
 //! `Created`; after every batch the balances match the model, the invariants hold, no id
-//! was created twice, and submitting the same batch again moves nothing.
+//! was created twice, and submitting the same batch again moves nothing. The queries are
+//! checked against the model too: each account's transfers (both sides, one side
+//! reversed, a limit), transfers by user data, and bob's balance history.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use idem_wallet::{AMOUNT_MAX, Transfer, TransferFlags, TransferResult as R, Wallet};
+use idem_wallet::{
+    AMOUNT_MAX, AccountFilter, AccountFilterFlags as Side, QUERY_LIMIT_MAX, QueryFilter, Transfer,
+    TransferFlags, TransferResult as R, Wallet,
+};
 use proptest::prelude::*;
 
 use crate::{ALICE, BANK, BOB, CAPPED, t, wallet};
@@ -41,7 +46,7 @@ fn transfer() -> impl Strategy<Value = Transfer> {
                         ..Default::default()
                     }
                 }
-                _ => x.user_data = 7,
+                _ => (x.user_data_128, x.user_data_32) = (7, 3),
             }
             if linked {
                 x.flags |= TransferFlags::LINKED;
@@ -57,6 +62,10 @@ struct Model {
     /// Live pending transfers: id -> (debit, credit, amount, expires_ms or none).
     pending: HashMap<u128, (u128, u128, u128, Option<u64>)>,
     created: HashMap<u128, Transfer>,
+    /// The created ids, oldest first: the ledger's timestamp order.
+    order: Vec<u128>,
+    /// Bob's balances after each transfer that touched him (bob keeps a history).
+    bob_history: Vec<[u128; 4]>,
     now_ms: u64,
 }
 
@@ -112,7 +121,8 @@ impl Model {
             flags: x.flags,
             timeout: 0,
             amount: if x.amount == whole { p.amount } else { x.amount },
-            user_data: if x.user_data == 0 { p.user_data } else { x.user_data },
+            user_data_128: if x.user_data_128 == 0 { p.user_data_128 } else { x.user_data_128 },
+            user_data_32: if x.user_data_32 == 0 { p.user_data_32 } else { x.user_data_32 },
             ..*p
         }
     }
@@ -120,6 +130,15 @@ impl Model {
     fn created(&mut self, x: &Transfer) {
         let kept = self.resolved(x);
         assert!(self.created.insert(x.id, kept).is_none(), "id {} created twice", x.id);
+        self.order.push(x.id);
+        self.apply(x);
+        if [kept.debit_account_id, kept.credit_account_id].contains(&BOB) {
+            self.bob_history.push(self.balances.get(&BOB).copied().unwrap_or_default());
+        }
+    }
+
+    /// Moves the balances for `x`, just created.
+    fn apply(&mut self, x: &Transfer) {
         if x.flags.contains(TransferFlags::POST_PENDING)
             || x.flags.contains(TransferFlags::VOID_PENDING)
         {
@@ -145,6 +164,53 @@ impl Model {
             self.add(x.debit_account_id, 1, x.amount, false);
             self.add(x.credit_account_id, 3, x.amount, false);
         }
+    }
+
+    /// The created transfers `keep` passes, in timestamp order, as the wallet keeps them.
+    fn listed(&self, keep: impl Fn(&Transfer) -> bool) -> Vec<u128> {
+        self.order.iter().copied().filter(|id| keep(&self.created[id])).collect()
+    }
+
+    fn assert_queries(&self, w: &Wallet) {
+        let ids = |found: Vec<idem_wallet::StoredTransfer>| -> Vec<u128> {
+            found.iter().map(|s| s.transfer.id).collect()
+        };
+        for id in ACCOUNTS {
+            let filter = AccountFilter {
+                account_id: id,
+                limit: QUERY_LIMIT_MAX,
+                flags: Side::DEBITS | Side::CREDITS,
+                ..Default::default()
+            };
+            let touches = |t: &Transfer| t.debit_account_id == id || t.credit_account_id == id;
+            let found = w.get_account_transfers(&filter).expect("a valid filter");
+            assert_eq!(ids(found), self.listed(touches), "account {id}'s transfers");
+            let newest = AccountFilter { limit: 3, flags: Side::DEBITS | Side::REVERSED, ..filter };
+            let mut debits = self.listed(|t| t.debit_account_id == id);
+            debits.reverse();
+            debits.truncate(3);
+            let found = w.get_account_transfers(&newest).expect("a valid filter");
+            assert_eq!(ids(found), debits, "account {id}'s newest debits");
+        }
+        let tagged = QueryFilter { user_data_128: 7, limit: QUERY_LIMIT_MAX, ..Default::default() };
+        let found = w.query_transfers(&tagged).expect("a valid filter");
+        assert_eq!(ids(found), self.listed(|t| t.user_data_128 == 7), "user data 7");
+        let bob = AccountFilter {
+            account_id: BOB,
+            limit: QUERY_LIMIT_MAX,
+            flags: Side::DEBITS | Side::CREDITS,
+            ..Default::default()
+        };
+        let history = w.get_account_balances(&bob).expect("a valid filter");
+        let balances: Vec<[u128; 4]> = history
+            .iter()
+            .map(|b| [b.debits_pending, b.debits_posted, b.credits_pending, b.credits_posted])
+            .collect();
+        assert_eq!(balances, self.bob_history, "bob's balance history");
+        let times: Vec<u64> = history.iter().map(|b| b.timestamp).collect();
+        let found = w.get_account_transfers(&bob).expect("a valid filter");
+        let transfer_times: Vec<u64> = found.iter().map(|s| s.timestamp).collect();
+        assert_eq!(times, transfer_times, "one balance per transfer, at its timestamp");
     }
 
     fn assert_matches(&self, w: &Wallet) {
@@ -186,6 +252,7 @@ fn check(batches: &[(Vec<Transfer>, u64)]) {
             }
         }
         m.assert_matches(&w);
+        m.assert_queries(&w);
         w.assert_invariants();
         // The same batch again: an id already applied is never applied twice (the model
         // asserts it); events that failed only because of their chain may apply now.
@@ -196,6 +263,7 @@ fn check(batches: &[(Vec<Transfer>, u64)]) {
             }
         }
         m.assert_matches(&w);
+        m.assert_queries(&w);
     }
 }
 

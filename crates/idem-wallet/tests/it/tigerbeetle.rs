@@ -26,19 +26,26 @@ fn a_repeat_of_a_post_or_void_is_compared_as_it_resolved() {
     let (post, void) = (TransferFlags::POST_PENDING, TransferFlags::VOID_PENDING);
     for (flag, whole) in [(post, AMOUNT_MAX), (void, 0)] {
         let (w, _) = wallet();
-        let pending =
-            with(t(1, ALICE, BOB, 80), |p| (p.flags, p.user_data) = (TransferFlags::PENDING, 7));
+        let pending = with(t(1, ALICE, BOB, 80), |p| {
+            (p.flags, p.user_data_128, p.user_data_32) = (TransferFlags::PENDING, 7, 3)
+        });
         w.create_transfers(&[pending]).expect("batch").all_applied().expect("applied");
         assert_eq!(w.create_transfers(&[settle(2, 1, whole, flag)]).expect("b"), [R::Created]);
         let kept = w.transfer(2).expect("kept").transfer;
         let named = (kept.debit_account_id, kept.credit_account_id, kept.ledger, kept.code);
-        assert_eq!((named, kept.amount, kept.user_data), ((ALICE, BOB, 1, 1), 80, 7), "{flag:?}");
+        let user_data = (kept.user_data_128, kept.user_data_64, kept.user_data_32);
+        assert_eq!(
+            (named, kept.amount, user_data),
+            ((ALICE, BOB, 1, 1), 80, (7, 0, 3)),
+            "{flag:?}"
+        );
         let spelt_out = Transfer {
             debit_account_id: ALICE,
             credit_account_id: BOB,
             ledger: 1,
             code: 1,
-            user_data: 7,
+            user_data_128: 7,
+            user_data_32: 3,
             ..settle(2, 1, 80, flag)
         };
         let cases = [
@@ -50,11 +57,16 @@ fn a_repeat_of_a_post_or_void_is_compared_as_it_resolved() {
                 R::ExistsWithDifferentCreditAccountId,
             ),
             (with(spelt_out, |s| s.amount = 79), R::ExistsWithDifferentAmount),
-            (with(spelt_out, |s| s.user_data = 8), R::ExistsWithDifferentUserData),
+            (with(spelt_out, |s| s.user_data_128 = 8), R::ExistsWithDifferentUserData128),
+            (with(spelt_out, |s| s.user_data_64 = 8), R::ExistsWithDifferentUserData64),
+            (with(spelt_out, |s| s.user_data_32 = 8), R::ExistsWithDifferentUserData32),
             (with(spelt_out, |s| s.ledger = 2), R::ExistsWithDifferentLedger),
             (with(spelt_out, |s| s.code = 2), R::ExistsWithDifferentCode),
             // User data before ledger and code, as TigerBeetle compares them.
-            (with(spelt_out, |s| (s.user_data, s.code) = (8, 2)), R::ExistsWithDifferentUserData),
+            (
+                with(spelt_out, |s| (s.user_data_128, s.code) = (8, 2)),
+                R::ExistsWithDifferentUserData128,
+            ),
         ];
         for (repeat, code) in cases {
             assert_eq!(w.create_transfers(&[repeat]).expect("batch"), [code], "{repeat:?}");
@@ -149,7 +161,7 @@ fn malformed_requests_answer_in_tigerbeetles_order() {
 #[test]
 fn an_accounts_repeat_compares_its_flags_first_closed_among_them() {
     let (w, _) = wallet();
-    let a = |id, ledger, code, flags| NewAccount { id, ledger, code, flags };
+    let a = |id, ledger, code, flags| NewAccount { id, ledger, code, flags, ..Default::default() };
     let floor = AccountFlags::DEBITS_MUST_NOT_EXCEED_CREDITS;
     assert_eq!(w.create_accounts(&[a(10, 1, 1, floor)]).expect("b"), [AccountResult::Created]);
     let differs = w.create_accounts(&[a(10, 2, 1, AccountFlags::default())]).expect("b");
@@ -157,7 +169,7 @@ fn an_accounts_repeat_compares_its_flags_first_closed_among_them() {
     assert!(w.close_account(10));
     let closed = w.create_accounts(&[a(10, 1, 1, floor)]).expect("b");
     assert_eq!(closed, [AccountResult::ExistsWithDifferentFlags]);
-    let reserved = AccountFlags::from_bits_retain(1 << 3);
+    let reserved = AccountFlags::from_bits_retain(1 << 4);
     let refused = w.create_accounts(&[a(0, 1, 1, reserved)]).expect("b");
     assert_eq!(refused, [AccountResult::ReservedFlag]);
 }

@@ -185,7 +185,7 @@ fn a_clock_at_the_end_of_its_range_saturates_and_never_panics() {
         id,
         ledger: 1,
         code: 1,
-        flags: idem_wallet::AccountFlags::default(),
+        ..Default::default()
     });
     let results = w.create_accounts(&accounts).expect("batch");
     assert!(results.iter().all(|r| *r == idem_wallet::AccountResult::Created), "{results:?}");
