@@ -557,11 +557,33 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-wallet", "", "it", "queries::"),
     },
     Mutant {
-        name: "wallet-query-limit-over-the-max-served",
+        name: "wallet-query-limit-over-the-max-served-whole",
         file: "crates/idem-wallet/src/query.rs",
-        from: "        if limit > QUERY_LIMIT_MAX {",
-        to: "        if limit > u32::MAX - 1 {",
-        check: test("idem-wallet", "", "it", "queries::a_filter_no_query"),
+        from: "        let limit = limit.min(QUERY_LIMIT_MAX);",
+        to: "        let limit = limit;",
+        check: test("idem-wallet", "", "it", "queries::a_query_at_its_limit"),
+    },
+    Mutant {
+        name: "wallet-failed-event-shares-a-records-timestamp",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "(result, if result == R::Created { self.last_timestamp } else { self.timestamp() })",
+        to: "(result, self.last_timestamp)",
+        check: test("idem-wallet", "", "it", "queries::results_carry"),
+    },
+    Mutant {
+        name: "wallet-rolled-back-chain-timeout-watched",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "            if self.recording_undo {\n                \
+               self.chain_expiry.push(entry);",
+        to: "            if false {\n                self.chain_expiry.push(entry);",
+        check: test("idem-wallet", "", "it", "queries::a_rolled_back_chain"),
+    },
+    Mutant {
+        name: "wallet-standing-chain-timeout-dropped",
+        file: "crates/idem-wallet/src/ledger.rs",
+        from: "        self.expiry.extend(stood);",
+        to: "        drop(stood);",
+        check: test("idem-wallet", "", "it", "queries::a_rolled_back_chain"),
     },
     Mutant {
         name: "wallet-query-checks-only-the-rarest-field",
@@ -573,8 +595,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "wallet-replay-answered-with-a-new-timestamp",
         file: "crates/idem-wallet/src/ledger.rs",
-        from: "return (result, if result == R::Exists { stored.timestamp } else { decided });",
-        to: "return (result, decided);",
+        from: "return (result, if result == R::Exists { original } else { self.timestamp() });",
+        to: "return (result, self.timestamp());",
         check: test("idem-wallet", "", "it", "queries::results_carry"),
     },
     Mutant {

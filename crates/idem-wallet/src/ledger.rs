@@ -9,8 +9,8 @@ use hashbrown::{HashMap, HashSet};
 use idem_core::Clock;
 
 use crate::query::{
-    AccountBalance, AccountFilter, AccountIndex, FieldIndex, Fields, FilterError, QueryFilter,
-    select,
+    AccountBalance, AccountFilter, AccountIndex, Bounds, FieldIndex, Fields, FilterError,
+    QueryFilter, select,
 };
 use crate::types::{
     AMOUNT_MAX, Account, AccountFlags, AccountId, AccountResult, NewAccount, PendingState, Results,
@@ -44,6 +44,10 @@ pub struct Remembered {
     /// Ids of transfers that failed: a repeat of one is answered
     /// [`IdAlreadyFailed`](crate::TransferResult::IdAlreadyFailed).
     pub failed: usize,
+    /// Timeouts of pending transfers the ledger watches, until each comes (one whose
+    /// transfer was posted or voided meanwhile is dropped then). Bounded by the pending
+    /// transfers with a timeout ever applied; a linked chain rolled back adds none.
+    pub timeouts: usize,
 }
 
 /// A batch was refused as a whole; nothing in it was applied.
@@ -109,6 +113,9 @@ pub struct Ledger {
     undo: Vec<Undo>,
     /// Whether changes get an undo record (inside a linked chain).
     recording_undo: bool,
+    /// The timeouts of the pending transfers the chain being applied created: watched
+    /// (moved to `expiry`) once the chain stands, dropped if it rolls back.
+    chain_expiry: Vec<Reverse<(u64, TransferId, u64)>>,
 }
 
 impl Ledger {
@@ -129,6 +136,7 @@ impl Ledger {
             batch_now_ms: 0,
             undo: Vec::new(),
             recording_undo: false,
+            chain_expiry: Vec::new(),
         }
     }
 
@@ -193,15 +201,8 @@ impl Ledger {
         let Some(list) = self.by_account.transfers.get(&filter.account_id) else {
             return Ok(Vec::new());
         };
-        let transfer = |i: usize| self.transfers.at(list[i]);
-        let places = select(
-            list.len(),
-            |i| list[i],
-            bounds,
-            |at| self.transfers.at(at).timestamp,
-            |i| filter.matches(&transfer(i).transfer),
-        );
-        Ok(places.into_iter().map(|i| *transfer(i)).collect())
+        let found = self.account_positions(filter, bounds, list);
+        Ok(found.into_iter().map(|at| *self.transfers.at(at)).collect())
     }
 
     /// An account's balances after each transfer the filter selects (see
@@ -212,6 +213,10 @@ impl Ledger {
     /// # Errors
     ///
     /// As [`get_account_transfers`](Self::get_account_transfers).
+    ///
+    /// # Panics
+    ///
+    /// If the history and the account's transfers are out of step (a bug in this crate).
     pub fn get_account_balances(
         &self,
         filter: &AccountFilter,
@@ -223,14 +228,24 @@ impl Ledger {
         else {
             return Ok(Vec::new());
         };
-        let places = select(
-            list.len(),
-            |i| list[i],
-            bounds,
-            |at| self.transfers.at(at).timestamp,
-            |i| filter.matches(&self.transfers.at(list[i]).transfer),
-        );
-        Ok(places.into_iter().map(|i| history[i]).collect())
+        let found = self.account_positions(filter, bounds, list);
+        // One balance per position of the account's list, in step.
+        let place = |at: u32| list.binary_search(&at).expect("a position of the account's list");
+        Ok(found.into_iter().map(|at| history[place(at)]).collect())
+    }
+
+    /// The positions of the account's transfers (`list`) that `filter` selects: walked
+    /// from the shorter of the account's list and the list of the rarest field the filter
+    /// names, each transfer checked against the whole filter.
+    fn account_positions(&self, filter: &AccountFilter, bounds: Bounds, list: &[u32]) -> Vec<u32> {
+        let timestamp = |at: u32| self.transfers.at(at).timestamp;
+        let matches = |at: u32| filter.matches(&self.transfers.at(at).transfer);
+        let walked = match self.transfer_fields.candidates(&filter.fields()) {
+            Some(rarer) if rarer.len() < list.len() => rarer,
+            _ => list,
+        };
+        let found = select(walked.len(), |i| walked[i], bounds, timestamp, |i| matches(walked[i]));
+        found.into_iter().map(|i| walked[i]).collect()
     }
 
     /// Transfers with every field the filter sets, as TigerBeetle's `query_transfers`, in
@@ -293,11 +308,15 @@ impl Ledger {
     /// };
     /// // One over account 1's floor, one applied, then a repeat of each.
     /// ledger.create_transfers(&[t(8, 1, 2), t(7, 2, 1), t(8, 1, 2), t(7, 2, 1)])?;
-    /// assert_eq!(ledger.remembered(), Remembered { transfers: 1, failed: 1 });
+    /// assert_eq!(ledger.remembered(), Remembered { transfers: 1, failed: 1, timeouts: 0 });
     /// # Ok::<(), idem_wallet::BatchError>(())
     /// ```
     pub fn remembered(&self) -> Remembered {
-        Remembered { transfers: self.transfers.len(), failed: self.failed.len() }
+        Remembered {
+            transfers: self.transfers.len(),
+            failed: self.failed.len(),
+            timeouts: self.expiry.len(),
+        }
     }
 
     /// Closes an account: no new transfer may touch it. An assignment, idempotent by its
@@ -340,22 +359,20 @@ impl Ledger {
             return Err(BatchError::TooLarge { len: batch.len() });
         }
         self.batch_now_ms = now_ms;
-        let codes: Vec<AccountResult> = batch.iter().map(|a| self.create_account(a)).collect();
-        let decided = self.decided_at();
-        let timestamps = batch.iter().zip(&codes).map(|(a, code)| match code {
-            AccountResult::Created | AccountResult::Exists => {
-                self.accounts.get(&a.id).map_or(decided, |stored| stored.timestamp)
-            }
-            _ => decided,
-        });
-        let timestamps = timestamps.collect();
+        let (mut codes, mut timestamps) = (Vec::with_capacity(batch.len()), Vec::new());
+        for a in batch {
+            let code = self.create_account(a);
+            // A new account took the latest timestamp; a replay is answered with the
+            // original's; a failure gets one of its own, which names no record.
+            let timestamp = match code {
+                AccountResult::Created => Some(self.last_timestamp),
+                AccountResult::Exists => self.accounts.get(&a.id).map(|stored| stored.timestamp),
+                _ => None,
+            };
+            codes.push(code);
+            timestamps.push(timestamp.unwrap_or_else(|| self.timestamp()));
+        }
         Ok(Results::new(codes, timestamps))
-    }
-
-    /// The ledger's time for the batch being decided, in nanoseconds: the timestamp a
-    /// failed event is answered with.
-    fn decided_at(&self) -> u64 {
-        self.batch_now_ms.saturating_mul(1_000_000)
     }
 
     fn create_account(&mut self, a: &NewAccount) -> AccountResult {
@@ -497,28 +514,29 @@ impl Ledger {
         let linked = chain.len() > 1 || open;
         self.recording_undo = linked;
         self.undo.clear();
+        self.chain_expiry.clear();
         let first = results.len();
         let transfers_before = self.transfers.len();
         for (offset, t) in chain.iter().enumerate() {
             let (result, timestamp) = if open && offset == chain.len() - 1 {
-                (TransferResult::LinkedEventChainOpen, self.decided_at())
+                (TransferResult::LinkedEventChainOpen, self.timestamp())
             } else {
                 self.apply(t, linked)
             };
             results.push(result);
             timestamps.push(timestamp);
             if linked && result != TransferResult::Created {
-                // Nothing of the chain stays: every event but this one is answered with
-                // the batch's time.
-                let decided = self.decided_at();
-                for (i, at) in timestamps[first..].iter_mut().enumerate() {
-                    if i != offset {
-                        *at = decided;
-                    }
+                // Nothing of the chain stays; its events keep the timestamps they were
+                // decided at (a rolled-back record's names nothing now), and the events
+                // after this one get theirs.
+                let rest = first + chain.len() - timestamps.len();
+                for _ in 0..rest {
+                    let at = self.timestamp();
+                    timestamps.push(at);
                 }
-                timestamps.resize(first + chain.len(), decided);
                 let undo = std::mem::take(&mut self.undo);
                 self.recording_undo = false;
+                self.chain_expiry.clear();
                 self.rollback(undo, transfers_before);
                 // The failure that broke the chain uses up its id as it would alone (the
                 // rollback kept the arena and the failed set within their limit).
@@ -543,6 +561,9 @@ impl Ledger {
                 return;
             }
         }
+        // The chain stands: its pending transfers' timeouts are watched from now on.
+        let stood = std::mem::take(&mut self.chain_expiry);
+        self.expiry.extend(stood);
     }
 
     /// Undoes a failed chain's changes, newest first, back to the ledger it started from
@@ -581,7 +602,6 @@ impl Ledger {
     fn apply(&mut self, t: &Transfer, linked: bool) -> (TransferResult, u64) {
         use TransferResult as R;
         assert_eq!(self.recording_undo, linked, "undo records are kept inside chains only");
-        let decided = self.decided_at();
         // TigerBeetle's order: the flags, then the id, then a replay.
         let refused = if !t.flags.is_supported() {
             Some(R::ReservedFlag)
@@ -593,15 +613,16 @@ impl Ledger {
             None
         };
         if let Some(refused) = refused {
-            return (refused, decided);
+            return (refused, self.timestamp());
         }
         if let Some(stored) = self.transfers.get(&t.id) {
-            let result = self.exists(&stored.transfer, t);
-            return (result, if result == R::Exists { stored.timestamp } else { decided });
+            let (result, original) = (self.exists(&stored.transfer, t), stored.timestamp);
+            return (result, if result == R::Exists { original } else { self.timestamp() });
         }
         let result = self.apply_new(t, linked);
-        // A transfer created now took the ledger's latest timestamp.
-        (result, if result == R::Created { self.last_timestamp } else { decided })
+        // A transfer created now took the ledger's latest timestamp; a failure gets one of
+        // its own.
+        (result, if result == R::Created { self.last_timestamp } else { self.timestamp() })
     }
 
     /// [`apply`](Self::apply) for an id the ledger has not stored.
@@ -728,7 +749,14 @@ impl Ledger {
         if pending && t.timeout > 0 {
             // A timeout past the end of the clock's range never expires (saturates).
             let expires_ms = self.batch_now_ms.saturating_add(u64::from(t.timeout) * 1000);
-            self.expiry.push(Reverse((expires_ms, t.id, timestamp)));
+            let entry = Reverse((expires_ms, t.id, timestamp));
+            // Inside a chain the timeout is watched only once the chain stands: a chain
+            // rolled back leaves no entry behind.
+            if self.recording_undo {
+                self.chain_expiry.push(entry);
+            } else {
+                self.expiry.push(entry);
+            }
         }
         R::Created
     }

@@ -14,9 +14,9 @@ use hashbrown::HashMap;
 use crate::ledger::BATCH_MAX;
 use crate::types::{Account, AccountId, Transfer};
 
-/// The most results one query returns (TigerBeetle's bound, what fits one reply). A
-/// caller who wants more pages: the next query starts one nanosecond past the last
-/// timestamp returned.
+/// The most results one query returns (TigerBeetle's bound, what fits one reply): a
+/// larger `limit` is served up to it, as TigerBeetle serves one. A caller who wants more
+/// pages: the next query starts one nanosecond past the last timestamp returned.
 pub const QUERY_LIMIT_MAX: u32 = BATCH_MAX as u32;
 
 bitflags::bitflags! {
@@ -85,7 +85,8 @@ pub struct AccountFilter {
     pub timestamp_min: u64,
     /// The latest timestamp returned, inclusive (0: no bound).
     pub timestamp_max: u64,
-    /// The most results, 1 to [`QUERY_LIMIT_MAX`].
+    /// The most results, at least 1; at most [`QUERY_LIMIT_MAX`] come back whatever it
+    /// says (as in TigerBeetle): page for more.
     pub limit: u32,
     /// Debits, credits or both, and the order.
     pub flags: AccountFilterFlags,
@@ -125,7 +126,8 @@ pub struct QueryFilter {
     pub timestamp_min: u64,
     /// The latest timestamp returned, inclusive (0: no bound).
     pub timestamp_max: u64,
-    /// The most results, 1 to [`QUERY_LIMIT_MAX`].
+    /// The most results, at least 1; at most [`QUERY_LIMIT_MAX`] come back whatever it
+    /// says (as in TigerBeetle): page for more.
     pub limit: u32,
     /// The order.
     pub flags: QueryFilterFlags,
@@ -161,7 +163,9 @@ pub enum FilterError {
     #[error("filter flags set neither DEBITS nor CREDITS: set one or both")]
     NoSide,
     /// `limit` was 0.
-    #[error("filter limit is 0: set the most results to return, 1 to {QUERY_LIMIT_MAX}")]
+    #[error(
+        "filter limit is 0: set the most results to return (at most {QUERY_LIMIT_MAX} come back)"
+    )]
     LimitZero,
     /// `limit` was over [`QUERY_LIMIT_MAX`].
     #[error("filter limit {0} is over {QUERY_LIMIT_MAX}: ask for fewer and page by timestamp_min")]
@@ -196,9 +200,6 @@ impl Bounds {
         if limit == 0 {
             return Err(FilterError::LimitZero);
         }
-        if limit > QUERY_LIMIT_MAX {
-            return Err(FilterError::LimitTooLarge(limit));
-        }
         for (bound, name) in [(min, "timestamp_min"), (max, "timestamp_max")] {
             if bound == u64::MAX {
                 return Err(FilterError::TimestampIntMax(name));
@@ -208,6 +209,8 @@ impl Bounds {
         if min > max {
             return Err(FilterError::TimestampRange { min, max });
         }
+        // As in TigerBeetle, a larger limit is served up to what one answer holds.
+        let limit = limit.min(QUERY_LIMIT_MAX);
         Ok(Self { min, max, limit: limit as usize, reversed })
     }
 }
@@ -229,20 +232,24 @@ impl AccountFilter {
         Bounds::new(self.timestamp_min, self.timestamp_max, self.limit, reversed)
     }
 
+    /// The transfer fields the filter asks for.
+    pub(crate) fn fields(&self) -> Fields {
+        Fields {
+            user_data_128: self.user_data_128,
+            user_data_64: self.user_data_64,
+            user_data_32: self.user_data_32,
+            ledger: 0,
+            code: self.code,
+        }
+    }
+
     /// Whether `t`, a transfer that touches the account, passes the filter.
     pub(crate) fn matches(&self, t: &Transfer) -> bool {
         let debit = self.flags.contains(AccountFilterFlags::DEBITS)
             && t.debit_account_id == self.account_id;
         let credit = self.flags.contains(AccountFilterFlags::CREDITS)
             && t.credit_account_id == self.account_id;
-        (debit || credit)
-            && Fields::of_transfer(t).has(&Fields {
-                user_data_128: self.user_data_128,
-                user_data_64: self.user_data_64,
-                user_data_32: self.user_data_32,
-                ledger: 0,
-                code: self.code,
-            })
+        (debit || credit) && Fields::of_transfer(t).has(&self.fields())
     }
 }
 
@@ -401,7 +408,7 @@ impl FieldIndex {
 
     /// The shortest list among the fields `wanted` sets, or `None` when it sets none (every
     /// record is a candidate). A field no record holds gives the empty list.
-    fn candidates(&self, wanted: &Fields) -> Option<&[u32]> {
+    pub(crate) fn candidates(&self, wanted: &Fields) -> Option<&[u32]> {
         let list = |key| self.postings.get(&key).map_or(&[][..], Postings::as_slice);
         wanted.keys().map(list).min_by_key(|list| list.len())
     }

@@ -568,9 +568,10 @@ impl<R> Results<R> {
 
     /// One timestamp per event, as TigerBeetle 0.17 returns them: for an event created
     /// now, its record's new timestamp; for `Exists` (a replay), the timestamp the record
-    /// got when it was created, so a retry learns the original's; for a failure, the
-    /// ledger's time when the batch was decided (nanoseconds, as every timestamp), which
-    /// names no record.
+    /// got when it was created, so a retry learns the original's; for a failure, one of
+    /// its own from the same counter, which names no record. So every event but a replay
+    /// has a timestamp no other event has, later than every earlier one's (nanoseconds,
+    /// as every timestamp).
     ///
     /// ```
     /// use idem_wallet::{AccountFlags, NewAccount, Transfer, Wallet};

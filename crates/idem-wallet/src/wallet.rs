@@ -8,7 +8,7 @@ use std::sync::Arc;
 use idem_core::{Clock, SystemClock};
 use parking_lot::Mutex;
 
-use crate::ledger::{BatchError, Ledger, Limits};
+use crate::ledger::{BatchError, Ledger, Limits, Remembered};
 use crate::query::{AccountBalance, AccountFilter, FilterError, QueryFilter};
 use crate::types::{
     Account, AccountId, AccountResult, NewAccount, Results, StoredTransfer, Transfer, TransferId,
@@ -186,6 +186,12 @@ impl<S> Wallet<S> {
         filter: &QueryFilter,
     ) -> Result<Vec<StoredTransfer>, FilterError> {
         self.ledger.lock().query_transfers(filter)
+    }
+
+    /// How many transfer ids and pending timeouts the ledger remembers; see
+    /// [`Ledger::remembered`].
+    pub fn remembered(&self) -> Remembered {
+        self.ledger.lock().remembered()
     }
 
     /// Checks the ledger's invariants; see [`Ledger::assert_invariants`].
