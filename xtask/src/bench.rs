@@ -41,6 +41,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
     if only.is_none_or(|name| ["idem-http", "idem-store-postgres"].contains(&name.as_str())) {
         command.env("IDEM_PG_URL", crate::postgres_url()?);
     }
+    // The Redis benches (idem-http's `http_pg` has a Redis row; idem-store-redis's
+    // `floor`) need a Redis server: the one `.ci/redis.sh` starts, unless IDEM_REDIS_URL
+    // names another.
+    if only.is_none_or(|name| ["idem-http", "idem-store-redis"].contains(&name.as_str())) {
+        command.env("IDEM_REDIS_URL", crate::redis_url()?);
+    }
     run_step("bench", &mut command)?;
     let table = ratio_table(&collect(&criterion_dir)?);
     println!("\n{table}");

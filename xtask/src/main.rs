@@ -316,6 +316,19 @@ fn postgres_steps() -> Result {
     Ok(())
 }
 
+/// The Redis store's suite: on the server `.ci/redis.sh` starts, and on the servers the
+/// tests start themselves from the same binary.
+fn redis_steps() -> Result {
+    let url = redis_url()?;
+    run(
+        "redis",
+        cargo()
+            .args(["test", "-p", "idem-store-redis", "--features", "server-tests"])
+            .args(["--test", "redis"])
+            .env("IDEM_REDIS_URL", &url),
+    )
+}
+
 fn ci() -> Result {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     run(
@@ -346,6 +359,7 @@ fn ci() -> Result {
     }
     run("tracing", tracing.args(["--features", &features.join(","), "--test", "it"]))?;
     postgres_steps()?;
+    redis_steps()?;
     // The deployment: servers on one PostgreSQL behind haproxy, with faults (a short run).
     cluster::cluster(&["--short".to_string()])?;
     // Default features and all features: a link that resolves only with a feature on
@@ -440,6 +454,12 @@ fn crash(args: &[String]) -> Result {
         run(&format!("crash {test}"), &mut command)?;
     }
     Ok(())
+}
+
+/// The Redis server for the Redis store's tests and benches: `IDEM_REDIS_URL` if set, else
+/// the one `.ci/redis.sh` starts (installing it from Debian's packages if needed).
+fn redis_url() -> Result<String> {
+    server_url("IDEM_REDIS_URL", ".ci/redis.sh", "redis://")
 }
 
 /// The PostgreSQL server for the PostgreSQL store's tests: `IDEM_PG_URL` if set, else the

@@ -300,6 +300,7 @@ const DURABLE_USERS: &[&str] = &[
     "idem-wallet",
     "idem-store-sqlite",
     "idem-store-postgres",
+    "idem-store-redis",
     "idem-payments",
     "idem-notify",
     "idem-http",

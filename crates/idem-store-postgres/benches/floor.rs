@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use idem_core::{AsyncKeyStore, Claim, Fingerprint, ScopedKey, StoreConfig};
@@ -57,29 +57,6 @@ async fn raw(pool: &Pool, schema: &str) {
     assert_eq!(client.execute(&prepared, &[&key, &result]).await.expect("complete"), 1);
 }
 
-async fn tasks<F, Fut>(count: u64, iters: u64, op: F) -> Duration
-where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let share = iters.div_ceil(count);
-    let start = Instant::now();
-    let running: Vec<_> = (0..count)
-        .map(|_| {
-            let op = op.clone();
-            tokio::spawn(async move {
-                for _ in 0..share {
-                    op().await;
-                }
-            })
-        })
-        .collect();
-    for task in running {
-        task.await.expect("a task");
-    }
-    start.elapsed().mul_f64(iters as f64 / (share * count) as f64)
-}
-
 fn bench_floor(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
     let rt = rt.expect("a runtime");
@@ -104,7 +81,7 @@ fn bench_floor(c: &mut Criterion) {
         g.bench_function("idem", |b| {
             b.to_async(&rt).iter_custom(|iters| {
                 let store = store.clone();
-                tasks(count, iters, move || {
+                idem_testkit::bench::timed_tasks(count, iters, move || {
                     let store = store.clone();
                     async move { idem(&store, &fingerprint).await }
                 })
@@ -113,7 +90,7 @@ fn bench_floor(c: &mut Criterion) {
         g.bench_function("raw_tokio_postgres", |b| {
             b.to_async(&rt).iter_custom(|iters| {
                 let (pool, schema) = (pool.clone(), schema.clone());
-                tasks(count, iters, move || {
+                idem_testkit::bench::timed_tasks(count, iters, move || {
                     let (pool, schema) = (pool.clone(), schema.clone());
                     async move { raw(&pool, &schema).await }
                 })

@@ -78,3 +78,33 @@ pub fn timed_iters(threads: usize, iters: u64, op: impl Fn(usize) + Sync) -> Dur
     let per_thread = (iters as usize).div_ceil(threads);
     timed(0..threads, |t| (t * per_thread..(t + 1) * per_thread).for_each(&op))
 }
+
+/// Runs `iters` calls of `op` on `count` tokio tasks of the current runtime (an equal
+/// share each, rounded up), and returns the time they took, scaled to `iters` calls: the
+/// async benches' `iter_custom` with concurrent callers.
+///
+/// # Panics
+///
+/// If a task panics (the panic is passed on).
+pub async fn timed_tasks<F, Fut>(count: u64, iters: u64, op: F) -> Duration
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let share = iters.div_ceil(count.max(1));
+    let start = Instant::now();
+    let running: Vec<_> = (0..count.max(1))
+        .map(|_| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                for _ in 0..share {
+                    op().await;
+                }
+            })
+        })
+        .collect();
+    for task in running {
+        task.await.expect("a bench task panicked");
+    }
+    start.elapsed().mul_f64(iters as f64 / (share * count.max(1)) as f64)
+}

@@ -1,0 +1,62 @@
+//! What the store reads of the server's configuration at connect, and what it refuses.
+
+use redis::aio::ConnectionManager;
+
+use crate::RedisError;
+
+/// The server's settings that decide what an acknowledged change survives, as read at
+/// connect ([`RedisStore::server`](crate::RedisStore::server)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerDurability {
+    /// `maxmemory-policy` (the store accepts only `noeviction`), or `None` if the operator
+    /// vouched for the server instead.
+    pub maxmemory_policy: Option<String>,
+    /// Whether the server keeps an append-only file (`appendonly`).
+    pub appendonly: Option<bool>,
+    /// `appendfsync`: `always` (no acknowledged change lost to a crash), `everysec` (up
+    /// to a second of them), or `no` (what the operating system had not written).
+    pub appendfsync: Option<String>,
+}
+
+impl ServerDurability {
+    /// Settings nobody read: the operator vouched for the server.
+    pub(crate) fn vouched() -> Self {
+        Self { maxmemory_policy: None, appendonly: None, appendfsync: None }
+    }
+}
+
+/// One configuration parameter, by `CONFIG GET`.
+async fn config_get(conn: &mut ConnectionManager, name: &str) -> Result<String, RedisError> {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg(name)
+        .query_async(conn)
+        .await
+        .map_err(RedisError::ConfigUnreadable)?;
+    pair.into_iter().nth(1).ok_or_else(|| RedisError::Reply(format!("CONFIG GET {name}: empty")))
+}
+
+/// Reads the server's eviction policy and persistence, refusing a policy that can evict
+/// a key and, unless `restart_may_forget`, a server without an append-only file.
+pub(crate) async fn check(
+    conn: &mut ConnectionManager,
+    restart_may_forget: bool,
+) -> Result<ServerDurability, RedisError> {
+    let policy = config_get(conn, "maxmemory-policy").await?;
+    // Every other policy (allkeys-*, volatile-*) evicts keys: finished results carry a
+    // TTL, so even volatile-* can evict a result before the TTL ends.
+    if policy != "noeviction" {
+        return Err(RedisError::EvictionPolicy { policy });
+    }
+    let appendonly = config_get(conn, "appendonly").await?;
+    if appendonly != "yes" && !restart_may_forget {
+        return Err(RedisError::NoPersistence { appendonly });
+    }
+    let appendfsync = config_get(conn, "appendfsync").await?;
+    Ok(ServerDurability {
+        maxmemory_policy: Some(policy),
+        appendonly: Some(appendonly == "yes"),
+        appendfsync: Some(appendfsync),
+    })
+}
