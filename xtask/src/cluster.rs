@@ -1,8 +1,9 @@
 //! `cargo xtask cluster`: the deployment users run, tested end to end. Real processes on
-//! loopback: PostgreSQL (the harness's own server), N checkout servers on it (the
-//! checkout example, `--store postgres:URL --gateway URL`), haproxy in front, and the
-//! gateway process on the other side of fault proxies; clients pay through haproxy while
-//! faults are inflicted on a seeded schedule; then the check, from outside the servers.
+//! loopback: the store's server (the harness's own PostgreSQL, or with `--store redis` a
+//! Redis server it starts), N checkout servers on it (the checkout example, `--store
+//! postgres:URL` or `redis:URL`, `--gateway URL`), haproxy in front, and the gateway
+//! process on the other side of fault proxies; clients pay through haproxy while faults
+//! are inflicted on a seeded schedule; then the check, from outside the servers.
 
 mod check;
 mod faults;
@@ -10,6 +11,7 @@ mod http;
 mod load;
 mod procs;
 mod proxy;
+mod redis;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,10 +51,20 @@ struct Options {
     fault_every: Duration,
     naive: bool,
     no_run: bool,
+    store: StoreKind,
+}
+
+/// Which store the servers share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreKind {
+    /// The harness's own PostgreSQL server (`.ci/postgres-cluster.sh`).
+    Postgres,
+    /// A Redis server the harness starts (AOF synced on every write, no eviction).
+    Redis,
 }
 
 const USAGE: &str = "cluster [--servers N] [--intents M] [--seed S] [--clients C] \
-                     [--rate R] [--short] [--naive] [--no-run]";
+                     [--rate R] [--short] [--naive] [--no-run] [--store postgres|redis]";
 
 fn options(args: &[String]) -> Result<Options> {
     let mut options = Options {
@@ -64,6 +76,7 @@ fn options(args: &[String]) -> Result<Options> {
         fault_every: Duration::from_secs(1),
         naive: false,
         no_run: false,
+        store: StoreKind::Postgres,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -83,6 +96,15 @@ fn options(args: &[String]) -> Result<Options> {
             }
             "--naive" => options.naive = true,
             "--no-run" => options.no_run = true,
+            "--store" => {
+                options.store = match args.next().map(String::as_str) {
+                    Some("postgres") => StoreKind::Postgres,
+                    Some("redis") => StoreKind::Redis,
+                    other => {
+                        return Err(format!("--store {other:?}: postgres or redis; {USAGE}"));
+                    }
+                };
+            }
             other => return Err(format!("cluster: unknown argument {other:?}; usage: {USAGE}")),
         }
     }
@@ -122,14 +144,28 @@ pub(crate) fn cluster(args: &[String]) -> Result {
     if options.no_run {
         return Ok(());
     }
-    let (url, database, restart_db) = database()?;
-    check::psql(&url, "DROP SCHEMA IF EXISTS checkout CASCADE")?;
     let dir = root().join(format!("target/cluster/seed-{}", options.seed));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Stopped when the run ends, however it ends.
+    let mut redis_server = None;
+    let (url, database, restart_db) = match options.store {
+        StoreKind::Postgres => {
+            let db = database()?;
+            check::psql(&db.0, "DROP SCHEMA IF EXISTS checkout CASCADE")?;
+            db
+        }
+        StoreKind::Redis => {
+            let server = redis::Server::start(&dir.join("redis"))?;
+            let db = (server.url(), server.addr(), server.restart_command()?);
+            redis_server = Some(server);
+            db
+        }
+    };
     let spec = procs::ServerSpec {
         binary: server_binary,
         database,
+        store: options.store,
         naive: options.naive,
         lease_ms: 2_000,
     };
@@ -146,6 +182,7 @@ pub(crate) fn cluster(args: &[String]) -> Result {
     );
     println!("cluster: replay with `{replay}`; logs in {}", dir.display());
     let outcome = drive_and_check(&options, processes, &plan, (&url, &restart_db), &dir);
+    drop(redis_server);
     match outcome {
         Ok(()) => Ok(()),
         Err(why) => Err(format!("{why}\ncluster: seed {}: replay with `{replay}`", options.seed)),
@@ -159,6 +196,9 @@ fn replay_command(options: &Options) -> String {
     );
     if options.naive {
         command.push_str(" --naive");
+    }
+    if options.store == StoreKind::Redis {
+        command.push_str(" --store redis");
     }
     command
 }
@@ -233,10 +273,15 @@ fn drive_and_check(
     faults::tell_gateway(processes.lock().unwrap_or_else(PoisonError::into_inner).gateway, "")?;
     let loaded = started.elapsed();
     reconcile(front, &intents, &seen, &counts, options.clients);
+    if options.store == StoreKind::Redis && !options.naive {
+        settle_left_in_flight(url, front, (&intents, &seen, &counts), options.clients)?;
+    }
     let seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
     let mut verdict = check::judge(&dir.join("charges.log"), &intents, &seen)?;
-    if !options.naive {
-        check::database(url, &mut verdict, intents.len())?;
+    match (options.naive, options.store) {
+        (true, _) => {}
+        (false, StoreKind::Postgres) => check::database(url, &mut verdict, intents.len())?,
+        (false, StoreKind::Redis) => redis::check(url, &mut verdict)?,
     }
     summary(options, &seen, &counts, (&inflicted, loaded), &verdict);
     verdict_result(&verdict, &inflicted)
@@ -258,6 +303,31 @@ fn reconcile(
     let deadline = Instant::now() + Duration::from_secs(60);
     let how = load::Drive { clients, deadline, double: false, pace: None };
     load::drive(front, intents, todo, how, seen, counts);
+}
+
+/// A reconciler's pass: a key whose answer its client got, but whose completion the
+/// store refused (the store's server restarted under it), stays in flight for recovery,
+/// as the layer promises; the operator's reconciler retries each such key once its lease
+/// has run out, and the retry recovers it (asking the gateway) and stores its answer.
+/// The check then judges the recovered answers like any other.
+fn settle_left_in_flight(
+    url: &str,
+    front: std::net::SocketAddr,
+    (intents, seen, counts): (&Arc<Vec<load::Intent>>, &Arc<Mutex<load::Seen>>, &Arc<load::Counts>),
+    clients: usize,
+) -> Result {
+    let keys = redis::in_flight_keys(url)?;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    println!("cluster: {} keys left in flight: retried once their leases run out", keys.len());
+    // The servers' lease (2 s) and a margin.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let todo: Vec<usize> = (0..intents.len()).filter(|i| keys.contains(&intents[*i].key)).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let how = load::Drive { clients, deadline, double: false, pace: None };
+    load::drive(front, intents, todo, how, seen, counts);
+    Ok(())
 }
 
 fn summary(

@@ -362,6 +362,8 @@ fn ci() -> Result {
     redis_steps()?;
     // The deployment: servers on one PostgreSQL behind haproxy, with faults (a short run).
     cluster::cluster(&["--short".to_string()])?;
+    // The same deployment on Redis (the harness starts its own server, restarts it).
+    cluster::cluster(&["--short", "--store", "redis"].map(String::from))?;
     // Default features and all features: a link that resolves only with a feature on
     // is caught by the first.
     run(

@@ -21,6 +21,8 @@ enum Check {
     Loom { package: &'static str },
     /// `cargo xtask cluster --short`: the servers behind haproxy, with faults.
     Cluster,
+    /// The same on Redis: `cargo xtask cluster --short --store redis`.
+    ClusterRedis,
 }
 
 /// One named break of the code.
@@ -1000,6 +1002,21 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Cluster,
     },
     Mutant {
+        name: "cluster-redis-recovery-charges-blindly",
+        file: "crates/idem-http/examples/checkout_server/app.rs",
+        from: "    if recovering {\n",
+        to: "    if false {\n",
+        check: Check::ClusterRedis,
+    },
+    Mutant {
+        name: "cluster-redis-claim-takes-over-a-live-lease",
+        file: "crates/idem-store-redis/src/scripts.rs",
+        from: "  elseif tonumber(f[3]) > now then\n    \
+               if f[1] ~= ARGV[1] then return {'reused'} end",
+        to: "  elseif false then\n    if f[1] ~= ARGV[1] then return {'reused'} end",
+        check: Check::ClusterRedis,
+    },
+    Mutant {
         name: "cluster-servers-without-the-layer",
         file: "xtask/src/cluster.rs",
         from: "        naive: false,\n",
@@ -1939,6 +1956,11 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
                 .args(["xtask", "cluster", "--short"])
                 .env("CARGO_TARGET_DIR", scratch.join("target"))
                 .env("IDEM_CLUSTER_PG_URL", crate::cluster_postgres_url()?);
+        }
+        Check::ClusterRedis => {
+            command
+                .args(["xtask", "cluster", "--short", "--store", "redis"])
+                .env("CARGO_TARGET_DIR", scratch.join("target"));
         }
     }
     Ok(command)

@@ -21,8 +21,10 @@ const START_WAIT_MAX: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone)]
 pub(crate) struct ServerSpec {
     pub(crate) binary: PathBuf,
-    /// The database every server shares (through its own proxy).
+    /// The store's server every server shares (through its own proxy).
     pub(crate) database: SocketAddr,
+    /// Which store that is.
+    pub(crate) store: super::StoreKind,
     /// `--naive`: the servers without the layer (the break the check must see).
     pub(crate) naive: bool,
     /// The store's lease, in milliseconds.
@@ -132,7 +134,11 @@ impl Processes {
             command.arg("--naive");
         } else {
             let db = server.database.addr();
-            command.args(["--store", &format!("postgres:postgres://idem:idem@{db}/idem")]);
+            let store = match spec.store {
+                super::StoreKind::Postgres => format!("postgres:postgres://idem:idem@{db}/idem"),
+                super::StoreKind::Redis => format!("redis:redis://{db}"),
+            };
+            command.args(["--store", &store]);
             command.args(["--lease-ms", &spec.lease_ms.to_string()]);
         }
         command.args(["--gateway", &format!("http://{}", server.gateway.addr())]);

@@ -8,6 +8,7 @@
 //! cargo run -p idem-http --example checkout_server -- --naive   # without the layer
 //! cargo run -p idem-http --example checkout_server -- --store sqlite:/tmp/keys.db
 //! cargo run -p idem-http --example checkout_server -- --store postgres:postgres://...
+//! cargo run -p idem-http --example checkout_server -- --store redis:redis://127.0.0.1:6379
 //! cargo run -p idem-http --example checkout_server -- --gateway http://127.0.0.1:7000
 //! cargo run -p idem-http --example checkout_server -- --lease-ms 2000
 //! ```
@@ -16,9 +17,10 @@
 //! headers (or, idle on a keep-alive connection, its next request) and 10 s for its body.
 //!
 //! `--store` picks where the keys live: `memory` (the default: one process, lost with
-//! it), `sqlite:PATH` (one machine, through crashes) or `postgres:URL` (every server on
+//! it), `sqlite:PATH` (one machine, through crashes), `postgres:URL` (every server on
 //! the database; each order is then recorded in the database in the transaction that
-//! stores its answer).
+//! stores its answer) or `redis:URL` (every server on the Redis server; it must keep an
+//! append-only file and never evict keys).
 //!
 //! `--gateway http://HOST:PORT` sends payments to a gateway over the network (the cluster
 //! harness's `gateway_server`: `cargo run -p idem-crash --bin gateway_server -- --file
@@ -35,19 +37,20 @@ use std::sync::Arc;
 use idem_core::{MemoryStore, StoreConfig};
 use idem_payments::SimulatedGateway;
 use idem_store_postgres::AsyncPgStore;
+use idem_store_redis::RedisStore;
 
 /// Where the keys live, from `--store`.
 enum Store {
     Memory,
     Sqlite(std::path::PathBuf),
     Postgres(String),
+    Redis(String),
 }
 
-/// `--store memory|sqlite:PATH|postgres:URL`, or what is wrong with it.
+/// `--store memory|sqlite:PATH|postgres:URL|redis:URL`, or what is wrong with it.
 fn store_arg(args: &[String]) -> Result<Store, String> {
     let Some(at) = args.iter().position(|a| a == "--store") else { return Ok(Store::Memory) };
-    let value =
-        args.get(at + 1).ok_or("--store needs a value: memory, sqlite:PATH or postgres:URL")?;
+    let value = args.get(at + 1).ok_or(EXPECTED_STORE)?;
     if value == "memory" {
         return Ok(Store::Memory);
     }
@@ -57,8 +60,14 @@ fn store_arg(args: &[String]) -> Result<Store, String> {
     if let Some(url) = value.strip_prefix("postgres:").filter(|u| u.starts_with("postgres")) {
         return Ok(Store::Postgres(url.to_string()));
     }
-    Err(format!("--store {value:?}: expected memory, sqlite:PATH or postgres:URL"))
+    if let Some(url) = value.strip_prefix("redis:").filter(|u| u.starts_with("redis")) {
+        return Ok(Store::Redis(url.to_string()));
+    }
+    Err(format!("--store {value:?}: {EXPECTED_STORE}"))
 }
+
+/// What `--store` takes.
+const EXPECTED_STORE: &str = "--store takes memory, sqlite:PATH, postgres:URL or redis:URL";
 
 /// `--lease-ms N`: the store's lease (how long a crashed server's claim holds its key
 /// before a retry recovers it), or the default, 30 s.
@@ -109,6 +118,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let gateway = SimulatedGateway::new().without_dedup();
             let (router, recorded) = orders::router(store, orders::SCHEMA, gateway);
             (router, recorded.shop.clone())
+        }
+        Store::Redis(url) => {
+            let store = RedisStore::connect(&url, orders::SCHEMA, config).await?;
+            app::router(mode, store)
         }
     };
     if let Some(remote) = remote {
