@@ -29,7 +29,7 @@ impl<R: Durable + Clone + Send + Sync> RedisStore<R> {
             .key(keys.quota(key.scope()))
             .arg(self.time_arg())
             .arg(&member);
-        let (value, acked) = self.run(&invocation).await?;
+        let (value, acked) = self.run(&invocation, true).await?;
         let mut reply = Reply::new(value, "forget");
         let status = reply.text()?;
         let now = reply.int()?;

@@ -17,10 +17,13 @@
 //! * **Finished results expire by Redis itself** at their TTL (`PEXPIREAT`); a record in
 //!   flight never expires on its own (it waits for its holder, or for a recovery), and
 //!   the capacity and per-scope quotas hold as in the other backends.
-//! * **At connect the store reads the server's configuration** and refuses a
-//!   `maxmemory-policy` that can evict keys (a live record evicted is a repeat executed),
-//!   and a server without an append-only file unless the caller accepts that a restart
-//!   may forget keys ([`RedisOptions::restart_may_forget`]).
+//! * **At connect the store reads the server's configuration** and refuses a replica (it
+//!   writes to the primary only), a `maxmemory-policy` that can evict keys (a live record
+//!   evicted is a repeat executed), and a server without an append-only file unless the
+//!   caller accepts that a restart may forget keys ([`RedisOptions::restart_may_forget`]).
+//! * **Fencing tokens only grow**, also across a namespace dropped or a restart that
+//!   forgot the counter: a counter created afresh starts at the server's time in
+//!   microseconds, above every token handed out before.
 //! * **Replicas**: with [`RedisOptions::wait_for_replicas`], each change is followed by
 //!   `WAIT` on the same connection, and a change fewer replicas acknowledged is an error.
 //!
@@ -70,7 +73,9 @@ mod server;
 mod store;
 
 pub use server::ServerDurability;
-pub use store::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisOptions, RedisStore, Replicas};
+pub use store::{
+    CONNECT_TIMEOUT, PENDING_BATCH_MAX, RESPONSE_TIMEOUT, RedisOptions, RedisStore, Replicas,
+};
 
 /// The client, re-exported so that a caller names its types (a URL's connection info, an
 /// error) with the same version.
@@ -115,6 +120,15 @@ pub enum RedisError {
     NoPersistence {
         /// The server's `appendonly` setting.
         appendonly: String,
+    },
+    /// The server is a replica: a store writes to the primary only.
+    #[error(
+        "the server is a {role}, not the primary: connect to the primary (a replica that \
+         accepts writes keeps them to itself, and two stores would each own a key)"
+    )]
+    NotPrimary {
+        /// The server's role (`slave`, in Redis's words).
+        role: String,
     },
     /// `CONFIG GET` was refused (a managed server that renames or forbids it), so the
     /// eviction policy and persistence cannot be checked.

@@ -13,8 +13,10 @@
 //! {P}:r:<member>   a hash per record: fp, token, fin (0/1), lease, exp, res
 //! {P}:leases       sorted set: records in flight (finished = no), by lease deadline
 //! {P}:results      sorted set: finished records, by result deadline
-//! {P}:tokens       the fencing token counter (INCR: tokens only grow)
-//! {P}:q:<scope>    per scope, how many records are in flight (the scope quota)
+//! {P}:tokens       the last fencing token handed out (tokens only grow; a counter
+//!                  created afresh starts at the time in microseconds)
+//! {P}:q:<scope>    per scope, how many records are in flight (the scope quota); removed
+//!                  when it reaches 0, so a scope with nothing in flight leaves no key
 //! ```
 //!
 //! A record is counted against the capacity while it is in one of the two sorted sets:
@@ -65,18 +67,24 @@ if not recovered then
     return {'quota'}
   end
 end
-local token = redis.call('INCR', KEYS[4])
+-- Tokens grow across the namespace's whole life: one past the last handed out, or, when
+-- the counter is gone (the namespace dropped, a restart that forgot it), the time in
+-- microseconds, above every token handed out before (fewer than 1,000 claims a
+-- millisecond since the counter began).
+local last = redis.call('GET', KEYS[4])
+local token = last and tonumber(last) + 1 or now * 1000
+redis.call('SET', KEYS[4], int(token))
 local until_ms = now + tonumber(ARGV[2])
 if replaced then
   redis.call('DEL', KEYS[1])
   redis.call('ZREM', KEYS[3], member)
 end
-redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'token', token, 'fin', '0', 'lease', int(until_ms),
-  'exp', '0')
+redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'token', int(token), 'fin', '0',
+  'lease', int(until_ms), 'exp', '0')
 redis.call('ZADD', KEYS[2], int(until_ms), member)
 if not recovered then redis.call('INCR', KEYS[5]) end
-if recovered then return {'recover', token, int(until_ms)} end
-return {'acquired', token, int(until_ms)}
+if recovered then return {'recover', int(token), int(until_ms)} end
+return {'acquired', int(token), int(until_ms)}
 ";
 
 /// KEYS: record, leases, results, quota. ARGV: token, result TTL ms, result, time,
@@ -88,7 +96,7 @@ local exp = clock(ARGV[4]) + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'fin', '1', 'exp', int(exp), 'res', ARGV[3])
 redis.call('ZREM', KEYS[2], ARGV[5])
 redis.call('ZADD', KEYS[3], int(exp), ARGV[5])
-redis.call('DECR', KEYS[4])
+if redis.call('DECR', KEYS[4]) <= 0 then redis.call('DEL', KEYS[4]) end
 if ARGV[6] == '1' then redis.call('PEXPIREAT', KEYS[1], int(exp)) end
 return 1
 ";
@@ -99,7 +107,7 @@ local f = redis.call('HMGET', KEYS[1], 'token', 'fin')
 if f[1] ~= ARGV[1] or f[2] ~= '0' then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('DECR', KEYS[3])
+if redis.call('DECR', KEYS[3]) <= 0 then redis.call('DEL', KEYS[3]) end
 return 1
 ";
 
@@ -170,7 +178,7 @@ end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
-if f[2] ~= '1' then redis.call('DECR', KEYS[4]) end
+if f[2] ~= '1' and redis.call('DECR', KEYS[4]) <= 0 then redis.call('DEL', KEYS[4]) end
 return {'removed', int(now), f[1], f[2], f[3], f[4]}
 ";
 

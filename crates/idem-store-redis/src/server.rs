@@ -26,15 +26,38 @@ impl ServerDurability {
     }
 }
 
-/// One configuration parameter, by `CONFIG GET`.
+/// One configuration parameter, by `CONFIG GET`: a name-value array (RESP2) or a map
+/// (RESP3, `?protocol=resp3`).
 async fn config_get(conn: &mut ConnectionManager, name: &str) -> Result<String, RedisError> {
-    let pair: Vec<String> = redis::cmd("CONFIG")
+    let reply: redis::Value = redis::cmd("CONFIG")
         .arg("GET")
         .arg(name)
         .query_async(conn)
         .await
         .map_err(RedisError::ConfigUnreadable)?;
-    pair.into_iter().nth(1).ok_or_else(|| RedisError::Reply(format!("CONFIG GET {name}: empty")))
+    let value = match reply {
+        redis::Value::Array(mut pair) if pair.len() == 2 => pair.pop(),
+        redis::Value::Map(mut pairs) if pairs.len() == 1 => pairs.pop().map(|(_, v)| v),
+        _ => None,
+    };
+    let text = value.and_then(|v| redis::from_redis_value::<String>(v).ok());
+    text.ok_or_else(|| RedisError::Reply(format!("CONFIG GET {name}: not one name and value")))
+}
+
+/// Refuses a replica: a store must write to the primary (a replica that accepts writes
+/// keeps them to itself, so a store on it and one on the primary would both own a key).
+pub(crate) async fn check_primary(conn: &mut ConnectionManager) -> Result<(), RedisError> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query_async(conn)
+        .await
+        .map_err(RedisError::ConfigUnreadable)?;
+    let role = info.lines().find_map(|line| line.trim().strip_prefix("role:"));
+    match role {
+        Some("master") => Ok(()),
+        Some(other) => Err(RedisError::NotPrimary { role: other.to_owned() }),
+        None => Err(RedisError::Reply("INFO replication names no role".into())),
+    }
 }
 
 /// Reads the server's eviction policy and persistence, refusing a policy that can evict

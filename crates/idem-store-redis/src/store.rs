@@ -26,6 +26,10 @@ use crate::{RedisError, redis_error};
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long opening a connection may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most pending claims one [`pending`](AsyncKeyStore::pending) call lists, whatever
+/// its `max`: the script runs on the server's one thread, and a reconciler calls again
+/// for the rest.
+pub const PENDING_BATCH_MAX: usize = 1024;
 /// The longest lease or result lifetime the store takes: deadlines are milliseconds in a
 /// Lua number, exact below 2^53 (year 287,000); 100 years keeps every sum far below.
 const SPAN_MAX: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
@@ -97,8 +101,10 @@ impl RedisOptions {
         self
     }
 
-    /// Acknowledges each change only once `count` replicas hold it (`WAIT`, on the same
-    /// connection, at most `timeout`); fewer is [`RedisError::NotReplicated`].
+    /// Acknowledges each change, and each replay, only once `count` replicas hold it
+    /// (`WAIT`, on the same connection, at most `timeout`); fewer is
+    /// [`RedisError::NotReplicated`]. The wait must be below the response timeout, checked
+    /// here and again at connect (whichever option was set last).
     ///
     /// # Errors
     ///
@@ -109,6 +115,14 @@ impl RedisOptions {
         count: usize,
         timeout: Duration,
     ) -> Result<Self, ConfigError> {
+        self.replicas = Some(Replicas { count, timeout });
+        self.check_replicas()?;
+        Ok(self)
+    }
+
+    /// Refuses a replica wait the store could not keep.
+    fn check_replicas(&self) -> Result<(), ConfigError> {
+        let Some(Replicas { count, timeout }) = self.replicas else { return Ok(()) };
         if count == 0 {
             return Err(ConfigError::new("replicas", count, "at least 1"));
         }
@@ -117,8 +131,7 @@ impl RedisOptions {
             let accepted = format!("at least 1ms and below the response timeout ({response:?})");
             return Err(ConfigError::new("replica wait", timeout, accepted));
         }
-        self.replicas = Some(Replicas { count, timeout });
-        Ok(self)
+        Ok(())
     }
 
     /// The largest stored result, in bytes of its encoding (default
@@ -200,7 +213,8 @@ fn check_spans(config: &StoreConfig) -> Result<(), StoreError> {
 }
 
 impl<R: Durable + Send + Sync> RedisStore<R> {
-    /// Connects to `url` (`redis://host:port/db`, `rediss://` for TLS) and keeps its
+    /// Connects to `url` (`redis://host:port/db`; this build has no TLS: reach a remote
+    /// server through a TLS tunnel) and keeps its
     /// records under the namespace `prefix`, with the server's clock, after checking the
     /// server's eviction policy and persistence. Call it inside a tokio runtime.
     ///
@@ -224,6 +238,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         options: RedisOptions,
     ) -> Result<Self, StoreError> {
         check_spans(&config)?;
+        options.check_replicas().map_err(|e| StoreError::Storage(Box::new(e)))?;
         let keys = Keys::new(prefix)?;
         let client = redis::Client::open(url).map_err(redis_error)?;
         let manager = ConnectionManagerConfig::new()
@@ -231,6 +246,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
         let mut conn =
             client.get_connection_manager_with_config(manager).await.map_err(redis_error)?;
+        server::check_primary(&mut conn).await?;
         let server = if options.server_checked_by_operator {
             ServerDurability::vouched()
         } else {
@@ -297,16 +313,18 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         self.clock.as_ref().map_or_else(|| "server".into(), |c| c.now().as_millis().to_string())
     }
 
-    /// Runs `invocation` (and, with replicas, `WAIT` after it on the same connection, in
-    /// one pipeline); its reply and, with replicas, how many acknowledged.
+    /// Runs `invocation` (and, with replicas and `wait`, `WAIT` after it on the same
+    /// connection, in one pipeline); its reply and, if it waited, how many acknowledged.
+    /// A script that only reads (`wait` false) waits for no replica.
     pub(crate) async fn run(
         &self,
         invocation: &ScriptInvocation<'_>,
+        wait: bool,
     ) -> Result<(Value, Option<i64>), StoreError> {
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         pipe.invoke_script(invocation);
-        if let Some(replicas) = self.replicas {
+        if let Some(replicas) = self.replicas.filter(|_| wait) {
             pipe.cmd("WAIT").arg(replicas.count).arg(ms(replicas.timeout));
         }
         let send = async |conn: &mut ConnectionManager| {
@@ -328,7 +346,8 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         }
     }
 
-    /// `Ok` unless replicas were asked for and fewer acknowledged a change.
+    /// `Ok` unless replicas were asked for and fewer acknowledged a change (`acked` is
+    /// what a waiting [`run`](Self::run) returned).
     pub(crate) fn replicated(&self, acked: Option<i64>) -> Result<(), StoreError> {
         match (self.replicas, acked) {
             (Some(r), Some(acked)) if acked < i64::try_from(r.count).unwrap_or(i64::MAX) => {
@@ -359,7 +378,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             .arg(self.config.scope_in_flight_max().unwrap_or(0))
             .arg(self.time())
             .arg(&member);
-        let (value, acked) = self.run(&invocation).await?;
+        let (value, acked) = self.run(&invocation, true).await?;
         let mut reply = Reply::new(value, "claim");
         match reply.text()?.as_str() {
             status @ ("acquired" | "recover") => {
@@ -368,7 +387,13 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
                 self.replicated(acked)?;
                 Ok(if status == "recover" { Claim::Recover(lease) } else { Claim::Acquired(lease) })
             }
-            "replay" => Ok(Claim::Replay(decode_result(key, &reply.bytes()?)?)),
+            "replay" => {
+                let result = decode_result(key, &reply.bytes()?)?;
+                // A replay, too, only of what the replicas hold: a result the primary has
+                // alone may be gone after a failover, and the retry would run again.
+                self.replicated(acked)?;
+                Ok(Claim::Replay(result))
+            }
             "inflight" => {
                 let (until, now) = (reply.int()?, reply.int()?);
                 let left = Duration::from_millis(u64::try_from(until - now).unwrap_or(0));
@@ -407,7 +432,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             .arg(self.time())
             .arg(&member)
             .arg(if self.clock.is_none() { "1" } else { "0" });
-        let (value, acked) = self.run(&invocation).await?;
+        let (value, acked) = self.run(&invocation, true).await?;
         self.settled(value, acked, lease)
     }
 
@@ -420,7 +445,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             .key(self.keys.quota(lease.key().scope()))
             .arg(lease.token().get())
             .arg(&member);
-        let (value, acked) = self.run(&invocation).await?;
+        let (value, acked) = self.run(&invocation, true).await?;
         self.settled(value, acked, lease)
     }
 
@@ -434,7 +459,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             .arg(ms(self.config.lease()))
             .arg(self.time())
             .arg(&member);
-        let (value, acked) = self.run(&invocation).await?;
+        let (value, acked) = self.run(&invocation, true).await?;
         if value == Value::Nil {
             return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
         }
@@ -450,7 +475,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             .arg(self.time())
             .arg(self.config.sweep_batch_max())
             .arg(self.keys.record_prefix());
-        let (value, _) = self.run(&invocation).await?;
+        let (value, _) = self.run(&invocation, false).await?;
         Ok(usize::try_from(Reply::new(value, "sweep").int()?).unwrap_or(0))
     }
 
@@ -459,9 +484,9 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         invocation
             .key(&self.keys.leases)
             .arg(self.time())
-            .arg(max.min(i64::MAX as usize))
+            .arg(max.min(PENDING_BATCH_MAX))
             .arg(self.keys.record_prefix());
-        let (value, _) = self.run(&invocation).await?;
+        let (value, _) = self.run(&invocation, false).await?;
         let mut reply = Reply::new(value, "pending");
         let mut pending = Vec::new();
         while !reply.is_empty() {
@@ -486,7 +511,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         } else {
             "0"
         });
-        let (value, _) = self.run(&invocation).await?;
+        let (value, _) = self.run(&invocation, false).await?;
         let mut reply = Reply::new(value, "read");
         let now = reply.int()?;
         if reply.is_empty() {

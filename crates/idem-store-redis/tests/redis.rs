@@ -354,8 +354,10 @@ fn wait_for_replicas_acknowledges_only_what_a_replica_holds() {
     assert!(signal("-STOP").expect("kill -STOP").success());
     let refused = run(store.complete(&unreplicated, "unreplicated".into()));
     let refused_claim = run(store.claim(&key("third"), &fp()));
+    // The unreplicated result is on the primary alone: its replay is refused too.
+    let replay = run(store.claim(&key("unreplicated"), &fp()));
     let _ = signal("-CONT");
-    for refused in [refused.map(|()| None), refused_claim.map(Some)] {
+    for refused in [refused.map(|()| None), refused_claim.map(Some), replay.map(Some)] {
         match refused {
             Err(StoreError::Storage(why)) => {
                 let why = why.downcast::<RedisError>().expect("a Redis error");
@@ -425,4 +427,105 @@ fn redis_expires_finished_results_and_never_a_claim_in_flight() {
     assert_eq!(pttl("held"), -1, "still held, still no TTL");
     assert!(matches!(run(store.claim(&key("done"), &fp())), Ok(Claim::Acquired(_))));
     let _ = run(store.drop_namespace());
+}
+
+/// The namespace dropped under a holder: the next claim's token is still above the
+/// holder's (a counter created afresh starts at the server's time in microseconds), so
+/// the stale holder cannot complete the new owner's claim.
+#[test]
+fn tokens_only_grow_even_after_the_namespace_is_dropped() {
+    let (url, prefix) = (url(), prefix());
+    let store = run(RedisStore::<String>::connect(&url, &prefix, config())).expect("connect");
+    let Claim::Acquired(stale) = run(store.claim(&key("k"), &fp())).expect("claim") else {
+        panic!("fresh key")
+    };
+    assert!(run(store.drop_namespace()).expect("dropped") > 0);
+    let Claim::Acquired(owner) = run(store.claim(&key("k"), &fp())).expect("claim") else {
+        panic!("the dropped key is fresh")
+    };
+    assert!(owner.token() > stale.token(), "{owner:?} after {stale:?}");
+    let refused = run(store.complete(&stale, "stale".into()));
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+    run(store.complete(&owner, "owner".into())).expect("the owner completes");
+    assert_eq!(run(store.claim(&key("k"), &fp())).expect("claim"), Claim::Replay("owner".into()));
+    let _ = run(store.drop_namespace());
+}
+
+/// A replica is refused at connect, even one that accepts writes: a store on it and one on
+/// the primary would each own a key.
+#[test]
+fn a_replica_is_refused_even_one_that_accepts_writes() {
+    let primary = Server::start("redis-role-primary", &["--appendonly", "yes"]);
+    let port = primary.port.to_string();
+    let args =
+        ["--appendonly", "yes", "--replicaof", "127.0.0.1", &port, "--replica-read-only", "no"];
+    let replica = Server::start("redis-role-replica", &args);
+    let why = refusal(&replica, RedisOptions::new());
+    assert!(why.contains("not the primary") && why.contains("connect to the primary"), "{why}");
+    let vouched = RedisOptions::new().server_checked_by_operator();
+    assert!(refusal(&replica, vouched).contains("not the primary"), "vouching skips no role");
+}
+
+/// `pending` lists at most `PENDING_BATCH_MAX` a call, whatever its `max` (`usize::MAX`
+/// included), and the reconciler's next call lists the rest once the first are settled.
+#[test]
+fn pending_answers_any_max_up_to_its_batch() {
+    let clock = Arc::new(ManualClock::new(idem_testkit::conformance::START));
+    let store = on_shared_server(config(), clock.clone());
+    let total = idem_store_redis::PENDING_BATCH_MAX + 10;
+    run(async {
+        for i in 0..total {
+            let claimed = store.claim(&key(&format!("k{i}")), &fp()).await.expect("claim");
+            assert!(matches!(claimed, Claim::Acquired(_)));
+        }
+    });
+    clock.advance(config().lease());
+    for max in [usize::MAX, 1 << 60, total] {
+        let listed = run(store.pending(max)).expect("pending");
+        assert_eq!(listed.len(), idem_store_redis::PENDING_BATCH_MAX, "max {max}");
+    }
+    assert_eq!(run(store.pending(3)).expect("pending").len(), 3);
+}
+
+/// A scope's counter of claims in flight is removed when it reaches 0: scopes used and
+/// settled leave no key behind.
+#[test]
+fn settled_scopes_leave_no_counter_behind() {
+    let (url, prefix) = (url(), prefix());
+    let store = run(RedisStore::<String>::connect(&url, &prefix, config())).expect("connect");
+    run(async {
+        for i in 0..50 {
+            let k = ScopedKey::parse(&format!("tenant-{i}"), "k").expect("valid");
+            let Claim::Acquired(lease) = store.claim(&k, &fp()).await.expect("claim") else {
+                panic!("fresh key")
+            };
+            if i % 2 == 0 {
+                store.release(&lease).await.expect("release");
+            } else {
+                store.complete(&lease, "done".into()).await.expect("complete");
+            }
+        }
+    });
+    let client = redis::Client::open(url.as_str()).expect("a valid URL");
+    let mut conn = client.get_connection().expect("a connection");
+    let counters: Vec<String> =
+        redis::cmd("KEYS").arg(format!("{{{prefix}}}:q:*")).query(&mut conn).expect("KEYS");
+    assert!(counters.is_empty(), "{} counters left: {counters:?}", counters.len());
+    let _ = run(store.drop_namespace());
+}
+
+/// The connect check reads the server's settings over RESP3 too (`?protocol=resp3`,
+/// where `CONFIG GET` answers a map), and the replica wait is checked at connect
+/// whatever order the options were set in.
+#[test]
+fn the_connect_checks_hold_over_resp3_and_in_any_order_of_options() {
+    let (url, prefix) = (format!("{}?protocol=resp3", url()), prefix());
+    let store = run(RedisStore::<String>::connect(&url, &prefix, config())).expect("RESP3");
+    assert_eq!(store.server().appendonly, Some(true));
+    let late = RedisOptions::new().wait_for_replicas(1, Duration::from_secs(4)).expect("valid");
+    let late = late.response_timeout(Duration::from_millis(100));
+    match run(RedisStore::<String>::connect_with(&url, &prefix, config(), late)) {
+        Err(StoreError::Storage(why)) => assert!(why.to_string().contains("replica wait")),
+        other => panic!("a wait past the response timeout was accepted: {other:?}"),
+    }
 }
