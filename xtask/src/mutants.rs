@@ -638,6 +638,14 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-redis", "server-tests", "redis", "in_flight"),
     },
     Mutant {
+        name: "redis-two-stores-both-take-a-live-key",
+        file: "crates/idem-store-redis/src/scripts.rs",
+        from: "  elseif tonumber(f[3]) > now then\n    \
+               if f[1] ~= ARGV[1] then return {'reused'} end",
+        to: "  elseif false then\n    if f[1] ~= ARGV[1] then return {'reused'} end",
+        check: test("idem-store-redis", "server-tests", "redis", "racing_tasks"),
+    },
+    Mutant {
         name: "redis-recovery-ignores-the-fingerprint",
         file: "crates/idem-store-redis/src/scripts.rs",
         from: "  elseif f[1] ~= ARGV[1] then\n    return {'reused'}\n  else",
@@ -661,8 +669,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "redis-unreplicated-change-acknowledged",
         file: "crates/idem-store-redis/src/store.rs",
-        from: "        match (self.replicas, acked) {",
-        to: "        match (None::<Replicas>, acked) {",
+        from: "        let Some(r) = self.replicas else { return Ok(()) };",
+        to: "        let Some(r) = None::<Replicas> else { return Ok(()) };",
         check: test("idem-store-redis", "server-tests", "redis", "wait_for_replicas"),
     },
     Mutant {

@@ -27,7 +27,7 @@ impl<R: Durable + Clone + Send + Sync> RedisStore<R> {
             .key(&keys.leases)
             .key(&keys.results)
             .key(keys.quota(key.scope()))
-            .arg(self.time_arg())
+            .arg(self.time())
             .arg(&member);
         let (value, acked) = self.run(&invocation, true).await?;
         let mut reply = Reply::new(value, "forget");

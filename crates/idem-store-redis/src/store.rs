@@ -309,7 +309,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
     }
 
     /// The time the scripts use: the injected clock's, or `server` (theirs).
-    fn time(&self) -> String {
+    pub(crate) fn time(&self) -> String {
         self.clock.as_ref().map_or_else(|| "server".into(), |c| c.now().as_millis().to_string())
     }
 
@@ -349,17 +349,13 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
     /// `Ok` unless replicas were asked for and fewer acknowledged a change (`acked` is
     /// what a waiting [`run`](Self::run) returned).
     pub(crate) fn replicated(&self, acked: Option<i64>) -> Result<(), StoreError> {
-        match (self.replicas, acked) {
-            (Some(r), Some(acked)) if acked < i64::try_from(r.count).unwrap_or(i64::MAX) => {
-                let timeout_ms = ms(r.timeout);
-                Err(RedisError::NotReplicated { acked, wanted: r.count, timeout_ms }.into())
-            }
-            (Some(r), None) => {
-                let timeout_ms = ms(r.timeout);
-                Err(RedisError::NotReplicated { acked: 0, wanted: r.count, timeout_ms }.into())
-            }
-            _ => Ok(()),
+        let Some(r) = self.replicas else { return Ok(()) };
+        // No WAIT reply at all counts as none acknowledged.
+        let acked = acked.unwrap_or(0);
+        if acked >= i64::try_from(r.count).unwrap_or(i64::MAX) {
+            return Ok(());
         }
+        Err(RedisError::NotReplicated { acked, wanted: r.count, timeout_ms: ms(r.timeout) }.into())
     }
 
     async fn claim_once(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<Claim<R>, StoreError> {
@@ -528,10 +524,6 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
 
     pub(crate) fn scripts(&self) -> &Scripts {
         &self.scripts
-    }
-
-    pub(crate) fn time_arg(&self) -> String {
-        self.time()
     }
 }
 

@@ -388,7 +388,9 @@ fn racing_tasks_on_two_stores_get_one_owner() {
         }
         let mut owners = 0;
         for task in tasks {
-            if let Claim::Acquired(_) = task.await.expect("task").expect("claim") {
+            // An owner is a claim that handed out a lease: acquired, or (wrongly, for a
+            // live key) recovered.
+            if task.await.expect("task").expect("claim").lease().is_some() {
                 owners += 1;
             }
         }

@@ -149,5 +149,10 @@ pub(crate) fn check(url: &str, verdict: &mut Verdict) -> Result {
     if in_flight != "0" {
         verdict.other.push(format!("{in_flight} claims left in flight after the reconcile"));
     }
+    // With nothing in flight, no scope's counter of claims in flight may be left.
+    let counters = cli(port_of(url)?, &["KEYS", "{checkout}:q:*"])?;
+    if !counters.is_empty() {
+        verdict.other.push(format!("scope counters left with nothing in flight: {counters}"));
+    }
     Ok(())
 }
