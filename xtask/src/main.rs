@@ -23,6 +23,7 @@ mod cluster;
 mod demo;
 mod mutants;
 mod plot;
+mod sim;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -105,6 +106,21 @@ const TASKS: &[Task] = &[
                --no-run    build the binaries only",
     },
     Task {
+        name: "sim",
+        usage: "sim --seeds N [--from S] | --seed S | --reach [name...]",
+        summary: "seeded worlds of the checkout (turmoil): faults at every step, checked",
+        help: "Runs N simulated worlds (crates/idem-sim, release, on every core): servers \
+               running the checkout example's layer and handler, clients retrying, one \
+               gateway and one store, with crashes, partitions, held messages, store \
+               faults and clock jumps drawn from each world's seed. Prints worlds, \
+               simulated seconds, requests, faults by kind and wall time; a failing world \
+               prints its seed and the command that replays it.\n\
+               --seed S    one world, with its trace (the same seed, the same trace)\n\
+               --from S    the first seed of --seeds (default 0)\n\
+               --reach     apply each catalogue entry in the code the worlds run and \
+               report the seeds it took to be found (1,000 at most)",
+    },
+    Task {
         name: "mutants",
         usage: "mutants [name...]",
         summary: "break the code on purpose, one named mutation at a time; all caught",
@@ -152,6 +168,7 @@ fn dispatch(args: &[String]) -> Result {
         "miri" => flags(task, rest, &[]).and_then(|_| miri()),
         "crash" => crash(rest),
         "cluster" => cluster::cluster(rest),
+        "sim" => sim::sim(rest),
         _ => mutants::run(rest),
     }
 }
@@ -377,6 +394,8 @@ fn ci() -> Result {
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
     run("demo", cargo().args(["xtask", "demo", "--check", "10"]))?;
+    // The simulated deployment: seeded worlds with faults at every step.
+    sim::sim(&["--seeds".to_string(), sim::CI_SEEDS.to_string()])?;
     loom(None)?;
     // Last: every break in the catalogue must still be caught, so none of it rots.
     mutants::run(&[])

@@ -14,8 +14,8 @@ use crate::{Result, root};
 /// How a mutation is caught.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Check {
-    /// `cargo test -p <package> [--features <feature>] --test <test> <filter>`, with the
-    /// crash tests' rounds set by `IDEM_CRASH_ROUNDS`.
+    /// `cargo test -p <package> [--features <feature>] --test <test> <filter>` (`--lib`
+    /// for the test "lib"), with the crash tests' rounds set by `IDEM_CRASH_ROUNDS`.
     Test { package: &'static str, feature: &'static str, test: &'static str, filter: &'static str },
     /// The package's loom models (`--cfg loom`, release, LOOM_MAX_PREEMPTIONS=3).
     Loom { package: &'static str },
@@ -23,6 +23,8 @@ enum Check {
     Cluster,
     /// The same on Redis: `cargo xtask cluster --short --store redis`.
     ClusterRedis,
+    /// `cargo xtask sim`: this many seeded worlds, stopping at the first that fails.
+    Sim { seeds: u64 },
 }
 
 /// One named break of the code.
@@ -1881,6 +1883,62 @@ const CATALOGUE: &[Mutant] = &[
         to: "            let end = if whole || true {",
         check: test("idem-http", "", "it", "runs::a_client_that_missed"),
     },
+    Mutant {
+        name: "sim-store-hash-unseeded",
+        file: "crates/idem-core/src/memory.rs",
+        from: "store.hasher = foldhash::fast::SeedableRandomState::with_seed(seed, &SHARED);",
+        to: "store.hasher = foldhash::fast::SeedableRandomState::random();",
+        check: test("idem-sim", "", "worlds", "same_seed"),
+    },
+    Mutant {
+        name: "sim-reconciler-stops-at-the-first-quiet-pass",
+        file: "crates/idem-sim/src/hosts.rs",
+        from: "const RECONCILE_QUIET: u32 = 5;",
+        to: "const RECONCILE_QUIET: u32 = 1;",
+        check: Check::Sim { seeds: 1_000 },
+    },
+    Mutant {
+        name: "sim-check-misses-a-second-charge",
+        file: "crates/idem-sim/src/check.rs",
+        from: "    if charges > 1 {",
+        to: "    if charges > 2 {",
+        check: test("idem-sim", "", "lib", "second_charge"),
+    },
+    Mutant {
+        name: "sim-check-misses-two-charges-answered",
+        file: "crates/idem-sim/src/check.rs",
+        from: "if charged.iter().any(|(charge, _)| *charge != first) {",
+        to: "if charged.iter().all(|(charge, _)| *charge != first) {",
+        check: test("idem-sim", "", "lib", "second_charge"),
+    },
+    Mutant {
+        name: "sim-check-trusts-the-answer",
+        file: "crates/idem-sim/src/check.rs",
+        from: "            if charge.id.to_string() != *first || shown != *amount {",
+        to: "            if false {",
+        check: test("idem-sim", "", "lib", "did_not_make"),
+    },
+    Mutant {
+        name: "sim-check-misses-a-claim-left-in-flight",
+        file: "crates/idem-sim/src/check.rs",
+        from: "        Ok(pending) if pending.is_empty() => {}",
+        to: "        Ok(_) => {}",
+        check: test("idem-sim", "", "lib", "left_in_flight"),
+    },
+    Mutant {
+        name: "sim-check-misses-tokens-that-do-not-grow",
+        file: "crates/idem-sim/src/check.rs",
+        from: "if tokens.windows(2).any(|pair| pair[1] <= pair[0]) {",
+        to: "if tokens.windows(2).any(|pair| pair[1] < pair[0]) {",
+        check: test("idem-sim", "", "lib", "left_in_flight"),
+    },
+    Mutant {
+        name: "sim-check-misses-an-unanswered-intent",
+        file: "crates/idem-sim/src/check.rs",
+        from: "    if charged.is_empty() && !declined {",
+        to: "    if charged.is_empty() && declined {",
+        check: test("idem-sim", "", "lib", "left_in_flight"),
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).
@@ -1933,11 +1991,7 @@ fn seconds(since: Instant) -> f64 {
 }
 
 /// Applies `mutant` to the scratch tree, runs `check`, and restores the file.
-fn with_mutation(
-    tree: &Path,
-    mutant: &Mutant,
-    check: impl FnOnce() -> Result<Outcome>,
-) -> Result<Outcome> {
+fn with_mutation<T>(tree: &Path, mutant: &Mutant, check: impl FnOnce() -> Result<T>) -> Result<T> {
     let path = tree.join(mutant.file);
     let original = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", mutant.file))?;
     if original.matches(mutant.from).count() != 1 {
@@ -1966,6 +2020,9 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
         let output = command.output().map_err(|e| format!("cannot start cargo: {e}"))?;
         Ok(output.status.success())
     };
+    if let Check::Sim { seeds } = check {
+        return sim_passes(tree, scratch, seeds).map(|(outcome, _)| outcome);
+    }
     if !succeeds(check_command(tree, scratch, check)?.arg("--no-run"))? {
         return Ok(Outcome::DoesNotBuild);
     }
@@ -1982,7 +2039,13 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
     command.current_dir(tree).env("IDEM_CRASH_ROUNDS", CRASH_ROUNDS);
     match check {
         Check::Test { package, feature, test, .. } => {
-            command.args(["test", "-q", "-p", package, "--test", test]);
+            command.args(["test", "-q", "-p", package]);
+            // "lib": the crate's own unit tests, for checks kept private to it.
+            if test == "lib" {
+                command.arg("--lib")
+            } else {
+                command.args(["--test", test])
+            };
             if feature == "server-tests" {
                 command.env("IDEM_PG_URL", crate::postgres_url()?);
                 command.env("IDEM_PG_SKEWED_URL", crate::skewed_postgres_url()?);
@@ -2013,8 +2076,82 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
                 .args(["xtask", "cluster", "--short", "--store", "redis"])
                 .env("CARGO_TARGET_DIR", scratch.join("target"));
         }
+        Check::Sim { .. } => unreachable!("sim_passes runs the simulation"),
     }
     Ok(command)
+}
+
+/// Builds the simulation on the scratch tree (release) and runs `seeds` worlds, stopping
+/// at the first that fails: the outcome, and the seeds it took to fail (if it did).
+fn sim_passes(tree: &Path, scratch: &Path, seeds: u64) -> Result<(Outcome, Option<u64>)> {
+    let cargo = || {
+        let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        command.current_dir(tree).env("CARGO_TARGET_DIR", scratch.join("target"));
+        command
+    };
+    let built = cargo()
+        .args(["build", "-q", "--release", "-p", "idem-sim"])
+        .output()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if !built.status.success() {
+        return Ok((Outcome::DoesNotBuild, None));
+    }
+    let ran = Command::new(scratch.join("target/release/idem-sim"))
+        .args(["--seeds", &seeds.to_string(), "--stop-at-first"])
+        .output()
+        .map_err(|e| format!("cannot start idem-sim: {e}"))?;
+    if ran.status.success() {
+        return Ok((Outcome::Passed, None));
+    }
+    let text = String::from_utf8_lossy(&ran.stdout);
+    // "first failing seed: S (N seeds run)"
+    let took = text
+        .lines()
+        .find_map(|l| l.strip_prefix("first failing seed: "))
+        .and_then(|rest| rest.split('(').nth(1)?.split(' ').next()?.parse().ok());
+    Ok((Outcome::Failed, took))
+}
+
+/// The files whose code the simulated worlds run: the layer, the checkout handler, the
+/// payments crate and the memory store.
+const SIM_REACHES: &[&str] = &[
+    "crates/idem-http/src/",
+    "crates/idem-http/examples/checkout_server/app.rs",
+    "crates/idem-payments/src/",
+    "crates/idem-core/src/memory.rs",
+];
+
+/// `cargo xtask sim --reach [name...]`: each catalogue entry in the code the worlds run
+/// (or each one named), applied in turn; the seeds the simulation took to find it, or
+/// that it did not within `seeds`.
+pub(crate) fn reach(names: &[String], seeds: u64) -> Result {
+    let selected: Vec<&Mutant> = CATALOGUE
+        .iter()
+        .filter(|m| SIM_REACHES.iter().any(|f| m.file.starts_with(f)))
+        .filter(|m| names.is_empty() || names.iter().any(|n| n == m.name))
+        .collect();
+    let scratch = root().join("target/mutants-sim");
+    let tree = copy_tree(&scratch)?;
+    if sim_passes(&tree, &scratch, seeds)?.0 != Outcome::Passed {
+        return Err("the simulation fails on the unbroken tree".into());
+    }
+    let mut missed = 0;
+    for mutant in &selected {
+        let clock = Instant::now();
+        let (outcome, took) = with_mutation(&tree, mutant, || sim_passes(&tree, &scratch, seeds))?;
+        let verdict = match (outcome, took) {
+            (Outcome::Failed, Some(n)) => format!("found in {n} seeds"),
+            (Outcome::Failed, None) => "found".to_string(),
+            (Outcome::Passed, _) => {
+                missed += 1;
+                format!("not found in {seeds} seeds")
+            }
+            (Outcome::DoesNotBuild, _) => "UNBUILT".to_string(),
+        };
+        println!("xtask: sim reach {:<46} {verdict:<24} {:>5.1} s", mutant.name, seconds(clock));
+    }
+    println!("xtask: {} mutations, {missed} not found", selected.len());
+    Ok(())
 }
 
 /// Copies the tracked and untracked (not ignored) files of the workspace into

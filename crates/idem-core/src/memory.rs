@@ -25,8 +25,10 @@ use crate::sync::{Arc, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering};
 /// SHA-256 fingerprint's job, compared in full). It costs a fraction of SipHash on the
 /// short, validated ASCII keys hashed on every claim, complete and replay.
 /// Under loom a fixed-key hasher keeps every model run on the same shard.
+/// A simulation seeds it ([`MemoryStore::simulated`]) so that a world replays
+/// exactly: which shard a key lands on decides its fencing tokens.
 #[cfg(not(loom))]
-type KeyHasher = foldhash::fast::RandomState;
+type KeyHasher = foldhash::fast::SeedableRandomState;
 #[cfg(loom)]
 type KeyHasher = std::hash::BuildHasherDefault<std::hash::DefaultHasher>;
 
@@ -236,6 +238,36 @@ impl<R: Clone + Send> MemoryStore<R> {
         let scopes = Mutex::new(std::collections::HashMap::new());
         let records = AtomicUsize::new(0);
         Self { shards, clock, check, config, records, hasher: KeyHasher::default(), scopes }
+    }
+
+    /// A store for a deterministic simulation: time from `clock`, as
+    /// [`with_clocks`](Self::with_clocks), and the key hash seeded by `seed` instead of at
+    /// random, so that the same seed places every key on the same shard (and so gives it
+    /// the same fencing tokens) run after run. A service keeps the random seed: a caller
+    /// who knows the seed can pile keys onto one shard.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use idem_core::{Clock, ManualClock, MemoryStore, StoreConfig, Timestamp};
+    ///
+    /// let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
+    /// let clocks = (clock.clone(), clock);
+    /// let store = MemoryStore::<String>::simulated(StoreConfig::default(), clocks, 7);
+    /// assert!(store.is_empty());
+    /// ```
+    ///
+    /// `check` is the cheaper reading of [`with_clocks`](Self::with_clocks), which may lag
+    /// `clock` but never run ahead of it: pass `clock` itself for none.
+    #[cfg(not(loom))]
+    pub fn simulated(
+        config: StoreConfig,
+        (clock, check): (Arc<dyn Clock>, Arc<dyn Clock>),
+        seed: u64,
+    ) -> Self {
+        static SHARED: foldhash::SharedSeed = foldhash::SharedSeed::from_u64(0x1de5_eed5);
+        let mut store = Self::with_clocks(config, clock, check);
+        store.hasher = foldhash::fast::SeedableRandomState::with_seed(seed, &SHARED);
+        store
     }
 
     /// The time to check deadlines against (see [`CheckTime`]).

@@ -31,7 +31,8 @@ pub(crate) enum Mode {
 /// fresh gateway keys for the naive mode.
 #[derive(Debug)]
 pub(crate) struct Shop {
-    pub(crate) gateway: SimulatedGateway,
+    /// Shared when several servers charge one gateway (the simulation's world).
+    pub(crate) gateway: Arc<SimulatedGateway>,
     /// A gateway over the network (`--gateway`), which takes the place of `gateway`.
     pub(crate) remote: std::sync::OnceLock<super::remote::RemoteGateway>,
     fresh: AtomicU64,
@@ -41,16 +42,16 @@ pub(crate) struct Shop {
 
 impl Shop {
     /// A shop on `gateway`.
-    pub(crate) fn new(gateway: SimulatedGateway) -> Self {
+    pub(crate) fn new(gateway: impl Into<Arc<SimulatedGateway>>) -> Self {
         let (remote, runs) = (std::sync::OnceLock::new(), std::sync::OnceLock::new());
-        Self { gateway, remote, fresh: AtomicU64::new(0), runs }
+        Self { gateway: gateway.into(), remote, fresh: AtomicU64::new(0), runs }
     }
 
     /// The gateway payments go to: the remote one if set, else the simulated one.
     pub(crate) fn payments(&self) -> &dyn Gateway {
         match self.remote.get() {
             Some(remote) => remote,
-            None => &self.gateway,
+            None => &*self.gateway,
         }
     }
 
@@ -78,7 +79,7 @@ impl Shop {
 pub(crate) type Paid = Result<(StatusCode, idem_payments::Charge, &'static str), Box<Response>>;
 
 /// Every key is scoped to this merchant. A real service scopes by the session's account.
-const MERCHANT: &str = "demo-shop";
+pub(crate) const MERCHANT: &str = "demo-shop";
 
 /// The router for `mode`, with `store` for the layer's keys and a gateway that does not
 /// deduplicate (so the layer alone must).
@@ -90,7 +91,11 @@ where
 }
 
 /// As [`router`], on `gateway` (a slow one, in the tests).
-pub(crate) fn router_on<S>(mode: Mode, store: S, gateway: SimulatedGateway) -> (Router, Arc<Shop>)
+pub(crate) fn router_on<S>(
+    mode: Mode,
+    store: S,
+    gateway: impl Into<Arc<SimulatedGateway>>,
+) -> (Router, Arc<Shop>)
 where
     S: AsyncKeyStore<StoredResponse> + 'static,
 {

@@ -1,0 +1,328 @@
+//! The world's hosts: servers that serve the checkout over simulated TCP, and clients
+//! that pay for their intents, retrying as real clients do (early, late, concurrently).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use idem_core::MemoryStore;
+use idem_http::StoredResponse;
+use idem_payments::{Fault, PaymentOutcome, SimulatedGateway};
+
+use crate::checkout::app;
+use crate::payments::{self, SimProcessor};
+use crate::plan::LEASE;
+use crate::seam::Seam;
+use crate::shared::{Told, WorldState};
+
+/// The port every server listens on.
+const PORT: u16 = 80;
+/// The largest answer body a client reads.
+const ANSWER_BYTES_MAX: usize = 16 * 1024;
+
+/// One server: the checkout service on `PORT`, each connection served on a task.
+pub(crate) async fn server(
+    shared: Arc<WorldState>,
+    (store, paid): (Arc<MemoryStore<StoredResponse>>, Arc<MemoryStore<PaymentOutcome>>),
+    gateway: Arc<SimulatedGateway>,
+    index: usize,
+) -> turmoil::Result {
+    let name = format!("server{index}");
+    shared.trace(&name, format_args!("started"));
+    let seam = Seam::new(store, Arc::clone(&shared), index);
+    let processor = payments::processor(paid, Arc::clone(&shared), gateway.clone(), Some(index));
+    let (router, _shop) = app::router_on(app::Mode::Idempotent, seam, gateway);
+    let router = payments::route(router, Arc::new(processor));
+    let listener =
+        turmoil::net::TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), PORT)).await?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
+    }
+}
+
+/// One intent: what a client pays for, under one key.
+#[derive(Debug, Clone)]
+pub(crate) struct Intent {
+    /// Its number in the world.
+    pub(crate) index: usize,
+    /// Its `Idempotency-Key`.
+    pub(crate) key: String,
+    /// Its amount, in cents of EUR.
+    pub(crate) amount: u64,
+    /// Where it is paid: `/checkout` (the layer) or `/pay` (the processor).
+    pub(crate) path: &'static str,
+}
+
+/// How an attempt ended.
+enum Attempt {
+    /// Answered for good (a charge, a decline, or an answer no retry should get).
+    Final(Told),
+    /// In flight elsewhere: retry after this long.
+    Busy(Duration),
+    /// A 5xx, or no answer: retry after a pause.
+    Retry,
+}
+
+/// One client: pays for each of its intents in turn until each is answered. It also
+/// decides the gateway's faults, since each meets the next charge made for a client.
+pub(crate) async fn client(
+    shared: Arc<WorldState>,
+    gateway: Arc<SimulatedGateway>,
+    index: usize,
+    intents: Vec<Intent>,
+) -> turmoil::Result {
+    let name = format!("client{index}");
+    for intent in intents {
+        settle(&shared, &gateway, &name, &intent).await;
+    }
+    shared.trace(&name, format_args!("done"));
+    // ORDERING: every host runs on the driver's one thread; a count, ordering nothing.
+    shared.clients_done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Passes the reconciler makes at most once the clients are done.
+const RECONCILE_PASSES_MAX: u32 = 40;
+/// Passes in a row, a lease apart, that find nothing before the reconciler ends: longer
+/// than the longest hang and a lease.
+const RECONCILE_QUIET: u32 = 5;
+
+/// The operator's reconciler. While the faults last it runs the processor's
+/// reconcile every lease (a real one runs all the time). Once the faults have stopped
+/// and every client is done, it also lists the layer's claims whose lease ran out (a key
+/// whose client got its answer, but whose complete never reached the store, stays in
+/// flight for recovery) and sends each one's request again; the retry recovers it
+/// (asking the gateway) and stores its answer, which is judged like any other. It ends
+/// after `RECONCILE_QUIET` passes in a row find nothing left: a store call that hung
+/// before the faults stopped can still land (up to three leases late) and claim a key
+/// whose connection is gone.
+pub(crate) async fn reconciler(
+    shared: Arc<WorldState>,
+    store: Arc<MemoryStore<StoredResponse>>,
+    processor: SimProcessor,
+    intents: Vec<Intent>,
+) -> turmoil::Result {
+    let name = "operator";
+    let clients = shared.plan.clients as u64;
+    // ORDERING: the world runs on one thread; the count orders nothing.
+    let done = |shared: &WorldState| {
+        shared.is_calm()
+            && shared.clients_done.load(std::sync::atomic::Ordering::Relaxed) == clients
+    };
+    while !done(&shared) {
+        tokio::time::sleep(LEASE).await;
+        reconcile_payments(&shared, &processor);
+    }
+    let mut quiet = 0;
+    for pass in 1..=RECONCILE_PASSES_MAX {
+        tokio::time::sleep(LEASE).await;
+        let left = reconcile_payments(&shared, &processor);
+        let pending = idem_core::KeyStore::pending(&*store, intents.len().max(1))?;
+        shared.trace(name, format_args!("pass {pass}: {} claims left in flight", pending.len()));
+        quiet = if pending.is_empty() && left == 0 { quiet + 1 } else { 0 };
+        if quiet == RECONCILE_QUIET {
+            break;
+        }
+        for claim in pending {
+            let Some(intent) = intents.iter().find(|i| i.key == claim.key.key().as_str()) else {
+                continue;
+            };
+            if let Attempt::Final(told) = attempt(&shared, name, intent).await {
+                shared.tell(intent.index, told);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One reconcile of the processor's pending claims: how many it did not settle (or
+/// could not list).
+fn reconcile_payments(shared: &WorldState, processor: &SimProcessor) -> usize {
+    let report = processor.reconcile(RECONCILE_BATCH_MAX);
+    let settled = report.completed + report.released;
+    let left = report.unresolved.len() + report.mismatched.len() + report.failed.len();
+    let left = left + usize::from(report.listing_failed.is_some());
+    if settled + left > 0 {
+        shared.trace("operator", format_args!("reconciled {settled} payments, {left} left"));
+    }
+    left
+}
+
+/// The most pending payments one reconcile takes.
+const RECONCILE_BATCH_MAX: usize = 64;
+
+/// Sends `intent` until it is answered, with the retries the plan draws.
+async fn settle(shared: &Arc<WorldState>, gateway: &SimulatedGateway, name: &str, intent: &Intent) {
+    let plan = &shared.plan;
+    if shared.strikes(plan.gateway_decline) {
+        shared.fault(name, "card declined");
+        gateway.inject(Fault::Decline("insufficient funds".into()));
+    }
+    let mut extra = Vec::new();
+    let mut pause = Duration::from_millis(50);
+    loop {
+        inject_gateway_faults(shared, gateway, name);
+        if shared.strikes(plan.concurrent) {
+            shared.fault(name, "concurrent retry");
+            extra.push(spawn_attempt(shared, name, intent, Duration::ZERO));
+        }
+        if shared.strikes(plan.early) {
+            shared.fault(name, "early retry");
+            let after = shared.draw(|rng| rng.duration(Duration::ZERO, plan.client_timeout));
+            extra.push(spawn_attempt(shared, name, intent, after));
+        }
+        match attempt(shared, name, intent).await {
+            Attempt::Final(told) => {
+                let charged = matches!(told, Told::Charged { .. });
+                shared.tell(intent.index, told);
+                if charged && shared.strikes(plan.late) {
+                    shared.fault(name, "late retry");
+                    let after =
+                        shared.draw(|rng| rng.duration(Duration::ZERO, Duration::from_secs(6)));
+                    extra.push(spawn_attempt(shared, name, intent, after));
+                }
+                break;
+            }
+            Attempt::Busy(after) => tokio::time::sleep(after).await,
+            Attempt::Retry => {
+                let jitter = shared.draw(|rng| rng.duration(Duration::ZERO, pause));
+                tokio::time::sleep(pause + jitter).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+    for handle in extra {
+        let _ = handle.await;
+    }
+}
+
+/// Queues the gateway faults this attempt draws: each meets the next charge, whoever
+/// makes it.
+fn inject_gateway_faults(shared: &WorldState, gateway: &SimulatedGateway, name: &str) {
+    let plan = &shared.plan;
+    if shared.strikes(plan.gateway_refuse) {
+        shared.fault(name, "gateway refuses the next charge");
+        gateway.inject(Fault::RefuseBeforeCharge);
+    }
+    if shared.strikes(plan.gateway_charge_lost) {
+        shared.fault(name, "gateway charges, answer lost");
+        gateway.inject(Fault::ChargeThenTimeout);
+    }
+    if shared.strikes(plan.gateway_request_lost) {
+        shared.fault(name, "gateway loses the request");
+        gateway.inject(Fault::TimeoutWithoutCharge);
+    }
+}
+
+/// An extra attempt, `after` from now, on a task of its own: its answer is recorded
+/// as any other, and never retried.
+fn spawn_attempt(
+    shared: &Arc<WorldState>,
+    name: &str,
+    intent: &Intent,
+    after: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let (shared, name, intent) = (Arc::clone(shared), name.to_string(), intent.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        if let Attempt::Final(told) = attempt(&shared, &name, &intent).await {
+            shared.tell(intent.index, told);
+        }
+    })
+}
+
+/// One request for `intent` to a server the client picks, within the client's timeout.
+async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
+    let server = shared.draw(|rng| rng.below(shared.plan.servers as u64));
+    let host = format!("server{server}");
+    // ORDERING: one thread runs the world; the count orders nothing.
+    let number = shared.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let body = format!("customer=cus_{}&amount={}&currency=EUR", intent.index, intent.amount);
+    let exchange = exchange(&host, intent, body);
+    let answer = match tokio::time::timeout(shared.plan.client_timeout, exchange).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(why)) => {
+            shared.trace(name, format_args!("#{number} {} -> {host}: {why}", intent.key));
+            return Attempt::Retry;
+        }
+        Err(_) => {
+            shared.trace(name, format_args!("#{number} {} -> {host}: timed out", intent.key));
+            return Attempt::Retry;
+        }
+    };
+    let (status, retry_after, body) = answer;
+    let shown = shown(&body);
+    shared.trace(name, format_args!("#{number} {} -> {host}: {status} {shown}", intent.key));
+    classify(status, retry_after, &body)
+}
+
+/// What an answer means to the client.
+fn classify(status: u16, retry_after: Option<u64>, body: &str) -> Attempt {
+    match status {
+        200..=299 => Attempt::Final(Told::Charged {
+            charge: json_field(body, "charge").unwrap_or_default(),
+            amount: json_field(body, "amount").unwrap_or_default(),
+        }),
+        402 => Attempt::Final(Told::Declined),
+        409 => Attempt::Busy(Duration::from_secs(retry_after.unwrap_or(1).clamp(1, 5))),
+        500..=599 => Attempt::Retry,
+        status => Attempt::Final(Told::Unexpected { status }),
+    }
+}
+
+/// An answer's body as the trace shows it: a problem by its title (its detail holds an
+/// error id drawn at random, which would make two runs of one seed differ), any other
+/// body whole.
+fn shown(body: &str) -> String {
+    match json_field(body, "title") {
+        Some(title) if body.contains("\"status\":") => format!("problem: {title}"),
+        _ => body.to_string(),
+    }
+}
+
+/// The string value of `field` in the checkout's flat JSON answer.
+fn json_field(body: &str, field: &str) -> Option<String> {
+    let start = body.find(&format!("\"{field}\":\""))? + field.len() + 4;
+    let len = body[start..].find('"')?;
+    Some(body[start..start + len].to_string())
+}
+
+type Answer = (u16, Option<u64>, String);
+
+/// One HTTP/1.1 exchange with `host` on a fresh connection.
+async fn exchange(
+    host: &str,
+    intent: &Intent,
+    body: String,
+) -> Result<Answer, Box<dyn std::error::Error + Send + Sync>> {
+    let stream = turmoil::net::TcpStream::connect((host, PORT)).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let request = http::Request::post(intent.path)
+        .header(http::header::HOST, host)
+        .header("idempotency-key", format!("\"{}\"", intent.key))
+        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Full::new(Bytes::from(body)))?;
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let limited = http_body_util::Limited::new(response.into_body(), ANSWER_BYTES_MAX);
+    let bytes = limited.collect().await?.to_bytes();
+    Ok((status, retry_after, String::from_utf8_lossy(&bytes).into_owned()))
+}
