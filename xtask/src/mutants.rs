@@ -1316,12 +1316,14 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-http/src/run.rs",
         from: "    tokio::spawn(async move {\n\
                \x20       let _counted = counted;\n\
-               \x20       let run = run(&run_state, inner, request, (held, lost, stop), reply);\n\
+               \x20       let run = run(&run_state, inner, request, (held, lost, vouched, stop), \
+               reply);\n\
                \x20       orphan_bound(&run_state, run, gone).await;\n\
                \x20   });",
         to: "    async move {\n\
              \x20       let _counted = counted;\n\
-             \x20       let run = run(&run_state, inner, request, (held, lost, stop), reply);\n\
+             \x20       let run = run(&run_state, inner, request, (held, lost, vouched, stop), \
+             reply);\n\
              \x20       orphan_bound(&run_state, run, gone).await;\n\
              \x20   }.await;",
         check: test("idem-http", "", "it", "sockets::an_awaiting_handler"),
@@ -1842,23 +1844,24 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-claim-dropped-with-its-client",
         file: "crates/idem-http/src/layer.rs",
-        from: "    let (lease, recovering) = match decide_detached(&state, scoped, fingerprint\
-               ).await {",
-        to: "    let (lease, recovering) = match state.decide(scoped, fingerprint).await {",
+        from: "    let (lease, recovering, vouched) = match decide_detached(&state, scoped, \
+               fingerprint).await {",
+        to: "    let (lease, recovering, vouched) = match state.decide(scoped, fingerprint).await \
+             {",
         check: test("idem-http", "", "it", "runs::a_client_that_leaves_during"),
     },
     Mutant {
         name: "http-claim-of-a-gone-client-kept",
         file: "crates/idem-http/src/layer.rs",
-        from: "        if let Err(Decision::Run(lease, false)) = decided.send(claimed) {",
-        to: "        if let Err(Decision::Run(lease, true)) = decided.send(claimed) {",
+        from: "        if let Err(Decision::Run(lease, false, _)) = decided.send(claimed) {",
+        to: "        if let Err(Decision::Run(lease, true, _)) = decided.send(claimed) {",
         check: test("idem-http", "", "it", "runs::a_client_that_leaves_during"),
     },
     Mutant {
         name: "http-renewal-not-a-task-of-its-own",
         file: "crates/idem-http/src/run.rs",
-        from: "    let renewal = tokio::spawn(keep_renewing(state.clone(), renewal.0, renewal.\
-               1));\n    let stop = StopRenewing(renewal.abort_handle());",
+        from: "    let renewal = tokio::spawn(keep_renewing(state.clone(), renewal));\n    \
+               let stop = StopRenewing(renewal.abort_handle());",
         to: "    let stop = StopRenewing(tokio::spawn(async {}).abort_handle());",
         check: test("idem-http", "", "it", "runs::a_handler_that_blocks"),
     },
@@ -1898,6 +1901,41 @@ const CATALOGUE: &[Mutant] = &[
         from: "        match self.settle_from_lookup(scoped, request, lease)? {",
         to: "        match None::<PaymentOutcome> {",
         check: Check::Sim { seeds: 200 },
+    },
+    Mutant {
+        name: "http-handler-outlives-its-lease",
+        file: "crates/idem-http/src/run.rs",
+        from: "            () = in_doubt(vouched, state.store.lease()) => {",
+        to: "            () = std::future::pending::<()>() => {",
+        check: test("idem-http", "", "it", "runs::"),
+    },
+    Mutant {
+        name: "sim-finds-a-handler-that-outlives-its-lease",
+        file: "crates/idem-http/src/run.rs",
+        from: "            () = in_doubt(vouched, state.store.lease()) => {",
+        to: "            () = std::future::pending::<()>() => {",
+        check: Check::Sim { seeds: 1_000 },
+    },
+    Mutant {
+        name: "http-lease-in-doubt-after-a-whole-lease",
+        file: "crates/idem-http/src/run.rs",
+        from: "    let grace = lease / 2;",
+        to: "    let grace = lease;",
+        check: test("idem-http", "", "it", "runs::a_handler_cut_from_its_store"),
+    },
+    Mutant {
+        name: "http-waited-claim-vouched-by-the-wait",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            Ok(renewed) => Decision::Run(renewed, recovering, sent),",
+        to: "            Ok(renewed) => Decision::Run(renewed, recovering, waiting),",
+        check: test("idem-http", "", "it", "runs::a_claim_won_after_a_long_wait"),
+    },
+    Mutant {
+        name: "http-renewal-vouches-nothing",
+        file: "crates/idem-http/src/run.rs",
+        from: "                vouch.send_modify(|at| *at = at.map(|at| at.max(sent)));",
+        to: "                let _ = sent;",
+        check: test("idem-http", "", "it", "runs::a_handler_three_times_slower"),
     },
     Mutant {
         name: "sim-check-misses-a-second-charge",

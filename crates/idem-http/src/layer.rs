@@ -334,8 +334,10 @@ where
 
 /// What the claim decided.
 pub(crate) enum Decision {
-    /// Run the handler under this lease; `recovering` if an earlier run never finished.
-    Run(Lease, bool),
+    /// Run the handler under this lease; `recovering` if an earlier run never finished;
+    /// the instant the call that granted (or last renewed) it was sent, from which the
+    /// run vouches for the lease.
+    Run(Lease, bool, tokio::time::Instant),
     Replay(StoredResponse),
     Answer(Problem),
 }
@@ -380,8 +382,8 @@ where
         Ok(fingerprint) => fingerprint,
         Err(problem) => return Ok(problem.response()),
     };
-    let (lease, recovering) = match decide_detached(&state, scoped, fingerprint).await {
-        Decision::Run(lease, recovering) => (lease, recovering),
+    let (lease, recovering, vouched) = match decide_detached(&state, scoped, fingerprint).await {
+        Decision::Run(lease, recovering, vouched) => (lease, recovering, vouched),
         Decision::Replay(stored) => return Ok(replay(stored, &parts, config)),
         Decision::Answer(problem) => {
             idem_core::trace_event!(INFO, status = problem.status.as_u16(), problem.slug);
@@ -394,7 +396,8 @@ where
     // From here the claim is ours, and a task of its own runs the handler and settles
     // the claim, to the end even if this future is dropped (the client went away).
     let request = Request::from_parts(parts, B::from(bytes));
-    crate::run::run_claimed(state, inner, request, crate::run::Held { lease, recovering }).await
+    let held = crate::run::Held { lease, recovering, vouched };
+    crate::run::run_claimed(state, inner, request, held).await
 }
 
 fn missing_key() -> Problem {
@@ -550,10 +553,14 @@ impl Drop for Waiter<'_> {
 /// The answer to a claim, with the store's own error, if any, left out of it: a client
 /// learns a stable problem type and an error id to quote; the error itself goes to the
 /// operator (`tracing`, and [`LayerStats::store_errors`]).
-fn decision(answer: Result<Claim<StoredResponse>, StoreError>, counters: &Counters) -> Decision {
+fn decision(
+    answer: Result<Claim<StoredResponse>, StoreError>,
+    counters: &Counters,
+    sent: tokio::time::Instant,
+) -> Decision {
     let (count, problem) = match answer {
-        Ok(Claim::Acquired(lease)) => (Count::Acquired, Ok(Decision::Run(lease, false))),
-        Ok(Claim::Recover(lease)) => (Count::Recovered, Ok(Decision::Run(lease, true))),
+        Ok(Claim::Acquired(lease)) => (Count::Acquired, Ok(Decision::Run(lease, false, sent))),
+        Ok(Claim::Recover(lease)) => (Count::Recovered, Ok(Decision::Run(lease, true, sent))),
         Ok(Claim::Replay(stored)) => (Count::Replayed, Ok(Decision::Replay(stored))),
         Ok(Claim::InFlight { retry_after }) => {
             (Count::InFlight, Err(in_flight(counters, retry_after)))
@@ -749,7 +756,7 @@ where
     let state = Arc::clone(state);
     tokio::spawn(async move {
         let claimed = state.decide(key, fingerprint).await;
-        if let Err(Decision::Run(lease, false)) = decided.send(claimed) {
+        if let Err(Decision::Run(lease, false, _)) = decided.send(claimed) {
             let released = state.store.release(&lease).await;
             if released.is_ok() {
                 state.counters.count(Count::Released);
@@ -791,14 +798,15 @@ where
 {
     /// Claims the key; with `wait_for_first`, waits (bounded) for a request in flight.
     async fn decide(self: &Arc<Self>, key: ScopedKey, fingerprint: Fingerprint) -> Decision {
+        let sent = tokio::time::Instant::now();
         let first = self.store.claim(&key, &fingerprint).await;
-        let Some(wait) = self.config.wait else { return decision(first, &self.counters) };
+        let Some(wait) = self.config.wait else { return decision(first, &self.counters, sent) };
         let Ok(Claim::InFlight { retry_after }) = first else {
-            return decision(first, &self.counters);
+            return decision(first, &self.counters, sent);
         };
         // At most `waiters_max` requests wait at once; one more is answered 409 at once.
         let Some(_waiter) = Waiter::enter(&self.waiters, self.config.waiters_max) else {
-            return decision(first, &self.counters);
+            return decision(first, &self.counters, sent);
         };
         // The store's waiting claim: idem-core's pauses (1 ms doubling to 50 ms), never
         // past the holder's lease or `wait`, on tokio's clock. It claims before its first
@@ -806,8 +814,28 @@ where
         let pause = WAIT_PAUSE_FIRST.min(retry_after).min(wait);
         tokio::time::sleep(pause).await;
         let left = wait - pause;
+        let waiting = tokio::time::Instant::now();
         let waited = self.store.claim_wait(&key, &fingerprint, left, &TokioTimer).await;
-        decision(waited, &self.counters)
+        match decision(waited, &self.counters, waiting) {
+            Decision::Run(lease, recovering, _) => self.vouched(lease, recovering, waiting).await,
+            other => other,
+        }
+    }
+
+    /// A lease won after waiting: when its claim was sent is not known (somewhere in the
+    /// wait), so one renewal, sent now, vouches for it; if that fails, the wait's start
+    /// does (earlier than the claim: the run then stops sooner, never later).
+    async fn vouched(
+        &self,
+        lease: Lease,
+        recovering: bool,
+        waiting: tokio::time::Instant,
+    ) -> Decision {
+        let sent = tokio::time::Instant::now();
+        match self.store.renew(&lease).await {
+            Ok(renewed) => Decision::Run(renewed, recovering, sent),
+            Err(_) => Decision::Run(lease, recovering, waiting),
+        }
     }
 }
 

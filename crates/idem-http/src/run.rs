@@ -20,7 +20,7 @@ use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::BodyExt;
 use idem_core::{AsyncKeyStore, Lease, StoreError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tower_service::Service;
 
 use crate::body::{BoxError, ResponseBody, Streamed};
@@ -82,14 +82,15 @@ where
     // spawned before the run: a task spawned from a worker waits in that worker's slot
     // for the next task, which no other worker may take, and the run then blocks it.
     let lost = Arc::new(AtomicBool::new(false));
-    let renewal = (held.lease.clone(), lost.clone());
-    let renewal = tokio::spawn(keep_renewing(state.clone(), renewal.0, renewal.1));
+    let (vouch, vouched) = watch::channel(Some(held.vouched));
+    let renewal = (held.lease.clone(), lost.clone(), vouch);
+    let renewal = tokio::spawn(keep_renewing(state.clone(), renewal));
     let stop = StopRenewing(renewal.abort_handle());
     let run_state = Arc::clone(&state);
     let counted = state.runs.start();
     tokio::spawn(async move {
         let _counted = counted;
-        let run = run(&run_state, inner, request, (held, lost, stop), reply);
+        let run = run(&run_state, inner, request, (held, lost, vouched, stop), reply);
         orphan_bound(&run_state, run, gone).await;
     });
     // The client is here while this future waits, and then while it reads a streamed
@@ -139,6 +140,9 @@ async fn orphan_bound<St, F>(
 pub(crate) struct Held {
     pub(crate) lease: Lease,
     pub(crate) recovering: bool,
+    /// When the call that granted the lease was sent: the store's deadline is at least a
+    /// lease after it.
+    pub(crate) vouched: tokio::time::Instant,
 }
 
 /// Stops the renewal task when the run ends, however it ends (settled, panicked, or
@@ -156,7 +160,7 @@ async fn run<S, St, F, B, RB>(
     state: &Arc<LayerState<St, F>>,
     mut inner: S,
     request: Request<B>,
-    (held, lost, _stop): (Held, Arc<AtomicBool>, StopRenewing),
+    (held, lost, vouched, _stop): (Held, Arc<AtomicBool>, Vouched, StopRenewing),
     reply: oneshot::Sender<Reply<RB, S::Error>>,
 ) where
     S: Service<Request<B>, Response = Response<RB>>,
@@ -166,12 +170,29 @@ async fn run<S, St, F, B, RB>(
     RB::Error: Into<BoxError> + Send,
 {
     let mut unsettled = Unsettled { state, armed: true };
-    let Held { lease, recovering } = held;
+    let Held { lease, recovering, .. } = held;
     let mut request = request;
     request.extensions_mut().insert(Claimed { lease: lease.clone() });
     let work = async {
         let started = tokio::time::Instant::now();
-        let answered = inner.call(request).await;
+        // RACE (a handler outliving its lease): a server cut from the store cannot renew,
+        // the lease runs out, another server recovers the key and acts; a handler still
+        // running here would act a second time. So the handler runs only while the lease
+        // is vouched for (`in_doubt`); past that it is stopped where it waits (dropped),
+        // before any later side effect, and the key is left in flight for a recovery
+        // that checks before acting. The simulation's slow handlers and store cuts are
+        // the check (crates/idem-sim).
+        // Biased, the doubt first: a lease already in doubt runs no handler at all.
+        let answered = tokio::select! {
+            biased;
+            () = in_doubt(vouched, state.store.lease()) => {
+                state.lease_lost("the handler's run: the lease could not be vouched for");
+                state.left_in_flight("the run was stopped: its lease was in doubt");
+                let _ = reply.send(Ok(stopped().response()));
+                return;
+            }
+            answered = inner.call(request) => answered,
+        };
         state.counters.handler_took(started.elapsed());
         match answered {
             // The service failed before any response: nothing says whether it acted.
@@ -188,6 +209,51 @@ async fn run<S, St, F, B, RB>(
     unsettled.armed = false;
 }
 
+/// What the renewals tell the run: when the last call that vouched for the lease was
+/// sent (`None`: a renewal found it lost).
+type Vouched = watch::Receiver<Option<tokio::time::Instant>>;
+
+/// Ready once the lease can no longer be vouched for: half a lease after the send of the
+/// last call that granted or renewed it (the store's deadline is a whole lease after
+/// that, by its clock), or at once when a renewal found it lost. Half a lease: renewals
+/// go every third of one, so a store that answers keeps the run going with room to
+/// spare, and the store's clock may run up to half a lease ahead of this server's
+/// elapsed time before a recovery could start while the run still acts.
+async fn in_doubt(mut vouched: Vouched, lease: Duration) {
+    let grace = lease / 2;
+    loop {
+        let Some(at) = *vouched.borrow_and_update() else { return };
+        let until = at + grace;
+        if tokio::time::Instant::now() >= until {
+            return;
+        }
+        tokio::select! {
+            biased;
+            changed = vouched.changed() => {
+                // The renewal task ended (it is stopped with the run): the last vouch
+                // holds to its end.
+                if changed.is_err() {
+                    tokio::time::sleep_until(until).await;
+                    return;
+                }
+            }
+            () = tokio::time::sleep_until(until) => {}
+        }
+    }
+}
+
+/// The answer when the run was stopped because its lease was in doubt.
+fn stopped() -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "run-stopped",
+        "Run stopped",
+        "the server lost touch with the idempotency store while the request ran, so it \
+         stopped; whether it acted is unknown. Retry with the same key: after the lease \
+         the retry checks before acting",
+    )
+}
+
 /// Renews `lease` every third of the store's lease while the run works. A renewal that
 /// finds the lease lost (a duplicate recovered the key) sets `lost`, counts it and stops:
 /// the run's result is then not stored as if it held the key. A failed renewal (the
@@ -201,16 +267,23 @@ async fn run<S, St, F, B, RB>(
 /// the run's; a completion that starts before the flag is seen is refused by the store's
 /// fencing all the same (the token moved on), so the flag only spares the call and counts
 /// the loss. The store side is the loom model above.
-async fn keep_renewing<St, F>(state: Arc<LayerState<St, F>>, lease: Lease, lost: Arc<AtomicBool>)
-where
+async fn keep_renewing<St, F>(
+    state: Arc<LayerState<St, F>>,
+    (lease, lost, vouch): (Lease, Arc<AtomicBool>, watch::Sender<Option<tokio::time::Instant>>),
+) where
     St: AsyncKeyStore<StoredResponse>,
 {
     let every = (state.store.lease() / 3).max(Duration::from_millis(1));
     loop {
         tokio::time::sleep(every).await;
+        let sent = tokio::time::Instant::now();
         match state.store.renew(&lease).await {
-            Ok(_) => state.counters.count(Count::LeasesRenewed),
+            Ok(_) => {
+                vouch.send_modify(|at| *at = at.map(|at| at.max(sent)));
+                state.counters.count(Count::LeasesRenewed);
+            }
             Err(StoreError::LeaseLost { .. }) => {
+                vouch.send_replace(None);
                 // ORDERING: Release, paired with the Acquire in `complete`: the run sees
                 // the loss once it sees the flag (see the RACE above). Counted there,
                 // where it decides what is kept: a handler that stored its answer itself

@@ -103,6 +103,11 @@ fn intent_answers(
         if let Told::Unexpected { status } = t {
             violations.push(format!("{name}: answered {status}, which no retry should get"));
         }
+        if let Told::ReusedAnswered { status, charge } = t {
+            violations.push(format!(
+                "{name}: its key reused for another amount was answered {status} ({charge})"
+            ));
+        }
     }
     if charged.is_empty() && !declined {
         violations.push(format!("liveness: {name} was never answered (told {told:?})"));
@@ -163,7 +168,13 @@ mod tests {
         let store = Arc::new(MemoryStore::simulated(config, clocks.clone(), 3));
         let paid = Arc::new(MemoryStore::simulated(config, clocks, 4));
         let gateway = Arc::new(SimulatedGateway::new().without_dedup());
-        let intent = Intent { index: 1, key: "order-1".into(), amount: 105, path: "/checkout" };
+        let intent = Intent {
+            index: 1,
+            key: "order-1".into(),
+            amount: 105,
+            path: "/checkout",
+            reused: false,
+        };
         Fixture { shared, store, paid, gateway, clock, intent }
     }
 

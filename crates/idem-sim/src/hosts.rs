@@ -13,6 +13,10 @@ use idem_core::MemoryStore;
 use idem_http::StoredResponse;
 use idem_payments::{Fault, PaymentOutcome, SimulatedGateway};
 
+use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
+use idem_http::Recovering;
+
 use crate::checkout::app;
 use crate::payments::{self, SimProcessor};
 use crate::plan::LEASE;
@@ -35,8 +39,7 @@ pub(crate) async fn server(
     shared.trace(&name, format_args!("started"));
     let seam = Seam::new(store, Arc::clone(&shared), index);
     let processor = payments::processor(paid, Arc::clone(&shared), gateway.clone(), Some(index));
-    let (router, _shop) = app::router_on(app::Mode::Idempotent, seam, gateway);
-    let router = payments::route(router, Arc::new(processor));
+    let router = payments::route(checkout_router(&shared, seam, gateway), Arc::new(processor));
     let listener =
         turmoil::net::TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), PORT)).await?;
     loop {
@@ -50,6 +53,30 @@ pub(crate) async fn server(
     }
 }
 
+/// The checkout example's route as its `router_on` mounts it (the layer on the route,
+/// the example's handler behind it), with one fault before the handler: at the plan's
+/// rate it is slow, up to three leases (the layer renews the claim meanwhile).
+fn checkout_router(
+    shared: &Arc<WorldState>,
+    seam: Seam,
+    gateway: Arc<SimulatedGateway>,
+) -> axum::Router {
+    let shop = Arc::new(app::Shop::new(gateway));
+    let shared = Arc::clone(shared);
+    let slow = move |shop: State<Arc<app::Shop>>,
+                     recovering: Option<Extension<Recovering>>,
+                     headers: HeaderMap,
+                     body: String| async move {
+        if shared.strikes(shared.plan.slow_handler) {
+            shared.fault("handler", "slow handler");
+            tokio::time::sleep(shared.draw(|rng| rng.duration(Duration::ZERO, LEASE * 3))).await;
+        }
+        app::checkout(shop, recovering, headers, body).await
+    };
+    let route = axum::routing::post(slow).route_layer(app::layer(seam));
+    axum::Router::new().route("/checkout", route).with_state(shop)
+}
+
 /// One intent: what a client pays for, under one key.
 #[derive(Debug, Clone)]
 pub(crate) struct Intent {
@@ -61,6 +88,9 @@ pub(crate) struct Intent {
     pub(crate) amount: u64,
     /// Where it is paid: `/checkout` (the layer) or `/pay` (the processor).
     pub(crate) path: &'static str,
+    /// A client's bug: this attempt reuses the intent's key for another amount, after
+    /// the intent was answered. Its answer must never be a success.
+    pub(crate) reused: bool,
 }
 
 /// How an attempt ended.
@@ -263,7 +293,14 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
     let (status, retry_after, body) = answer;
     let shown = shown(&body);
     shared.trace(name, format_args!("#{number} {} -> {host}: {status} {shown}", intent.key));
-    classify(status, retry_after, &body)
+    match classify(status, retry_after, &body) {
+        Attempt::Final(Told::Charged { charge, .. }) if intent.reused => {
+            Attempt::Final(Told::ReusedAnswered { status, charge })
+        }
+        // Refused (422) or not now: what a reused key should get. Never retried.
+        _ if intent.reused => Attempt::Retry,
+        other => other,
+    }
 }
 
 /// What an answer means to the client.

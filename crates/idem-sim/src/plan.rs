@@ -45,7 +45,8 @@ pub struct Plan {
     pub partition: PerMillion,
     /// Per step: a client's messages to a server held back for a while.
     pub hold: PerMillion,
-    /// Per step: the store's clock jumps forward (at most half a lease).
+    /// Per step: the store's clock jumps forward (at most a quarter lease, and less than
+    /// half a lease within any lease).
     pub clock_jump: PerMillion,
     /// Per step, per server: the server cut from the store for a while.
     pub store_cut: PerMillion,
@@ -76,6 +77,12 @@ pub struct Plan {
     pub early: PerMillion,
     /// Per answered intent: it is sent again later (the answer must not change).
     pub late: PerMillion,
+    /// Per answered intent: its key is sent again with another amount (a client's bug:
+    /// it must be refused, never answered as a repeat).
+    pub reuse: PerMillion,
+    /// Per request reaching the checkout's handler: the handler is slow (up to three
+    /// leases) before it charges.
+    pub slow_handler: PerMillion,
 }
 
 impl Plan {
@@ -113,6 +120,8 @@ impl Plan {
             concurrent: rate(300_000),
             early: rate(300_000),
             late: rate(500_000),
+            reuse: rate(200_000),
+            slow_handler: rate(100_000),
         };
         Self {
             chaos: rng.duration(Duration::from_secs(2), Duration::from_secs(12)),

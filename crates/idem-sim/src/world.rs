@@ -60,6 +60,8 @@ struct Driver<'a> {
     clocked: Duration,
     undo: Vec<(Duration, Undo)>,
     crashed: Vec<bool>,
+    /// The clock's jumps within the last lease, and when.
+    jumps: Vec<(Duration, Duration)>,
 }
 
 /// Simulates the world of `seed` to its end and checks it.
@@ -92,6 +94,7 @@ pub fn simulate(seed: u64) -> Outcome {
         clocked: Duration::ZERO,
         undo: Vec::new(),
         crashed: vec![false; plan.servers],
+        jumps: Vec::new(),
     };
     let (elapsed, mut violations) = driver.run();
     violations.extend(check::world(&shared, &stores, &gateway, &intents(&plan, seed)));
@@ -120,7 +123,7 @@ pub(crate) fn intents(plan: &Plan, seed: u64) -> Vec<Vec<Intent>> {
                     index += 1;
                     let key = format!("order-{seed:x}-{index}");
                     let path = if paths.below(2) == 0 { "/checkout" } else { "/pay" };
-                    Intent { index, key, amount: 100 + 5 * index as u64, path }
+                    Intent { index, key, amount: 100 + 5 * index as u64, path, reused: false }
                 })
                 .collect()
         })
@@ -234,11 +237,26 @@ impl Driver<'_> {
             self.undo.push((back, Undo::Release(client, server)));
         }
         if self.rng.chance(plan.clock_jump) {
-            let jump = self.rng.duration(Duration::from_millis(1), LEASE / 2);
-            self.shared.fault_at(now, "store", "store clock jumped forward");
-            self.jumped += jump;
-            self.clock.advance(jump);
+            self.jump(now);
         }
+    }
+
+    /// The store's clock jumps forward, within the layer's contract: over any lease, the
+    /// store's clock runs less than half a lease ahead of the servers' elapsed time (a
+    /// run stops its handler half a lease after its last vouched renewal). A jump that
+    /// would break that is not made.
+    fn jump(&mut self, now: Duration) {
+        let jump = self.rng.duration(Duration::from_millis(1), LEASE / 4);
+        self.jumps.retain(|(at, _)| now.saturating_sub(*at) < LEASE);
+        let recent: Duration = self.jumps.iter().map(|(_, j)| *j).sum();
+        // A margin of two steps: the store's clock is set once per step.
+        if recent + jump + TICK * 2 >= LEASE / 2 {
+            return;
+        }
+        self.jumps.push((now, jump));
+        self.shared.fault_at(now, "store", "store clock jumped forward");
+        self.jumped += jump;
+        self.clock.advance(jump);
     }
 
     /// A client and a server, drawn.

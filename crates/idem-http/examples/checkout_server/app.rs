@@ -189,7 +189,7 @@ async fn checkout_naive(State(shop): State<Arc<Shop>>, body: String) -> Response
 
 /// The idempotent checkout, behind the layer: the gateway key is derived from the
 /// request's `Idempotency-Key`. A recovering request asks the gateway first.
-async fn checkout(
+pub(crate) async fn checkout(
     State(shop): State<Arc<Shop>>,
     recovering: Option<Extension<Recovering>>,
     headers: HeaderMap,

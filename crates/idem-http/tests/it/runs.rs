@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use axum::routing::post;
 use idem_core::{
     AsyncKeyStore, Claim, Clock, Fingerprint, KeyState, Lease, MemoryStore, PendingClaim,
@@ -107,12 +108,21 @@ async fn a_handler_three_times_slower_than_its_lease_runs_once() {
 }
 
 /// A memory store bent as a test needs: its renewals all answer that the lease was lost
-/// (as when another request recovered the key while the handler ran), or its claims take
-/// `claim_takes` to answer after they took effect (a slow database).
+/// (as when another request recovered the key while the handler ran) or all fail (the
+/// server cut from the store), or its claims take `claim_takes` to answer after they took
+/// effect (a slow database).
 struct Bent {
     inner: Arc<MemoryStore<StoredResponse>>,
-    loses_renewals: bool,
+    renewals: Renewals,
     claim_takes: Duration,
+}
+
+/// What a [`Bent`] store's renewals do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Renewals {
+    Work,
+    Lost,
+    Fail,
 }
 
 impl AsyncKeyStore<StoredResponse> for Bent {
@@ -132,8 +142,13 @@ impl AsyncKeyStore<StoredResponse> for Bent {
         AsyncKeyStore::release(&self.inner, lease).await
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        if self.loses_renewals {
-            return Err(StoreError::LeaseLost { key: lease.key().clone(), token: lease.token() });
+        match self.renewals {
+            Renewals::Lost => {
+                let (key, token) = (lease.key().clone(), lease.token());
+                return Err(StoreError::LeaseLost { key, token });
+            }
+            Renewals::Fail => return Err(StoreError::Storage("cut from the store".into())),
+            Renewals::Work => {}
         }
         AsyncKeyStore::renew(&self.inner, lease).await
     }
@@ -159,22 +174,95 @@ impl AsyncKeyStore<StoredResponse> for Bent {
     }
 }
 
-/// A renewal that finds the lease lost: the handler's answer reaches its caller, but is
-/// not stored as if the handler still held the key (the key stays in flight, for whoever
-/// holds it now), and the operator sees a lost lease counted.
+/// A renewal that finds the lease lost (another request recovered the key): the run is
+/// stopped where its handler waits, before the rest of its work (a second side effect),
+/// its client is told the outcome is unknown, the key stays in flight for whoever holds
+/// it now, and the operator sees a lost lease counted.
 #[tokio::test(start_paused = true)]
-async fn a_renewal_that_finds_the_lease_lost_keeps_the_answer_out_of_the_store() {
+async fn a_renewal_that_finds_the_lease_lost_stops_the_run_before_its_effect() {
     let (route, finished) = slow(LEASE * 2 / 3);
     let inner = store();
-    let bent = Bent { inner: inner.clone(), loses_renewals: true, claim_takes: Duration::ZERO };
+    let bent = Bent { inner: inner.clone(), renewals: Renewals::Lost, claim_takes: Duration::ZERO };
     let (router, stats) = behind(bent, route, config(|c| c));
     let first = send(&router, charge(Some("k1"), "x")).await;
-    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"));
-    assert_eq!(finished.load(Ordering::SeqCst), 1);
-    let retry = send(&router, charge(Some("k1"), "x")).await;
-    assert_eq!(retry.status, 409, "not stored: {retry:?}");
+    assert_eq!(first.status, 503, "{first:?}");
+    assert!(first.body.contains("run-stopped"), "{first:?}");
+    tokio::time::sleep(LEASE).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 0, "stopped before its effect");
     assert_eq!(stats.stats().leases_lost, 1, "{:?}", stats.stats());
+    assert_eq!(stats.stats().left_in_flight, 1, "{:?}", stats.stats());
     assert_eq!(inner.stats().completed, 0, "nothing completed");
+}
+
+/// A server cut from its store while a handler slower than the lease runs: no renewal
+/// can vouch for the lease, so half a lease after the claim was sent the run is stopped
+/// where its handler waits, before its effect; once the lease has run out (on the store's
+/// clock) a retry on a server that reaches the store recovers the key and runs once. Had
+/// the first run gone on, both would have acted.
+#[tokio::test(start_paused = true)]
+async fn a_handler_cut_from_its_store_stops_at_half_a_lease_and_the_recovery_runs_once() {
+    let (route, finished) = slow(LEASE * 2);
+    let inner = store();
+    let cut = Bent { inner: inner.clone(), renewals: Renewals::Fail, claim_takes: Duration::ZERO };
+    let (router, stats) = behind(cut, route.clone(), config(|c| c));
+    let started = tokio::time::Instant::now();
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.status, 503, "{first:?}");
+    let stopped_after = started.elapsed();
+    assert!(stopped_after >= LEASE / 2 && stopped_after < LEASE, "{stopped_after:?}");
+    tokio::time::sleep(LEASE).await;
+    let (joined, _) = behind(inner.clone(), route, config(|c| c));
+    let retry = send(&joined, charge(Some("k1"), "x")).await;
+    assert_eq!((retry.status, retry.body.as_str()), (201, "charged 1"), "{retry:?}");
+    tokio::time::sleep(LEASE * 3).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "one effect: the stopped run never acted");
+    assert!(stats.stats().store_errors >= 1, "the failed renewals: {:?}", stats.stats());
+}
+
+/// A claim answered later than half a lease after it was sent cannot be vouched for (the
+/// lease may already be running out by the store's clock): the run stops before its
+/// handler acts, and the key is left for a recovery.
+#[tokio::test(start_paused = true)]
+async fn a_claim_answered_after_half_a_lease_runs_no_handler() {
+    let (route, finished) = slow(Duration::ZERO);
+    let slow_claims = LEASE / 2 + Duration::from_millis(10);
+    let bent = Bent { inner: store(), renewals: Renewals::Work, claim_takes: slow_claims };
+    let (router, _stats) = behind(bent, route, config(|c| c));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.status, 503, "{first:?}");
+    assert_eq!(finished.load(Ordering::SeqCst), 0, "no handler ran");
+}
+
+/// A duplicate that waited (`wait_for_first`) longer than half a lease for a first run
+/// that then did nothing and gave the key back: the claim it wins at the end of its wait
+/// is vouched for afresh (a renewal sent then), so its handler runs, once.
+#[tokio::test(start_paused = true)]
+async fn a_claim_won_after_a_long_wait_is_vouched_for_afresh_and_runs() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let route = post(move || {
+        let counter = counter.clone();
+        async move {
+            if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                tokio::time::sleep(LEASE * 2 / 3).await;
+                let nothing = axum::Extension(idem_http::NothingHappened);
+                return (http::StatusCode::SERVICE_UNAVAILABLE, nothing, "try again")
+                    .into_response();
+            }
+            (http::StatusCode::CREATED, "charged").into_response()
+        }
+    });
+    let waits = config(|c| c.wait_for_first(Some(LEASE * 4)));
+    let (router, _stats) = behind(store(), route, waits);
+    let first = tokio::spawn({
+        let router = router.clone();
+        async move { send(&router, charge(Some("k1"), "x")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let waiter = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.await.expect("the first").status, 503);
+    assert_eq!((waiter.status, waiter.body.as_str()), (201, "charged"), "{waiter:?}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
 
 /// A handler whose client left: it runs on, past the client, for `orphan_time_max`, then
@@ -389,13 +477,13 @@ async fn a_client_that_stops_reading_a_stream_does_not_hold_its_key() {
 }
 
 /// A client that leaves while its claim is being written (the store takes the claim, then
-/// 200 ms to answer): no handler ran, so the fresh claim is given back, and the client's
+/// 100 ms to answer): no handler ran, so the fresh claim is given back, and the client's
 /// retry runs at once instead of waiting out the lease.
 #[tokio::test(start_paused = true)]
 async fn a_client_that_leaves_during_its_claim_leaves_no_key_behind() {
     let (route, finished) = slow(Duration::from_millis(10));
     let bent =
-        Bent { inner: store(), loses_renewals: false, claim_takes: Duration::from_millis(200) };
+        Bent { inner: store(), renewals: Renewals::Work, claim_takes: Duration::from_millis(100) };
     let (router, stats) = behind(bent, route, config(|c| c));
     let gave_up = tokio::time::timeout(
         Duration::from_millis(50),
