@@ -221,6 +221,14 @@ async fn settle(shared: &Arc<WorldState>, gateway: &SimulatedGateway, name: &str
                         shared.draw(|rng| rng.duration(Duration::ZERO, Duration::from_secs(6)));
                     extra.push(spawn_attempt(shared, name, intent, after));
                 }
+                if charged && shared.strikes(plan.reuse) {
+                    shared.fault(name, "key reused for another amount");
+                    let other =
+                        Intent { amount: intent.amount + 1, reused: true, ..intent.clone() };
+                    let after =
+                        shared.draw(|rng| rng.duration(Duration::ZERO, Duration::from_secs(6)));
+                    extra.push(spawn_attempt(shared, name, &other, after));
+                }
                 break;
             }
             Attempt::Busy(after) => tokio::time::sleep(after).await,
