@@ -136,9 +136,14 @@ pub struct LayerStats {
     /// refused). A failed completion leaves the key in flight: the next request after
     /// the lease runs with [`Recovering`].
     pub store_errors: u64,
-    /// Completions and releases refused because the lease was lost: a handler slower
+    /// Leases found lost (a renewal, completion or release refused): a handler slower
     /// than its lease was recovered by another request meanwhile.
     pub leases_lost: u64,
+    /// Runs stopped because their lease could no longer be vouched for (no renewal the
+    /// store answered for three eighths of a lease, as when the server is cut from the
+    /// store, or a renewal that found the lease lost): their handlers were dropped where
+    /// they waited and their keys left in flight for recovery.
+    pub runs_stopped: u64,
     /// Responses too large to keep (body over `response_bytes_max`, or headers over
     /// [`STORED_HEADER_BYTES_MAX`](crate::STORED_HEADER_BYTES_MAX)): the first caller got
     /// the whole response, repeats get a problem saying it was not kept.
@@ -147,7 +152,7 @@ pub struct LayerStats {
     /// marked [`OutcomeUnknown`], a handler that panicked or was abandoned past
     /// `orphan_time_max`): their keys were left in flight for recovery.
     pub left_in_flight: u64,
-    /// Leases extended while their handler ran (every third of the store's lease).
+    /// Leases extended while their handler ran (every quarter of the store's lease).
     pub leases_renewed: u64,
     /// Handlers whose client left before the answer, run to their end and settled: the
     /// client's retry replays what they answered.
@@ -245,6 +250,7 @@ where
             released: c.get(Count::Released),
             store_errors: c.get(Count::StoreErrors),
             leases_lost: c.get(Count::LeasesLost),
+            runs_stopped: c.get(Count::RunsStopped),
             not_kept: c.get(Count::NotKept),
             left_in_flight: c.get(Count::LeftInFlight),
             leases_renewed: c.get(Count::LeasesRenewed),
@@ -817,25 +823,30 @@ where
         let waiting = tokio::time::Instant::now();
         let waited = self.store.claim_wait(&key, &fingerprint, left, &TokioTimer).await;
         match decision(waited, &self.counters, waiting) {
-            Decision::Run(lease, recovering, _) => self.vouched(lease, recovering, waiting).await,
+            Decision::Run(lease, recovering, _) => self.vouched(lease, recovering).await,
             other => other,
         }
     }
 
     /// A lease won after waiting: when its claim was sent is not known (somewhere in the
-    /// wait), so one renewal, sent now, vouches for it; if that fails, the wait's start
-    /// does (earlier than the claim: the run then stops sooner, never later).
-    async fn vouched(
-        &self,
-        lease: Lease,
-        recovering: bool,
-        waiting: tokio::time::Instant,
-    ) -> Decision {
+    /// wait), so one renewal, sent now, vouches for it. If the store does not answer it,
+    /// nothing runs: a fresh claim is given back (no handler ran), a recovered one is
+    /// left in flight (an earlier run may have acted), and the client is told the store
+    /// is unavailable.
+    async fn vouched(&self, lease: Lease, recovering: bool) -> Decision {
         let sent = tokio::time::Instant::now();
-        match self.store.renew(&lease).await {
-            Ok(renewed) => Decision::Run(renewed, recovering, sent),
-            Err(_) => Decision::Run(lease, recovering, waiting),
+        let error = match self.store.renew(&lease).await {
+            Ok(renewed) => return Decision::Run(renewed, recovering, sent),
+            Err(error) => error,
+        };
+        if matches!(error, StoreError::LeaseLost { .. }) {
+            self.lease_lost("renew");
         }
+        let id = count_store_error(&self.counters, "renew", &error);
+        if !recovering && self.store.release(&lease).await.is_ok() {
+            self.counters.count(Count::Released);
+        }
+        Decision::Answer(store_unavailable(&id))
     }
 }
 

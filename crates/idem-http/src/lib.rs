@@ -21,7 +21,7 @@
 //! A claimed request's handler runs on a task of its own: a client that gives up does not
 //! cancel it half-way; it runs to its end (for at most
 //! [`ConfigBuilder::orphan_time_max`] after the client left), its answer is stored, and
-//! the retry replays it. While it runs, its lease is renewed every third of the store's
+//! the retry replays it. While it runs, its lease is renewed every quarter of the store's
 //! lease (on a task of its own, so a handler that blocks its thread does not starve it on
 //! a multi-threaded runtime; on a current-thread runtime nothing runs while it blocks), so
 //! a handler slower than the lease is never run twice by duplicates; a renewal

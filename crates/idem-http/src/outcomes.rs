@@ -27,9 +27,10 @@ pub(crate) enum Count {
     OrphansFinished,
     OrphansAbandoned,
     Forgotten,
+    RunsStopped,
 }
 
-const COUNTS: usize = 16;
+const COUNTS: usize = 17;
 
 impl Count {
     /// The counter's name in the `metrics` facade: `idem_http_` and what it counts, with
@@ -53,6 +54,7 @@ impl Count {
             Self::OrphansFinished => "idem_http_orphans_finished_total",
             Self::OrphansAbandoned => "idem_http_orphans_abandoned_total",
             Self::Forgotten => "idem_http_forgotten_total",
+            Self::RunsStopped => "idem_http_runs_stopped_total",
         }
     }
 }

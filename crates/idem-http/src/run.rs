@@ -3,14 +3,14 @@
 //!
 //! ```text
 //! connection future            run task (tokio::spawn)
-//!   claim ---- Run(lease) ---->  handler ............ renew every lease/3
+//!   claim ---- Run(lease) ---->  handler ............ renew every lease/4
 //!   waits on the reply  <-----   response head (whole body: completed first)
 //!   client leaves? (drop) --->   orphaned: the rest may take `orphan_time_max`
 //!                                body streamed on, then complete (stand-in kept)
 //! ```
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -177,21 +177,25 @@ async fn run<S, St, F, B, RB>(
         let started = tokio::time::Instant::now();
         // RACE (a handler outliving its lease): a server cut from the store cannot renew,
         // the lease runs out, another server recovers the key and acts; a handler still
-        // running here would act a second time. So the handler runs only while the lease
-        // is vouched for (`in_doubt`); past that it is stopped where it waits (dropped),
-        // before any later side effect, and the key is left in flight for a recovery
-        // that checks before acting. The simulation's slow handlers and store cuts are
-        // the check (crates/idem-sim).
-        // Biased, the doubt first: a lease already in doubt runs no handler at all.
-        let answered = tokio::select! {
-            biased;
-            () = in_doubt(vouched, state.store.lease()) => {
-                state.lease_lost("the handler's run: the lease could not be vouched for");
-                state.left_in_flight("the run was stopped: its lease was in doubt");
-                let _ = reply.send(Ok(stopped().response()));
-                return;
+        // running here would act a second time. So the handler is polled only while the
+        // lease is vouched for (`Doubt`, checked before every poll); past that it is
+        // dropped where it waits, before its next step, and the key is left in flight
+        // for a recovery that checks before acting. A step that runs without yielding
+        // past the deadline is not cut short: the deadline leaves an eighth of a lease
+        // for it. The simulation's slow handlers and store cuts are the check
+        // (crates/idem-sim).
+        let mut doubt = Doubt::new(vouched, state.store.lease());
+        let mut call = pin!(inner.call(request));
+        let answered = std::future::poll_fn(|cx| {
+            if doubt.poll_due(cx).is_ready() {
+                return std::task::Poll::Ready(None);
             }
-            answered = inner.call(request) => answered,
+            call.as_mut().poll(cx).map(Some)
+        })
+        .await;
+        let Some(answered) = answered else {
+            stop(state, doubt.lost(), reply);
+            return;
         };
         state.counters.handler_took(started.elapsed());
         match answered {
@@ -213,51 +217,98 @@ async fn run<S, St, F, B, RB>(
 /// sent (`None`: a renewal found it lost).
 type Vouched = watch::Receiver<Option<tokio::time::Instant>>;
 
-/// Ready once the lease can no longer be vouched for: half a lease after the send of the
-/// last call that granted or renewed it (the store's deadline is a whole lease after
-/// that, by its clock), or at once when a renewal found it lost. Half a lease: renewals
-/// go every third of one, so a store that answers keeps the run going with room to
-/// spare, and the store's clock may run up to half a lease ahead of this server's
-/// elapsed time before a recovery could start while the run still acts.
-async fn in_doubt(mut vouched: Vouched, lease: Duration) {
-    let grace = lease / 2;
-    loop {
-        let Some(at) = *vouched.borrow_and_update() else { return };
-        let until = at + grace;
-        if tokio::time::Instant::now() >= until {
-            return;
-        }
-        tokio::select! {
-            biased;
-            changed = vouched.changed() => {
-                // The renewal task ended (it is stopped with the run): the last vouch
-                // holds to its end.
-                if changed.is_err() {
-                    tokio::time::sleep_until(until).await;
-                    return;
+/// How long after the send of the last claim or renewal the store answered a run may go
+/// on: three eighths of a lease. The store's deadline is a whole lease after that send,
+/// by its clock; the layer assumes the store's clock runs less than half a lease ahead of
+/// the server's elapsed time over any lease, and keeps an eighth of a lease for a step
+/// the handler takes without yielding.
+fn vouched_for(lease: Duration) -> Duration {
+    lease * 3 / 8
+}
+
+/// Whether the run may go on: due once its lease is no longer vouched for.
+struct Doubt {
+    vouched: Vouched,
+    grace: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Doubt {
+    fn new(vouched: Vouched, lease: Duration) -> Self {
+        let grace = vouched_for(lease);
+        let until = vouched.borrow().map_or_else(tokio::time::Instant::now, |at| at + grace);
+        Self { vouched, grace, timer: Box::pin(tokio::time::sleep_until(until)) }
+    }
+
+    /// Whether a renewal found the lease lost.
+    fn lost(&self) -> bool {
+        self.vouched.borrow().is_none()
+    }
+
+    /// Ready once the lease is in doubt: its last vouch is older than the grace (checked
+    /// against the clock at every poll, not only when the timer fires), or it was lost.
+    /// Otherwise it arranges to be woken at the deadline, and when a renewal reports.
+    fn poll_due(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        loop {
+            let Some(at) = *self.vouched.borrow_and_update() else {
+                return std::task::Poll::Ready(());
+            };
+            let until = at + self.grace;
+            if tokio::time::Instant::now() >= until {
+                return std::task::Poll::Ready(());
+            }
+            if self.timer.deadline() != until {
+                self.timer.as_mut().reset(until);
+            }
+            let _ = self.timer.as_mut().poll(cx);
+            // A renewal's report wakes the run (a loss must stop it at once); a renewal
+            // task that ended leaves the last vouch to run out on the timer.
+            let mut changed = pin!(self.vouched.changed());
+            match changed.as_mut().poll(cx) {
+                std::task::Poll::Ready(Ok(())) => continue,
+                std::task::Poll::Ready(Err(_)) | std::task::Poll::Pending => {
+                    return std::task::Poll::Pending;
                 }
             }
-            () = tokio::time::sleep_until(until) => {}
         }
     }
 }
 
-/// The answer when the run was stopped because its lease was in doubt.
-fn stopped() -> Problem {
+/// A run whose lease is in doubt: counted, its key left in flight, its client told.
+fn stop<St, F, RB, E>(state: &LayerState<St, F>, lost: bool, reply: oneshot::Sender<Reply<RB, E>>)
+where
+    St: AsyncKeyStore<StoredResponse>,
+    RB: Body<Data = Bytes> + Send + 'static,
+{
+    state.counters.count(Count::RunsStopped);
+    if lost {
+        state.lease_lost("renew");
+    }
+    state.left_in_flight("the run was stopped: its lease could not be vouched for");
+    let _ = reply.send(Ok(stopped(state.store.lease()).response()));
+}
+
+/// The answer when the run was stopped because its lease was in doubt: retry after the
+/// lease, when the retry recovers the key (checking before acting).
+fn stopped(lease: Duration) -> Problem {
     Problem::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "run-stopped",
         "Run stopped",
-        "the server lost touch with the idempotency store while the request ran, so it \
-         stopped; whether it acted is unknown. Retry with the same key: after the lease \
-         the retry checks before acting",
+        "the server could not confirm with the idempotency store that this request still \
+         held its key, so it stopped the run; whether it acted is unknown. Retry with the \
+         same key: after the lease the retry checks before acting",
     )
+    .retry_after(lease)
 }
 
-/// Renews `lease` every third of the store's lease while the run works. A renewal that
-/// finds the lease lost (a duplicate recovered the key) sets `lost`, counts it and stops:
-/// the run's result is then not stored as if it held the key. A failed renewal (the
-/// store is down) is counted and tried again at the next tick.
+/// Renews `lease` every quarter of the store's lease (from one send to the next) while
+/// the run works, and reports each answered renewal's send to the run (`vouch`): the run
+/// goes on for three eighths of a lease after it, so one failed renewal, tried again a
+/// sixteenth of a lease later, does not stop a run the store still serves. A renewal that
+/// finds the lease lost (a duplicate recovered the key) reports it, sets `lost` and
+/// stops: the run is stopped, or its result is not stored as if it held the key. A
+/// failed renewal (the store did not answer) is counted.
 ///
 /// RACE (renewal against recovery): the store compares the token in the statement that
 /// extends the deadline, so a renewal either lands before a recovery (which then answers
@@ -273,28 +324,34 @@ async fn keep_renewing<St, F>(
 ) where
     St: AsyncKeyStore<StoredResponse>,
 {
-    let every = (state.store.lease() / 3).max(Duration::from_millis(1));
+    let every = (state.store.lease() / 4).max(Duration::from_millis(1));
+    let again = (state.store.lease() / 16).max(Duration::from_millis(1));
+    let mut next = tokio::time::Instant::now() + every;
     loop {
-        tokio::time::sleep(every).await;
+        tokio::time::sleep_until(next).await;
         let sent = tokio::time::Instant::now();
         match state.store.renew(&lease).await {
             Ok(_) => {
                 vouch.send_modify(|at| *at = at.map(|at| at.max(sent)));
                 state.counters.count(Count::LeasesRenewed);
+                next = sent + every;
             }
             Err(StoreError::LeaseLost { .. }) => {
                 vouch.send_replace(None);
                 // ORDERING: Release, paired with the Acquire in `complete`: the run sees
                 // the loss once it sees the flag (see the RACE above). Counted there,
-                // where it decides what is kept: a handler that stored its answer itself
-                // (`StoredByHandler`) finished the claim, which a late renewal then finds
-                // settled.
+                // where it decides what is kept (or where the run is stopped): a handler
+                // that stored its answer itself (`StoredByHandler`) finished the claim,
+                // which a late renewal then finds settled.
                 lost.store(true, Ordering::Release);
                 idem_core::trace_event!(WARN, "a renewal found the lease lost");
                 return;
             }
             Err(error) => {
                 crate::layer::count_store_error(&state.counters, "renew", &error);
+                // Soon again: the run stops once no renewal has vouched for the lease
+                // for three eighths of one.
+                next = tokio::time::Instant::now() + again;
             }
         }
     }

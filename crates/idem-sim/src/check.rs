@@ -103,6 +103,9 @@ fn intent_answers(
         if let Told::Unexpected { status } = t {
             violations.push(format!("{name}: answered {status}, which no retry should get"));
         }
+        if let Told::Leaked { status } = t {
+            violations.push(format!("{name}: a {status} answer carried the store's error text"));
+        }
         if let Told::ReusedAnswered { status, charge } = t {
             violations.push(format!(
                 "{name}: its key reused for another amount was answered {status} ({charge})"
@@ -248,6 +251,26 @@ mod tests {
         assert!(found.contains("liveness: intent 1 (order-1) was never answered"), "{found}");
         assert!(found.contains("the layer's claims still in flight"), "{found}");
         assert!(found.contains("fencing tokens of demo-shop/order-1 did not grow"), "{found}");
+    }
+
+    #[test]
+    fn an_answer_carrying_the_stores_error_text_is_a_violation() {
+        let f = fixture();
+        let charge = f.charge();
+        f.tell(&charge);
+        f.shared.tell(1, Told::Leaked { status: 503 });
+        let found = f.violations().join("\n");
+        assert!(found.contains("a 503 answer carried the store's error text"), "{found}");
+    }
+
+    #[test]
+    fn a_reused_key_answered_with_a_charge_is_a_violation() {
+        let f = fixture();
+        let charge = f.charge();
+        f.tell(&charge);
+        f.shared.tell(1, Told::ReusedAnswered { status: 201, charge: charge.clone() });
+        let found = f.violations().join("\n");
+        assert!(found.contains("reused for another amount was answered 201"), "{found}");
     }
 
     #[test]

@@ -301,6 +301,11 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
     let (status, retry_after, body) = answer;
     let shown = shown(&body);
     shared.trace(name, format_args!("#{number} {} -> {host}: {status} {shown}", intent.key));
+    // The seam's errors name it: an answer that carries the words reached a client with
+    // the store's internals in it.
+    if body.contains(crate::seam::STORE_ERROR_MARK) {
+        shared.tell(intent.index, Told::Leaked { status });
+    }
     match classify(status, retry_after, &body) {
         Attempt::Final(Told::Charged { charge, .. }) if intent.reused => {
             Attempt::Final(Told::ReusedAnswered { status, charge })

@@ -127,8 +127,11 @@ impl Seam {
 
 /// The error a failed call returns: the store did not answer.
 pub(crate) fn unreachable(op: &str) -> StoreError {
-    StoreError::Storage(format!("simulated: the store did not answer a {op}").into())
+    StoreError::Storage(format!("{STORE_ERROR_MARK}: the store did not answer a {op}").into())
 }
+
+/// The words every error of the seam carries: no client may ever read them.
+pub(crate) const STORE_ERROR_MARK: &str = "simulated store failure";
 
 impl AsyncKeyStore<StoredResponse> for Seam {
     async fn claim(

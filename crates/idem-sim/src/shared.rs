@@ -19,6 +19,9 @@ pub(crate) enum Told {
     Declined,
     /// An answer no retry of a valid request should get (a 400, a 422, ...).
     Unexpected { status: u16 },
+    /// An answer whose body carries a store error's words (internal detail a client
+    /// must never see).
+    Leaked { status: u16 },
     /// A success for a request that reused the intent's key with another amount: the
     /// layer or the processor took another request for a repeat.
     ReusedAnswered { status: u16, charge: String },
