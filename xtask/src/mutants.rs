@@ -1229,7 +1229,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-client/src/retry.rs",
         from: "tokio::time::timeout(policy.attempt_timeout().min(left), send())",
         to: "tokio::time::timeout(policy.attempt_timeout(), send())",
-        check: test("idem-client", "", "policy", ""),
+        check: test("idem-client", "", "policy", "near_the_deadline"),
     },
     Mutant {
         name: "client-replay-retried",
@@ -1340,7 +1340,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-http/src/layer.rs",
         from: "if lost.load(Ordering::Acquire) {",
         to: "if lost.load(Ordering::Acquire) && false {",
-        check: test("idem-http", "", "it", "runs::a_renewal_that_finds"),
+        check: test("idem-http", "", "it", "runs::a_lease_lost_while_the_body_streams"),
     },
     Mutant {
         name: "http-orphan-runs-unbounded",

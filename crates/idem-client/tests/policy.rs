@@ -152,6 +152,27 @@ async fn a_422_is_key_reused_or_with_the_policy_the_servers_answer() {
     assert_eq!((status.as_u16(), attempts.count), (422, 1));
 }
 
+/// An attempt that starts with less time left than its timeout is cut at the deadline,
+/// not at its own timeout: a server that never answers, a 3 s deadline, attempts of 2 s.
+/// The second attempt starts after 2 s and a short pause, and the intent still ends by
+/// 3 s.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_that_starts_near_the_deadline_is_cut_at_it() {
+    let (server, seen) = scripted(vec![None]);
+    let near = RetryPolicy::builder()
+        .deadline(Duration::from_secs(3))
+        .attempt_timeout(Duration::from_secs(2))
+        .pauses(Duration::from_millis(100), Duration::from_millis(100))
+        .build()
+        .expect("a valid policy");
+    let started = Instant::now();
+    let refused = send(server, near, Some(Intent::from_id("o-2").expect("a key")), &[]).await;
+    let ended = started.elapsed();
+    assert!(matches!(refused, Err(ClientError::OutcomeUnknown { .. })), "{refused:?}");
+    assert!(seen.lock().expect("the log").len() >= 2, "a second attempt started");
+    assert!(ended <= Duration::from_secs(3), "ended after {ended:?}");
+}
+
 /// A server that never answers: each attempt is cut at its timeout, no attempt starts
 /// past the deadline, the intent ends within it as unknown, naming its key and saying to
 /// retry the same intent. A server that asks for more than the cap is asked again after
