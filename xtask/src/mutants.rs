@@ -1891,7 +1891,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-core/src/memory.rs",
         from: "store.hasher = foldhash::fast::SeedableRandomState::with_seed(seed, &SHARED);",
         to: "store.hasher = foldhash::fast::SeedableRandomState::random();",
-        check: test("idem-sim", "", "worlds", "same_seed"),
+        check: test("idem-core", "", "it", "lagging::a_simulated_store_places_keys_by_its_seed"),
     },
     Mutant {
         // The same break as payments-recover-charges-blindly, found by the worlds: a

@@ -132,3 +132,30 @@ fn a_lag_beyond_the_margin_only_keeps_a_record_longer() {
     t.advance(CHECK_MARGIN * 4);
     assert!(matches!(t.store.claim(&key, &fp), Ok(Claim::Acquired(_))));
 }
+
+/// A simulated store's key hash is seeded: two stores with one seed place 200 keys on
+/// the same shards, so every key gets the same fencing token in both (a token counts
+/// claims per shard, so keys sharing a shard tell the placement apart), and another seed
+/// places them otherwise.
+#[test]
+fn a_simulated_store_places_keys_by_its_seed() {
+    use idem_core::{Claim, Fingerprint, KeyStore, ManualClock, MemoryStore, ScopedKey};
+    use std::sync::Arc;
+    let tokens = |seed: u64| -> Vec<u64> {
+        let clock: Arc<dyn idem_core::Clock> =
+            Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1)));
+        let store = MemoryStore::<u8>::simulated(Default::default(), (clock.clone(), clock), seed);
+        let request = Fingerprint::builder("t").finish();
+        (0..200)
+            .map(|i| {
+                let key = ScopedKey::parse("s", &format!("k{i}")).expect("a key");
+                match KeyStore::claim(&store, &key, &request).expect("claimed") {
+                    Claim::Acquired(lease) => lease.token().get(),
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect()
+    };
+    assert_eq!(tokens(7), tokens(7), "one seed, one placement");
+    assert_ne!(tokens(7), tokens(8), "another seed, another placement");
+}
