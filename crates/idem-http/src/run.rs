@@ -285,7 +285,10 @@ where
         state.lease_lost("renew");
     }
     state.left_in_flight("the run was stopped: its lease could not be vouched for");
-    let _ = reply.send(Ok(stopped(state.store.lease()).response()));
+    if reply.send(Ok(stopped(state.store.lease()).response())).is_err() {
+        // An orphan's client had left: nobody hears the answer; the key stays for recovery.
+        idem_core::trace_event!(INFO, "a stopped run's client had already left");
+    }
 }
 
 /// The answer when the run was stopped because its lease was in doubt: retry after the

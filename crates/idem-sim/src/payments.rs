@@ -14,9 +14,9 @@ use axum::routing::post;
 use idem_core::{
     Claim, Fingerprint, KeyState, KeyStore, Lease, MemoryStore, PendingClaim, ScopedKey, StoreError,
 };
-use idem_payments::{PayError, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway};
+use idem_payments::{PayError, PaymentOutcome, Processor, SimulatedGateway};
 
-use crate::shared::{WorldState, lock};
+use crate::shared::WorldState;
 
 /// The processor's merchant: every `/pay` key is scoped to it and the customer.
 pub(crate) const PAY_MERCHANT: &str = "sim-shop";
@@ -51,7 +51,7 @@ fn pay(processor: &SimProcessor, headers: &HeaderMap, body: &str) -> Response {
     let Some(key) = idem_http::header::parse_key(headers).ok().flatten() else {
         return (StatusCode::BAD_REQUEST, "an Idempotency-Key header is required").into_response();
     };
-    let Some(request) = order(body) else {
+    let Ok(request) = crate::checkout::app::parse_order(body) else {
         return (StatusCode::BAD_REQUEST, "customer, amount and currency").into_response();
     };
     match processor.pay(&key, &request) {
@@ -85,14 +85,6 @@ fn kind(error: &PayError) -> &'static str {
         PayError::Store(_) => "store",
         _ => "other",
     }
-}
-
-/// `customer=..&amount=..&currency=..`.
-fn order(body: &str) -> Option<PaymentRequest> {
-    let field =
-        |name: &str| body.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='));
-    let amount = field("amount")?.parse().ok()?;
-    PaymentRequest::new(field("customer")?, amount, field("currency")?).ok()
 }
 
 /// A server's way to the processor's store: each call fails before it reaches the store,
@@ -137,10 +129,7 @@ impl KeyStore<PaymentOutcome> for SyncSeam {
     ) -> Result<Claim<PaymentOutcome>, StoreError> {
         let claim = self.call("claim", |store| KeyStore::claim(store, key, fingerprint))?;
         if let Some(lease) = claim.lease() {
-            let key = format!("{}/{}", lease.key().scope().as_str(), lease.key().key().as_str());
-            let token = lease.token().get();
-            self.shared.trace(&self.name, format_args!("granted {key} token {token}"));
-            lock(&self.shared.tokens).entry(key).or_default().push(token);
+            self.shared.granted(&self.name, lease);
         }
         Ok(claim)
     }

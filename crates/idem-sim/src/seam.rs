@@ -13,7 +13,7 @@ use idem_core::{
 use idem_http::StoredResponse;
 
 use crate::plan::LEASE;
-use crate::shared::{WorldState, lock};
+use crate::shared::WorldState;
 
 /// What the seam does to one call.
 enum Fate {
@@ -96,10 +96,7 @@ impl Seam {
     /// the store, or crashed, before it can act on it. True when it is to crash.
     fn granted(&self, claim: &Claim<StoredResponse>) -> bool {
         let Some(lease) = claim.lease() else { return false };
-        let key = format!("{}/{}", lease.key().scope().as_str(), lease.key().key().as_str());
-        let token = lease.token().get();
-        self.shared.trace(&self.name, format_args!("granted {key} token {token}"));
-        lock(&self.shared.tokens).entry(key).or_default().push(token);
+        self.shared.granted(&self.name, lease);
         let plan = &self.shared.plan;
         if self.shared.strikes(plan.cut_after_claim) {
             self.shared.fault(&self.name, "server cut from the store after a claim");

@@ -150,6 +150,14 @@ impl WorldState {
         std::mem::take(&mut *lock(&self.crash_requests))
     }
 
+    /// Records and traces a lease a store granted `who`: its key's tokens must grow.
+    pub(crate) fn granted(&self, who: &str, lease: &idem_core::Lease) {
+        let key = format!("{}/{}", lease.key().scope().as_str(), lease.key().key().as_str());
+        let token = lease.token().get();
+        self.trace(who, format_args!("granted {key} token {token}"));
+        lock(&self.tokens).entry(key).or_default().push(token);
+    }
+
     /// Records what intent `intent`'s client was told.
     pub(crate) fn tell(&self, intent: usize, told: Told) {
         lock(&self.told).entry(intent).or_default().push(told);

@@ -152,7 +152,7 @@ fn intent_key() -> String {
 }
 
 /// `customer=cus_1&amount=1050&currency=EUR`, validated.
-fn parse_order(body: &str) -> Result<PaymentRequest, String> {
+pub(crate) fn parse_order(body: &str) -> Result<PaymentRequest, String> {
     let field = |name: &str| {
         body.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('=')).unwrap_or("")
     };
