@@ -1938,6 +1938,14 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "runs::a_failed_renewal_tried_again"),
     },
     Mutant {
+        name: "http-renewal-vouches-from-its-answer",
+        file: "crates/idem-http/src/run.rs",
+        from: "                vouch.send_modify(|at| *at = at.map(|at| at.max(sent)));",
+        to: "                vouch.send_modify(|at| *at = at.map(|at| at.max(\
+             tokio::time::Instant::now())));",
+        check: test("idem-http", "", "it", "runs::a_late_renewal_answer"),
+    },
+    Mutant {
         name: "http-renewal-vouches-nothing",
         file: "crates/idem-http/src/run.rs",
         from: "                vouch.send_modify(|at| *at = at.map(|at| at.max(sent)));",

@@ -231,13 +231,23 @@ struct Doubt {
     vouched: Vouched,
     grace: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
+    /// Ready when a renewal reports (false: the renewal task ended). Owned, so that its
+    /// waker stays registered between polls: a loss must wake the run at once.
+    report: Pin<Box<dyn Future<Output = bool> + Send>>,
+}
+
+/// The next report on `vouched`, on a receiver of its own.
+fn next_report(vouched: &Vouched) -> Pin<Box<dyn Future<Output = bool> + Send>> {
+    let mut own = vouched.clone();
+    Box::pin(async move { own.changed().await.is_ok() })
 }
 
 impl Doubt {
     fn new(vouched: Vouched, lease: Duration) -> Self {
         let grace = vouched_for(lease);
         let until = vouched.borrow().map_or_else(tokio::time::Instant::now, |at| at + grace);
-        Self { vouched, grace, timer: Box::pin(tokio::time::sleep_until(until)) }
+        let report = next_report(&vouched);
+        Self { vouched, grace, timer: Box::pin(tokio::time::sleep_until(until)), report }
     }
 
     /// Whether a renewal found the lease lost.
@@ -250,6 +260,7 @@ impl Doubt {
     /// Otherwise it arranges to be woken at the deadline, and when a renewal reports.
     fn poll_due(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         loop {
+            // Marked seen, so that the next report's receiver waits for a newer one.
             let Some(at) = *self.vouched.borrow_and_update() else {
                 return std::task::Poll::Ready(());
             };
@@ -263,12 +274,13 @@ impl Doubt {
             let _ = self.timer.as_mut().poll(cx);
             // A renewal's report wakes the run (a loss must stop it at once); a renewal
             // task that ended leaves the last vouch to run out on the timer.
-            let mut changed = pin!(self.vouched.changed());
-            match changed.as_mut().poll(cx) {
-                std::task::Poll::Ready(Ok(())) => continue,
-                std::task::Poll::Ready(Err(_)) | std::task::Poll::Pending => {
+            match self.report.as_mut().poll(cx) {
+                std::task::Poll::Ready(true) => self.report = next_report(&self.vouched),
+                std::task::Poll::Ready(false) => {
+                    self.report = Box::pin(std::future::pending());
                     return std::task::Poll::Pending;
                 }
+                std::task::Poll::Pending => return std::task::Poll::Pending,
             }
         }
     }

@@ -136,6 +136,8 @@ enum Renewals {
     Fail,
     /// Every other one fails (a flaky connection).
     FailEveryOther,
+    /// The first is answered 30 ms after it was sent; the rest are never answered.
+    SlowThenHang,
 }
 
 impl AsyncKeyStore<StoredResponse> for Bent {
@@ -165,6 +167,12 @@ impl AsyncKeyStore<StoredResponse> for Bent {
                 if self.renewals_seen.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) =>
             {
                 return Err(StoreError::Storage("a connection reset".into()));
+            }
+            Renewals::SlowThenHang => {
+                if self.renewals_seen.fetch_add(1, Ordering::SeqCst) > 0 {
+                    std::future::pending::<()>().await;
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
             }
             Renewals::FailEveryOther | Renewals::Work => {}
         }
@@ -202,9 +210,12 @@ async fn a_renewal_that_finds_the_lease_lost_stops_the_run_before_its_effect() {
     let inner = store();
     let bent = Bent::new(inner.clone(), Renewals::Lost, Duration::ZERO);
     let (router, stats) = behind(bent, route, config(|c| c));
+    let started = tokio::time::Instant::now();
     let first = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!(first.status, 503, "{first:?}");
     assert!(first.body.contains("run-stopped"), "{first:?}");
+    // At the renewal that found the loss (a quarter lease in), not at the deadline.
+    assert!(started.elapsed() < LEASE * 3 / 8, "stopped at once: {:?}", started.elapsed());
     tokio::time::sleep(LEASE).await;
     assert_eq!(finished.load(Ordering::SeqCst), 0, "stopped before its effect");
     assert_eq!(stats.stats().leases_lost, 1, "{:?}", stats.stats());
@@ -277,6 +288,25 @@ async fn a_lease_lost_while_the_body_streams_keeps_the_answer_out_of_the_store()
     tokio::time::sleep(LEASE).await;
     assert_eq!(inner.stats().completed, 0, "not completed after the loss");
     assert_eq!(stats.stats().leases_lost, 1, "{:?}", stats.stats());
+}
+
+/// A renewal answered late vouches from when it was sent, not from when its answer came
+/// (the store's deadline runs from the send): its first renewal, sent a quarter lease in,
+/// is answered 30 ms later and no other ever is, so the run stops three eighths of a lease
+/// after that send.
+#[tokio::test(start_paused = true)]
+async fn a_late_renewal_answer_vouches_from_its_send() {
+    let (route, finished) = slow(LEASE * 2);
+    let bent = Bent::new(store(), Renewals::SlowThenHang, Duration::ZERO);
+    let (router, _stats) = behind(bent, route, config(|c| c));
+    let started = tokio::time::Instant::now();
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.status, 503, "{first:?}");
+    let from_the_send = LEASE / 4 + LEASE * 3 / 8;
+    let stopped = started.elapsed();
+    assert!(stopped <= from_the_send + Duration::from_millis(5), "{stopped:?}");
+    assert!(stopped >= from_the_send, "{stopped:?}");
+    assert_eq!(finished.load(Ordering::SeqCst), 0);
 }
 
 /// A claim answered later than three eighths of a lease after it was sent cannot be
