@@ -1974,6 +1974,86 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-sim", "", "lib", "second_charge"),
     },
     Mutant {
+        name: "sim-check-misses-a-broken-answer",
+        file: "crates/idem-sim/src/check.rs",
+        from: "        if let Told::Broken { why } = t {",
+        to: "        if let Told::Broken { why } = t && false {",
+        check: test("idem-sim", "", "lib", "a_broken_answer"),
+    },
+    Mutant {
+        name: "sim-check-misses-a-breach-of-the-store-contract",
+        file: "crates/idem-sim/src/check.rs",
+        from: "    for breach in lock(&shared.breaches).iter() {",
+        to: "    for breach in lock(&shared.breaches).iter().take(0) {",
+        check: test("idem-sim", "", "lib", "a_broken_answer"),
+    },
+    Mutant {
+        name: "sim-check-takes-a-stand-in-without-a-charge",
+        file: "crates/idem-sim/src/check.rs",
+        from: "    if stood_in && charges == 0 {",
+        to: "    if false {",
+        check: test("idem-sim", "", "lib", "a_stand_in_answers"),
+    },
+    Mutant {
+        name: "sim-receipt-cut-taken-for-whole",
+        file: "crates/idem-sim/src/receipt.rs",
+        from: "    if types[0] != \"application/json\" || body.len() != bytes || \
+               !body.ends_with(RECEIPT_END) {",
+        to: "    if types[0] != \"application/json\" {",
+        check: test("idem-sim", "", "lib", "receipt::"),
+    },
+    Mutant {
+        name: "sim-receipt-stand-in-that-fits-taken",
+        file: "crates/idem-sim/src/receipt.rs",
+        from: "        if bytes <= RECEIPT_BODY_MAX && whole <= RECEIPT_STORE_MAX {",
+        to: "        if false {",
+        check: test("idem-sim", "", "lib", "receipt::"),
+    },
+    Mutant {
+        name: "sim-receipt-replayed-whole-over-the-limit-taken",
+        file: "crates/idem-sim/src/receipt.rs",
+        from: "    if replayed && bytes > RECEIPT_BODY_MAX {",
+        to: "    if false {",
+        check: test("idem-sim", "", "lib", "receipt::"),
+    },
+    Mutant {
+        name: "sim-receipt-stand-in-as-first-answer-taken",
+        file: "crates/idem-sim/src/receipt.rs",
+        from: "        if !replayed {",
+        to: "        if false {",
+        check: test("idem-sim", "", "lib", "receipt::"),
+    },
+    Mutant {
+        name: "sim-receipt-stand-in-types-unread",
+        file: "crates/idem-sim/src/receipt.rs",
+        from: "    if types.len() != 1 {",
+        to: "    if false {",
+        check: test("idem-sim", "", "lib", "receipt::"),
+    },
+    Mutant {
+        name: "sim-finds-a-stand-in-for-a-receipt-that-fits",
+        file: "crates/idem-http/src/run.rs",
+        from: "if read.len() > limit {",
+        to: "if read.len() >= limit {",
+        check: Check::Sim { seeds: 300 },
+    },
+    Mutant {
+        name: "sim-finds-a-result-larger-than-the-store-keeps",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        Some(body) if fits_store(STORED_ENVELOPE_BYTES + header_bytes + \
+               body.len()) => {",
+        to: "        Some(body) if true => {",
+        check: Check::Sim { seeds: 300 },
+    },
+    Mutant {
+        name: "sim-finds-a-failed-receipt-released",
+        file: "crates/idem-http/src/run.rs",
+        from: "        Err(error) => {\n            body_failed(state, error);",
+        to: "        Err(error) => {\n            let _ = state.store.release(lease).await;\n\
+             \x20           body_failed(state, error);",
+        check: Check::Sim { seeds: 300 },
+    },
+    Mutant {
         name: "sim-check-misses-two-charges-answered",
         file: "crates/idem-sim/src/check.rs",
         from: "if charged.iter().any(|(charge, _)| *charge != first) {",
@@ -2004,8 +2084,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "sim-check-misses-an-unanswered-intent",
         file: "crates/idem-sim/src/check.rs",
-        from: "    if charged.is_empty() && !declined {",
-        to: "    if charged.is_empty() && declined {",
+        from: "    if charged.is_empty() && !declined && !stood_in {",
+        to: "    if charged.is_empty() && declined && !stood_in {",
         check: test("idem-sim", "", "lib", "left_in_flight"),
     },
 ];

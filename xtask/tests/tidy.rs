@@ -294,8 +294,9 @@ fn sibling_dependencies(metadata: &serde_json::Value) -> Violations {
     found
 }
 
-/// The crates that may use idem-durable: those that keep state on disk, and those whose
-/// results a durable store keeps (they implement its `Durable`).
+/// The crates that may use idem-durable: those that keep state on disk, those whose
+/// results a durable store keeps (they implement its `Durable`), and the simulation,
+/// whose seam measures a result as a durable store would write it.
 const DURABLE_USERS: &[&str] = &[
     "idem-wallet",
     "idem-store-sqlite",
@@ -304,6 +305,7 @@ const DURABLE_USERS: &[&str] = &[
     "idem-payments",
     "idem-notify",
     "idem-http",
+    "idem-sim",
 ];
 
 /// Normal (not dev) dependencies that break the layers: idem-testkit is for tests,

@@ -52,6 +52,9 @@ pub(crate) fn world(
         let why = panic.downcast_ref::<String>().cloned().unwrap_or_default();
         violations.push(format!("the store's invariants fail: {why}"));
     }
+    for breach in lock(&shared.breaches).iter() {
+        violations.push(format!("the store contract broken: {breach}"));
+    }
     for (key, tokens) in lock(&shared.tokens).iter() {
         if tokens.windows(2).any(|pair| pair[1] <= pair[0]) {
             violations.push(format!("fencing tokens of {key} did not grow: {tokens:?}"));
@@ -63,7 +66,7 @@ pub(crate) fn world(
 /// The key an intent's payment is claimed under: the checkout's (its merchant), or the
 /// processor's (its merchant and the customer).
 fn scoped_key(processor: &SimProcessor, intent: &Intent) -> Option<ScopedKey> {
-    if intent.path == "/checkout" {
+    if intent.path != "/pay" {
         return ScopedKey::parse(MERCHANT, &intent.key).ok();
     }
     let key = IdempotencyKey::new(&intent.key).ok()?;
@@ -99,26 +102,25 @@ fn intent_answers(
         })
         .collect();
     let declined = told.contains(&Told::Declined);
-    for t in &told {
-        if let Told::Unexpected { status } = t {
-            violations.push(format!("{name}: answered {status}, which no retry should get"));
-        }
-        if let Told::Leaked { status } = t {
-            violations.push(format!("{name}: a {status} answer carried the store's error text"));
-        }
-        if let Told::ReusedAnswered { status, charge } = t {
-            violations.push(format!(
-                "{name}: its key reused for another amount was answered {status} ({charge})"
-            ));
-        }
-    }
-    if charged.is_empty() && !declined {
+    wrong_answers(&name, &told, violations);
+    let stood_in = told.contains(&Told::StoodIn);
+    if charged.is_empty() && !declined && !stood_in {
         violations.push(format!("liveness: {name} was never answered (told {told:?})"));
     }
-    if declined && (charges > 0 || !charged.is_empty()) {
+    if stood_in && charges == 0 {
+        violations.push(format!("{name}: answered as paid (a stand-in), and nothing charged"));
+    }
+    if declined && (charges > 0 || !charged.is_empty() || stood_in) {
         violations.push(format!("{name}: told declined, and charged {charges} ({told:?})"));
     }
-    let Some(&(first, amount)) = charged.first() else { return };
+    let Some(&(first, amount)) = charged.first() else {
+        if let (true, Lookup::Charged(charge)) = (stood_in, gateway.lookup(&key))
+            && charge.amount.minor() != intent.amount
+        {
+            violations.push(format!("{name}: charged {}, asked {}", charge.amount, intent.amount));
+        }
+        return;
+    };
     if charged.iter().any(|(charge, _)| *charge != first) {
         violations.push(format!("{name}: answers name different charges: {charged:?}"));
     }
@@ -135,6 +137,26 @@ fn intent_answers(
             }
         }
         other => violations.push(format!("{name}: told {first}, the gateway says {other:?}")),
+    }
+}
+
+/// The answers that are wrong in themselves, whatever else the intent was told.
+fn wrong_answers(name: &str, told: &[Told], violations: &mut Vec<String>) {
+    for t in told {
+        if let Told::Unexpected { status } = t {
+            violations.push(format!("{name}: answered {status}, which no retry should get"));
+        }
+        if let Told::Leaked { status } = t {
+            violations.push(format!("{name}: a {status} answer carried the store's error text"));
+        }
+        if let Told::Broken { why } = t {
+            violations.push(format!("{name}: {why}"));
+        }
+        if let Told::ReusedAnswered { status, charge } = t {
+            violations.push(format!(
+                "{name}: its key reused for another amount was answered {status} ({charge})"
+            ));
+        }
     }
 }
 
@@ -283,5 +305,28 @@ mod tests {
         let found = f.violations().join("\n");
         assert!(found.contains("told declined, and charged 1"), "{found}");
         assert!(found.contains("answered 422"), "{found}");
+    }
+
+    #[test]
+    fn a_stand_in_answers_the_intent_but_only_for_a_charge_made() {
+        let f = fixture();
+        f.shared.tell(1, Told::StoodIn);
+        let found = f.violations().join("\n");
+        assert!(found.contains("answered as paid (a stand-in), and nothing charged"), "{found}");
+        assert!(!found.contains("liveness"), "{found}");
+        f.charge();
+        assert_eq!(f.violations(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_broken_answer_and_a_breach_of_the_store_contract_are_violations() {
+        let f = fixture();
+        let charge = f.charge();
+        f.tell(&charge);
+        f.shared.tell(1, Told::Broken { why: "a 201 receipt cut short".into() });
+        f.shared.breach("server0", "a result of 2000 bytes".into());
+        let found = f.violations().join("\n");
+        assert!(found.contains("intent 1 (order-1): a 201 receipt cut short"), "{found}");
+        assert!(found.contains("the store contract broken: a result of 2000 bytes"), "{found}");
     }
 }

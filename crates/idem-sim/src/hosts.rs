@@ -1,7 +1,9 @@
 //! The world's hosts: servers that serve the checkout over simulated TCP, and clients
 //! that pay for their intents, retrying as real clients do (early, late, concurrently).
 
+use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,11 +17,13 @@ use idem_payments::{Fault, PaymentOutcome, SimulatedGateway};
 
 use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
+use axum::response::Response;
 use idem_http::Recovering;
 
 use crate::checkout::app;
 use crate::payments::{self, SimProcessor};
 use crate::plan::LEASE;
+use crate::receipt;
 use crate::seam::Seam;
 use crate::shared::{Told, WorldState};
 
@@ -39,7 +43,9 @@ pub(crate) async fn server(
     shared.trace(&name, format_args!("started"));
     let seam = Seam::new(store, Arc::clone(&shared), index);
     let processor = payments::processor(paid, Arc::clone(&shared), gateway.clone(), Some(index));
-    let router = payments::route(checkout_router(&shared, seam, gateway), Arc::new(processor));
+    let router = checkout_router(&shared, seam.clone(), gateway.clone());
+    let router = receipt::route(router, &shared, seam, gateway);
+    let router = payments::route(router, Arc::new(processor));
     let listener =
         turmoil::net::TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), PORT)).await?;
     loop {
@@ -54,27 +60,44 @@ pub(crate) async fn server(
 }
 
 /// The checkout example's route as its `router_on` mounts it (the layer on the route,
-/// the example's handler behind it), with one fault before the handler: at the plan's
-/// rate it is slow, up to three leases (the layer renews the claim meanwhile).
+/// the example's handler behind it).
 fn checkout_router(
     shared: &Arc<WorldState>,
     seam: Seam,
     gateway: Arc<SimulatedGateway>,
 ) -> axum::Router {
     let shop = Arc::new(app::Shop::new(gateway));
-    let shared = Arc::clone(shared);
-    let slow = move |shop: State<Arc<app::Shop>>,
-                     recovering: Option<Extension<Recovering>>,
-                     headers: HeaderMap,
-                     body: String| async move {
-        if shared.strikes(shared.plan.slow_handler) {
-            shared.fault("handler", "slow handler");
-            tokio::time::sleep(shared.draw(|rng| rng.duration(Duration::ZERO, LEASE * 3))).await;
-        }
-        app::checkout(shop, recovering, headers, body).await
-    };
-    let route = axum::routing::post(slow).route_layer(app::layer(seam));
+    let route = axum::routing::post(checkout(shared, false)).route_layer(app::layer(seam));
     axum::Router::new().route("/checkout", route).with_state(shop)
+}
+
+/// The shop a checkout handler takes, as axum hands it over.
+type Shop = State<Arc<app::Shop>>;
+/// Whether a checkout handler's run recovers a claim left in flight.
+type Recovery = Option<Extension<Recovering>>;
+/// A checkout handler's answer, on its way.
+type Answering = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// The example's checkout handler with one fault before it: at the plan's rate it is
+/// slow, up to three leases (the layer renews the claim meanwhile). Its answer goes out
+/// as it is, or, if `receipt`, streamed as a receipt.
+pub(crate) fn checkout(
+    shared: &Arc<WorldState>,
+    receipt: bool,
+) -> impl Fn(Shop, Recovery, HeaderMap, String) -> Answering + Clone + Send + Sync + 'static {
+    let shared = Arc::clone(shared);
+    move |shop, recovering, headers, body| {
+        let shared = Arc::clone(&shared);
+        Box::pin(async move {
+            if shared.strikes(shared.plan.slow_handler) {
+                shared.fault("handler", "slow handler");
+                let pause = shared.draw(|rng| rng.duration(Duration::ZERO, LEASE * 3));
+                tokio::time::sleep(pause).await;
+            }
+            let answer = app::checkout(shop, recovering, headers, body).await;
+            if receipt { receipt::streamed(&shared, answer).await } else { answer }
+        })
+    }
 }
 
 /// One intent: what a client pays for, under one key.
@@ -86,7 +109,8 @@ pub(crate) struct Intent {
     pub(crate) key: String,
     /// Its amount, in cents of EUR.
     pub(crate) amount: u64,
-    /// Where it is paid: `/checkout` (the layer) or `/pay` (the processor).
+    /// Where it is paid: `/checkout` (the layer), `/receipt` (the layer on a store that
+    /// keeps little, the answer streamed) or `/pay` (the processor).
     pub(crate) path: &'static str,
     /// A client's bug: this attempt reuses the intent's key for another amount, after
     /// the intent was answered. Its answer must never be a success.
@@ -298,7 +322,9 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
             return Attempt::Retry;
         }
     };
-    let (status, retry_after, body) = answer;
+    let (status, headers, body) = answer;
+    let retry_after =
+        headers.get(http::header::RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
     let shown = shown(&body);
     shared.trace(name, format_args!("#{number} {} -> {host}: {status} {shown}", intent.key));
     // The seam's errors name it: an answer that carries the words reached a client with
@@ -306,9 +332,18 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
     if body.contains(crate::seam::STORE_ERROR_MARK) {
         shared.tell(intent.index, Told::Leaked { status });
     }
-    match classify(status, retry_after, &body) {
+    let judged = match status {
+        200..=299 if intent.path == "/receipt" => {
+            Attempt::Final(receipt::judge(status, &headers, &body))
+        }
+        _ => classify(status, retry_after, &body),
+    };
+    match judged {
         Attempt::Final(Told::Charged { charge, .. }) if intent.reused => {
             Attempt::Final(Told::ReusedAnswered { status, charge })
+        }
+        Attempt::Final(Told::StoodIn) if intent.reused => {
+            Attempt::Final(Told::ReusedAnswered { status, charge: "a stand-in".into() })
         }
         // Refused (422) or not now: what a reused key should get. Never retried.
         _ if intent.reused => Attempt::Retry,
@@ -330,24 +365,31 @@ fn classify(status: u16, retry_after: Option<u64>, body: &str) -> Attempt {
     }
 }
 
+/// The most of an answer's body the trace shows.
+const SHOWN_BYTES_MAX: usize = 120;
+
 /// An answer's body as the trace shows it: a problem by its title (its detail holds an
 /// error id drawn at random, which would make two runs of one seed differ), any other
-/// body whole.
+/// body whole if short, else its start, its end and its length.
 fn shown(body: &str) -> String {
     match json_field(body, "title") {
         Some(title) if body.contains("\"status\":") => format!("problem: {title}"),
+        _ if body.len() > SHOWN_BYTES_MAX && body.is_ascii() => {
+            let (start, end) = (&body[..80], &body[body.len() - 20..]);
+            format!("{start}...{end} ({} bytes)", body.len())
+        }
         _ => body.to_string(),
     }
 }
 
 /// The string value of `field` in the checkout's flat JSON answer.
-fn json_field(body: &str, field: &str) -> Option<String> {
+pub(crate) fn json_field(body: &str, field: &str) -> Option<String> {
     let start = body.find(&format!("\"{field}\":\""))? + field.len() + 4;
     let len = body[start..].find('"')?;
     Some(body[start..start + len].to_string())
 }
 
-type Answer = (u16, Option<u64>, String);
+type Answer = (u16, http::HeaderMap, String);
 
 /// One HTTP/1.1 exchange with `host` on a fresh connection.
 async fn exchange(
@@ -368,11 +410,8 @@ async fn exchange(
         .body(Full::new(Bytes::from(body)))?;
     let response = sender.send_request(request).await?;
     let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get(http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let limited = http_body_util::Limited::new(response.into_body(), ANSWER_BYTES_MAX);
+    let (parts, body) = response.into_parts();
+    let limited = http_body_util::Limited::new(body, ANSWER_BYTES_MAX);
     let bytes = limited.collect().await?.to_bytes();
-    Ok((status, retry_after, String::from_utf8_lossy(&bytes).into_owned()))
+    Ok((status, parts.headers, String::from_utf8_lossy(&bytes).into_owned()))
 }

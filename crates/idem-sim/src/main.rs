@@ -38,6 +38,7 @@ const USAGE: &str = "usage: idem-sim --seeds N [--from S] [--stop-at-first] | --
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    idem_sim::quiet_injected_panics();
     match parse(&args) {
         Ok(Run::One(seed)) => {
             let world = idem_sim::simulate(seed);

@@ -83,6 +83,10 @@ pub struct Plan {
     /// Per request reaching the checkout's handler: the handler is slow (up to three
     /// leases) before it charges.
     pub slow_handler: PerMillion,
+    /// Per receipt answered: its body is cut before a frame (after the charge).
+    pub receipt_cut: PerMillion,
+    /// Per receipt answered: its body stalls before a frame (up to 3 s).
+    pub receipt_stall: PerMillion,
 }
 
 impl Plan {
@@ -122,6 +126,8 @@ impl Plan {
             late: rate(500_000),
             reuse: rate(200_000),
             slow_handler: rate(100_000),
+            receipt_cut: rate(200_000),
+            receipt_stall: rate(100_000),
         };
         Self {
             chaos: rng.duration(Duration::from_secs(2), Duration::from_secs(12)),

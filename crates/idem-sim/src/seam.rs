@@ -34,6 +34,8 @@ pub(crate) struct Seam {
     shared: Arc<WorldState>,
     server: usize,
     name: String,
+    /// The most a result may take in the store's encoding, if this seam says so.
+    kept_max: Option<usize>,
 }
 
 impl Seam {
@@ -43,7 +45,13 @@ impl Seam {
         shared: Arc<WorldState>,
         server: usize,
     ) -> Self {
-        Self { store, shared, server, name: format!("server{server}") }
+        Self { store, shared, server, name: format!("server{server}"), kept_max: None }
+    }
+
+    /// This seam, for a store that keeps results of at most `bytes` in its encoding: it
+    /// says so to the layer, and records a breach for any larger result sent.
+    pub(crate) fn keeping(self, bytes: usize) -> Self {
+        Self { kept_max: Some(bytes), ..self }
     }
 
     fn fate(&self) -> Fate {
@@ -148,6 +156,12 @@ impl AsyncKeyStore<StoredResponse> for Seam {
         if self.crashes("server crashed before its complete") {
             Self::crash_here().await;
         }
+        // The bytes a durable store writes (the encoding itself, not the layer's count).
+        let bytes = idem_durable::Durable::encode(&result).len();
+        if let Some(max) = self.kept_max.filter(|max| bytes > *max) {
+            let why = format!("the layer sent a result of {bytes} bytes to a store keeping {max}");
+            self.shared.breach(&self.name, why);
+        }
         self.call("complete", |store| KeyStore::complete(store, lease, result)).await
     }
 
@@ -184,6 +198,10 @@ impl AsyncKeyStore<StoredResponse> for Seam {
     }
 
     fn result_bytes_max(&self) -> Option<usize> {
-        KeyStore::result_bytes_max(&*self.store)
+        let store = KeyStore::result_bytes_max(&*self.store);
+        match (self.kept_max, store) {
+            (Some(kept), Some(store)) => Some(kept.min(store)),
+            (kept, store) => kept.or(store),
+        }
     }
 }

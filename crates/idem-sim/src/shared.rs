@@ -25,6 +25,12 @@ pub(crate) enum Told {
     /// A success for a request that reused the intent's key with another amount: the
     /// layer or the processor took another request for a repeat.
     ReusedAnswered { status: u16, charge: String },
+    /// A 2xx receipt kept too large to keep: the intent was paid; the answer names no
+    /// charge.
+    StoodIn,
+    /// An answer that is wrong in itself (a receipt cut short and sent as whole, a
+    /// stand-in the limits do not call for): why.
+    Broken { why: String },
 }
 
 /// The world's shared state. The hosts run on the driver's thread, one at a time, so
@@ -51,6 +57,9 @@ pub(crate) struct WorldState {
     pub(crate) requests: AtomicU64,
     /// Clients whose every intent is answered.
     pub(crate) clients_done: AtomicU64,
+    /// Breaches of the store contract a seam saw the layer make (a result larger than
+    /// the store keeps).
+    pub(crate) breaches: Mutex<Vec<String>>,
 }
 
 /// Takes a lock, even one a panicking host left poisoned (the checks still run).
@@ -74,6 +83,7 @@ impl WorldState {
             told: Mutex::new(BTreeMap::new()),
             requests: AtomicU64::new(0),
             clients_done: AtomicU64::new(0),
+            breaches: Mutex::new(Vec::new()),
         })
     }
 
@@ -156,6 +166,12 @@ impl WorldState {
         let token = lease.token().get();
         self.trace(who, format_args!("granted {key} token {token}"));
         lock(&self.tokens).entry(key).or_default().push(token);
+    }
+
+    /// Records a breach of the store contract that `who` saw.
+    pub(crate) fn breach(&self, who: &str, why: String) {
+        self.trace(who, format_args!("breach: {why}"));
+        lock(&self.breaches).push(why);
     }
 
     /// Records what intent `intent`'s client was told.

@@ -113,7 +113,7 @@ pub fn simulate(seed: u64) -> Outcome {
 /// The intents of a world on `plan`, numbered across its clients.
 pub(crate) fn intents(plan: &Plan, seed: u64) -> Vec<Vec<Intent>> {
     let mut index = 0;
-    // Half the intents through the processor, which ones drawn from the seed.
+    // A third of the intents on each route, which ones drawn from the seed.
     let mut paths = Rng::new(seed.rotate_left(17) ^ 0x5eed);
     plan.intents
         .iter()
@@ -122,7 +122,7 @@ pub(crate) fn intents(plan: &Plan, seed: u64) -> Vec<Vec<Intent>> {
                 .map(|_| {
                     index += 1;
                     let key = format!("order-{seed:x}-{index}");
-                    let path = if paths.below(2) == 0 { "/checkout" } else { "/pay" };
+                    let path = ["/checkout", "/pay", "/receipt"][paths.below(3) as usize];
                     Intent { index, key, amount: 100 + 5 * index as u64, path, reused: false }
                 })
                 .collect()
