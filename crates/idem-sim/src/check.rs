@@ -199,6 +199,7 @@ mod tests {
             amount: 105,
             path: "/checkout",
             reused: false,
+            size: crate::hosts::Size::Plain,
         };
         Fixture { shared, store, paid, gateway, clock, intent }
     }

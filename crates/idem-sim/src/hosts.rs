@@ -60,16 +60,27 @@ pub(crate) async fn server(
 }
 
 /// The checkout example's route as its `router_on` mounts it (the layer on the route,
-/// the example's handler behind it).
+/// the example's handler behind it), and the layer's operator, which answers lookups.
 fn checkout_router(
     shared: &Arc<WorldState>,
     seam: Seam,
     gateway: Arc<SimulatedGateway>,
 ) -> axum::Router {
     let shop = Arc::new(app::Shop::new(gateway));
-    let route = axum::routing::post(checkout(shared, false)).route_layer(app::layer(seam));
-    axum::Router::new().route("/checkout", route).with_state(shop)
+    let layer = app::layer(seam);
+    let operator = layer.operator();
+    let look_up = move |request: axum::extract::Request| async move {
+        operator.serve(request, "operator").await
+    };
+    let route = axum::routing::post(checkout(shared, false)).route_layer(layer);
+    axum::Router::new()
+        .route("/checkout", route)
+        .route(OPERATOR_PATH, axum::routing::get(look_up))
+        .with_state(shop)
 }
+
+/// Where every server serves the checkout layer's operator (its lookups).
+const OPERATOR_PATH: &str = "/operator";
 
 /// The shop a checkout handler takes, as axum hands it over.
 type Shop = State<Arc<app::Shop>>;
@@ -115,6 +126,20 @@ pub(crate) struct Intent {
     /// A client's bug: this attempt reuses the intent's key for another amount, after
     /// the intent was answered. Its answer must never be a success.
     pub(crate) reused: bool,
+    /// How large its request body is.
+    pub(crate) size: Size,
+}
+
+/// How large a request body is, against the receipt layer's `body_bytes_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Size {
+    /// As short as the order takes.
+    Plain,
+    /// Padded to exactly the limit: it must be taken as any other.
+    AtLimit,
+    /// A client's bug: this attempt's body is over the limit by this many bytes, sent
+    /// with its length or chunked in two frames. It must be refused (413), never run.
+    Over { by: usize, chunked: bool },
 }
 
 /// How an attempt ended.
@@ -176,6 +201,11 @@ pub(crate) async fn reconciler(
     while !done(&shared) {
         tokio::time::sleep(LEASE).await;
         reconcile_payments(&shared, &processor);
+        // The operator looks at what is left in flight (through the faults: a lookup the
+        // store fails must not show the store's words).
+        for claim in idem_core::KeyStore::pending(&*store, intents.len().max(1))? {
+            let _ = look_up(&shared, &claim.key).await;
+        }
     }
     let mut quiet = 0;
     for pass in 1..=RECONCILE_PASSES_MAX {
@@ -191,12 +221,41 @@ pub(crate) async fn reconciler(
             let Some(intent) = intents.iter().find(|i| i.key == claim.key.key().as_str()) else {
                 continue;
             };
+            // The operator's own lookup decides: only a claim whose lease ran out is sent.
+            if look_up(&shared, &claim.key).await.as_deref() != Some("pending") {
+                continue;
+            }
             if let Attempt::Final(told) = attempt(&shared, name, intent).await {
                 shared.tell(intent.index, told);
             }
         }
     }
     Ok(())
+}
+
+/// The state the operator's endpoint on a server the operator picks gives `key` (as its
+/// JSON names it), or `None` if it answered none; an answer with the store's words in
+/// it is a breach.
+async fn look_up(shared: &WorldState, key: &idem_core::ScopedKey) -> Option<String> {
+    let server = shared.draw(|rng| rng.below(shared.plan.servers as u64));
+    let host = format!("server{server}");
+    let (scope, key) = (key.scope().as_str(), key.key().as_str());
+    let request = http::Request::get(format!("{OPERATOR_PATH}?scope={scope}&key={key}"))
+        .header(http::header::HOST, &host)
+        .body(RequestBody::Left(Full::new(Bytes::new())))
+        .ok()?;
+    let answer = tokio::time::timeout(LEASE, send(&host, request)).await;
+    let Ok(Ok((status, _, body))) = answer else {
+        shared.trace("operator", format_args!("look up {key} -> {host}: no answer"));
+        return None;
+    };
+    if body.contains(crate::seam::STORE_ERROR_MARK) {
+        shared.breach("operator", format!("a {status} lookup carried the store's error text"));
+    }
+    let state = json_field(&body, "state");
+    let shown = state.as_deref().map_or_else(|| shown(&body), str::to_string);
+    shared.trace("operator", format_args!("look up {key} -> {host}: {status} {shown}"));
+    state
 }
 
 /// One reconcile of the processor's pending claims: how many it did not settle (or
@@ -244,6 +303,13 @@ async fn settle(shared: &Arc<WorldState>, gateway: &SimulatedGateway, name: &str
                     let after =
                         shared.draw(|rng| rng.duration(Duration::ZERO, Duration::from_secs(6)));
                     extra.push(spawn_attempt(shared, name, intent, after));
+                }
+                if intent.path == "/receipt" && shared.strikes(plan.oversize) {
+                    shared.fault(name, "request over the body limit");
+                    let by = shared.draw(|rng| rng.between(1, 200) as usize);
+                    let chunked = shared.draw(|rng| rng.below(2) == 0);
+                    let over = Intent { size: Size::Over { by, chunked }, ..intent.clone() };
+                    extra.push(spawn_attempt(shared, name, &over, Duration::ZERO));
                 }
                 if charged && shared.strikes(plan.reuse) {
                     shared.fault(name, "key reused for another amount");
@@ -309,8 +375,7 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
     let host = format!("server{server}");
     // ORDERING: one thread runs the world; the count orders nothing.
     let number = shared.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let body = format!("customer=cus_{}&amount={}&currency=EUR", intent.index, intent.amount);
-    let exchange = exchange(&host, intent, body);
+    let exchange = exchange(&host, intent);
     let answer = match tokio::time::timeout(shared.plan.client_timeout, exchange).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(why)) => {
@@ -331,6 +396,14 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
     // the store's internals in it.
     if body.contains(crate::seam::STORE_ERROR_MARK) {
         shared.tell(intent.index, Told::Leaked { status });
+    }
+    if let Size::Over { by, .. } = intent.size {
+        // Refused as too large, or not answered: what it should get. Never retried.
+        if status == 413 || status >= 500 {
+            return Attempt::Retry;
+        }
+        let why = format!("a request {by} bytes over the body limit answered {status}");
+        return Attempt::Final(Told::Broken { why });
     }
     let judged = match status {
         200..=299 if intent.path == "/receipt" => {
@@ -391,23 +464,49 @@ pub(crate) fn json_field(body: &str, field: &str) -> Option<String> {
 
 type Answer = (u16, http::HeaderMap, String);
 
+/// Why an exchange got no answer.
+type NoAnswer = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body: whole, with its length, or in frames.
+type RequestBody = http_body_util::Either<Full<Bytes>, receipt::Frames>;
+
+/// One payment request for `intent` to `host`: its order, padded to the size it has.
+async fn exchange(host: &str, intent: &Intent) -> Result<Answer, NoAnswer> {
+    let mut body = format!("customer=cus_{}&amount={}&currency=EUR", intent.index, intent.amount);
+    let padded = match intent.size {
+        Size::Plain => None,
+        Size::AtLimit => Some(receipt::REQUEST_BYTES_MAX),
+        Size::Over { by, .. } => Some(receipt::REQUEST_BYTES_MAX + by),
+    };
+    if let Some(len) = padded {
+        body.push_str("&note=");
+        let pad = len.saturating_sub(body.len());
+        body.push_str(&"n".repeat(pad));
+    }
+    let body = Bytes::from(body);
+    let body = match intent.size {
+        Size::Over { chunked: true, .. } => {
+            let half = body.len() / 2;
+            RequestBody::Right(receipt::Frames::new(vec![body.slice(..half), body.slice(half..)]))
+        }
+        _ => RequestBody::Left(Full::new(body)),
+    };
+    let request = http::Request::post(intent.path)
+        .header(http::header::HOST, host)
+        .header("idempotency-key", format!("\"{}\"", intent.key))
+        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(body)?;
+    send(host, request).await
+}
+
 /// One HTTP/1.1 exchange with `host` on a fresh connection.
-async fn exchange(
-    host: &str,
-    intent: &Intent,
-    body: String,
-) -> Result<Answer, Box<dyn std::error::Error + Send + Sync>> {
+async fn send(host: &str, request: http::Request<RequestBody>) -> Result<Answer, NoAnswer> {
     let stream = turmoil::net::TcpStream::connect((host, PORT)).await?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    let request = http::Request::post(intent.path)
-        .header(http::header::HOST, host)
-        .header("idempotency-key", format!("\"{}\"", intent.key))
-        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(Full::new(Bytes::from(body)))?;
     let response = sender.send_request(request).await?;
     let status = response.status().as_u16();
     let (parts, body) = response.into_parts();

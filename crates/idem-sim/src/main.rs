@@ -7,17 +7,25 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::process::ExitCode;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
-
-use idem_sim::Outcome;
 
 /// What to run, from the arguments.
 enum Run {
     One(u64),
-    Many { from: u64, seeds: u64, stop_at_first: bool },
+    Many {
+        from: u64,
+        seeds: u64,
+        stop_at_first: bool,
+    },
+    /// A worker the runner started: its slice of the seeds.
+    Worker {
+        worker: u64,
+        workers: u64,
+        from: u64,
+        seeds: u64,
+        stop_at_first: bool,
+    },
 }
 
 fn parse(args: &[String]) -> Result<Run, String> {
@@ -29,9 +37,15 @@ fn parse(args: &[String]) -> Result<Run, String> {
     if let Some(seed) = value("--seed")? {
         return Ok(Run::One(seed));
     }
+    let stop_at_first = args.iter().any(|a| a == "--stop-at-first");
+    if args.first().map(String::as_str) == Some("--worker") {
+        let number = |at: usize| args.get(at).and_then(|a| a.parse().ok()).ok_or(USAGE);
+        let (worker, workers, from, seeds) = (number(1)?, number(2)?, number(3)?, number(4)?);
+        return Ok(Run::Worker { worker, workers: workers.max(1), from, seeds, stop_at_first });
+    }
     let seeds = value("--seeds")?.ok_or(USAGE)?;
     let from = value("--from")?.unwrap_or(0);
-    Ok(Run::Many { from, seeds, stop_at_first: args.iter().any(|a| a == "--stop-at-first") })
+    Ok(Run::Many { from, seeds, stop_at_first })
 }
 
 const USAGE: &str = "usage: idem-sim --seeds N [--from S] [--stop-at-first] | --seed S";
@@ -43,11 +57,16 @@ fn main() -> ExitCode {
         Ok(Run::One(seed)) => {
             let world = idem_sim::simulate(seed);
             print!("{}", world.trace);
-            println!("{}", summary(&[&world], Duration::ZERO));
+            let mut tally = Tally::default();
+            tally.read(&world_line(&world));
+            println!("{}", tally.summary(Duration::ZERO));
             print!("{}", world.report());
             if world.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
         Ok(Run::Many { from, seeds, stop_at_first }) => many(from, seeds, stop_at_first),
+        Ok(Run::Worker { worker, workers, from, seeds, stop_at_first }) => {
+            work(worker, workers, from, seeds, stop_at_first)
+        }
         Err(why) => {
             eprintln!("{why}");
             ExitCode::from(2)
@@ -55,71 +74,186 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs seeds `from..from + seeds` on every core; reports the failures and the figures.
+/// Runs seeds `from..from + seeds` on every core, one worker process per core (a world
+/// runs alone in its process: see `simulate`); reports the failures and the figures.
 fn many(from: u64, seeds: u64, stop_at_first: bool) -> ExitCode {
     let started = Instant::now();
-    let next = AtomicU64::new(from);
-    let stop = AtomicBool::new(false);
-    let worlds: Mutex<Vec<Outcome>> = Mutex::new(Vec::new());
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                // ORDERING: the next seed and the stop flag order nothing else: each
-                // world is whole on its thread, and the scope's join publishes them all.
-                while !stop.load(Ordering::Relaxed) {
-                    let seed = next.fetch_add(1, Ordering::Relaxed);
-                    if seed >= from + seeds {
-                        break;
-                    }
-                    let mut world = idem_sim::simulate(seed);
-                    world.trace = String::new();
-                    if !world.violations.is_empty() && stop_at_first {
-                        // ORDERING: one world per thread; a flag
-                        // or count that orders nothing else.
-                        stop.store(true, Ordering::Relaxed);
-                    }
-                    worlds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(world);
-                }
-            });
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let mut children = Vec::new();
+    for worker in 0..workers.min(seeds.max(1)) {
+        let mut command = Command::new(match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(why) => return refused(&format!("the runner cannot find itself: {why}")),
+        });
+        let slice = [worker, workers, from, seeds].map(|n| n.to_string());
+        command.arg("--worker").args(slice).stdout(Stdio::piped());
+        if stop_at_first {
+            command.arg("--stop-at-first");
         }
-    });
-    let mut worlds = worlds.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-    worlds.sort_by_key(|w| w.seed);
-    let all: Vec<&Outcome> = worlds.iter().collect();
-    println!("{}", summary(&all, started.elapsed()));
-    let failed: Vec<&&Outcome> = all.iter().filter(|w| !w.violations.is_empty()).collect();
-    for world in &failed {
-        print!("{}", world.report());
+        match command.spawn() {
+            Ok(child) => children.push(child),
+            Err(why) => return refused(&format!("a worker did not start: {why}")),
+        }
     }
-    if let Some(first) = failed.first() {
-        println!("first failing seed: {} ({} seeds run)", first.seed, first.seed - from + 1);
+    let tally = gather(&mut children, stop_at_first);
+    for mut child in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let Some(mut tally) = tally else { return refused("a worker failed") };
+    tally.reports.sort_by_key(|(seed, _)| *seed);
+    println!("{}", tally.summary(started.elapsed()));
+    for (_, report) in &tally.reports {
+        print!("{report}");
+    }
+    if let Some((first, _)) = tally.reports.first() {
+        println!("first failing seed: {first} ({} seeds run)", first - from + 1);
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
 
-/// The figures of a run: worlds, simulated time, requests, faults by kind, wall time.
-fn summary(worlds: &[&Outcome], wall: Duration) -> String {
-    let simulated: Duration = worlds.iter().map(|w| w.simulated).sum();
-    let requests: u64 = worlds.iter().map(|w| w.requests).sum();
-    let mut faults: BTreeMap<&str, u64> = BTreeMap::new();
-    for world in worlds {
-        for (kind, n) in &world.faults {
-            *faults.entry(kind).or_default() += n;
+/// Reads the workers' lines as they come; if `stop_at_first`, stops once the first
+/// worker to fail has said all of it (the caller ends the others). `None` if a worker
+/// failed itself.
+fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Option<Tally> {
+    // Each worker's lines, then `None` once its output closes.
+    let (lines, read) = std::sync::mpsc::channel::<(usize, Option<String>)>();
+    for (worker, child) in children.iter_mut().enumerate() {
+        let stdout = child.stdout.take()?;
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+                let Ok(line) = line else { break };
+                if lines.send((worker, Some(line))).is_err() {
+                    return;
+                }
+            }
+            let _ = lines.send((worker, None));
+        });
+    }
+    drop(lines);
+    let mut tally = Tally::default();
+    let mut failing = None;
+    while let Ok((worker, line)) = read.recv() {
+        match line {
+            Some(line) => {
+                if line.starts_with("report") {
+                    failing.get_or_insert(worker);
+                }
+                tally.read(&line);
+            }
+            // A worker that stopped at its failure has said all of it.
+            None if stop_at_first && failing == Some(worker) => break,
+            None => {}
         }
     }
-    let failed = worlds.iter().filter(|w| !w.violations.is_empty()).count();
-    let mut out = format!(
-        "{} worlds, {} failed; {:.0} simulated seconds; {requests} requests; wall {:.1} s\n",
-        worlds.len(),
-        failed,
-        simulated.as_secs_f64(),
-        wall.as_secs_f64()
-    );
-    out.push_str("faults:");
-    for (kind, n) in faults {
-        out.push_str(&format!("\n  {n:>8}  {kind}"));
+    for child in children.iter_mut() {
+        if let Ok(Some(status)) = child.try_wait()
+            && !status.success()
+            && status.code() != Some(1)
+        {
+            return None;
+        }
     }
-    out
+    Some(tally)
+}
+
+/// Says why the run could not go on.
+fn refused(why: &str) -> ExitCode {
+    eprintln!("idem-sim: {why}");
+    ExitCode::from(2)
+}
+
+/// One worker: seeds `from + worker`, `from + worker + workers`, ... below `from + seeds`,
+/// one after the other, each as a line the runner reads (and a failing one's report).
+fn work(worker: u64, workers: u64, from: u64, seeds: u64, stop_at_first: bool) -> ExitCode {
+    let mut failed = false;
+    for seed in (from + worker..from + seeds).step_by(usize::try_from(workers).unwrap_or(1)) {
+        let world = idem_sim::simulate(seed);
+        print!("{}", world_line(&world));
+        if !world.violations.is_empty() {
+            for line in world.report().lines() {
+                println!("report\t{seed}\t{line}");
+            }
+            failed = true;
+            if stop_at_first {
+                break;
+            }
+        }
+    }
+    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// A world's line for the runner: seed, simulated milliseconds, requests, violations,
+/// then each fault kind with its count.
+fn world_line(world: &idem_sim::Outcome) -> String {
+    let faults: Vec<String> = world.faults.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let (seed, ms, broken) = (world.seed, world.simulated.as_millis(), world.violations.len());
+    format!("world\t{seed}\t{ms}\t{}\t{broken}\t{}\n", world.requests, faults.join("\t"))
+}
+
+/// What the workers reported, summed.
+#[derive(Default)]
+struct Tally {
+    worlds: u64,
+    failed: u64,
+    simulated: Duration,
+    requests: u64,
+    faults: BTreeMap<String, u64>,
+    /// The failing worlds' reports, by seed.
+    reports: Vec<(u64, String)>,
+}
+
+impl Tally {
+    /// Adds a worker's lines.
+    fn read(&mut self, output: &str) {
+        for line in output.lines() {
+            let mut fields = line.split('\t');
+            let (kind, seed) = (fields.next(), fields.next().and_then(|s| s.parse().ok()));
+            match (kind, seed) {
+                (Some("world"), Some(_)) => self.world(fields),
+                (Some("report"), Some(seed)) => {
+                    let text = fields.collect::<Vec<_>>().join("\t");
+                    match self.reports.iter_mut().find(|(s, _)| *s == seed) {
+                        Some((_, report)) => report.push_str(&format!("{text}\n")),
+                        None => self.reports.push((seed, format!("{text}\n"))),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Adds one world's line (after its seed).
+    fn world<'a>(&mut self, mut fields: impl Iterator<Item = &'a str>) {
+        let mut number = || fields.next().and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        let (ms, requests, broken) = (number(), number(), number());
+        self.worlds += 1;
+        self.failed += u64::from(broken > 0);
+        self.simulated += Duration::from_millis(ms);
+        self.requests += requests;
+        for fault in fields {
+            if let Some((kind, n)) = fault.rsplit_once('=') {
+                *self.faults.entry(kind.to_string()).or_default() += n.parse().unwrap_or(0);
+            }
+        }
+    }
+
+    /// The figures of a run: worlds, simulated time, requests, faults by kind, wall time.
+    fn summary(&self, wall: Duration) -> String {
+        let mut out = format!(
+            "{} worlds, {} failed; {:.0} simulated seconds; {} requests; wall {:.1} s\n",
+            self.worlds,
+            self.failed,
+            self.simulated.as_secs_f64(),
+            self.requests,
+            wall.as_secs_f64()
+        );
+        out.push_str("faults:");
+        for (kind, n) in &self.faults {
+            out.push_str(&format!("\n  {n:>8}  {kind}"));
+        }
+        out
+    }
 }

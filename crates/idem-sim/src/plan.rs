@@ -87,6 +87,9 @@ pub struct Plan {
     pub receipt_cut: PerMillion,
     /// Per receipt answered: its body stalls before a frame (up to 3 s).
     pub receipt_stall: PerMillion,
+    /// Per receipt intent answered: an attempt with a body over the limit (a client's
+    /// bug, to be refused).
+    pub oversize: PerMillion,
 }
 
 impl Plan {
@@ -128,6 +131,7 @@ impl Plan {
             slow_handler: rate(100_000),
             receipt_cut: rate(200_000),
             receipt_stall: rate(100_000),
+            oversize: rate(300_000),
         };
         Self {
             chaos: rng.duration(Duration::from_secs(2), Duration::from_secs(12)),

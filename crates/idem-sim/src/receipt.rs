@@ -30,6 +30,9 @@ pub(crate) const RECEIPT_STORE_MAX: usize = 1024;
 /// The largest receipt body the layer keeps (its `response_bytes_max`): a body this
 /// large is kept whole when its headers leave room in the store.
 pub(crate) const RECEIPT_BODY_MAX: usize = 768;
+/// The largest request body the receipt layer takes (its `body_bytes_max`): some
+/// intents are padded to exactly this, and some attempts sent over it.
+pub(crate) const REQUEST_BYTES_MAX: usize = 160;
 /// The bytes of one frame of a receipt.
 const FRAME_BYTES: usize = 256;
 /// The largest receipt, in bytes: four times what the store keeps, well inside what a
@@ -59,6 +62,7 @@ pub(crate) fn route(
         .require_key(true)
         .wait_for_first(Some(Duration::from_secs(10)))
         .response_bytes_max(RECEIPT_BODY_MAX)
+        .body_bytes_max(REQUEST_BYTES_MAX)
         .replay_headers([
             http::header::CONTENT_TYPE,
             http::HeaderName::from_static(RECEIPT_BYTES_HEADER),
@@ -116,7 +120,7 @@ pub(crate) async fn streamed(shared: &WorldState, answer: Response) -> Response 
         let at = shared.draw(|rng| rng.below(count as u64) as usize);
         (at, shared.draw(|rng| rng.duration(Duration::ZERO, Duration::from_secs(3))))
     });
-    let body = Receipt { frames, sent: 0, cut_at, stall, sleep: None };
+    let body = Frames { frames, sent: 0, cut_at, stall, sleep: None };
     Response::from_parts(parts, Body::new(body))
 }
 
@@ -163,8 +167,9 @@ enum Cut {
     Panics,
 }
 
-/// A receipt's body: its frames, cut or stalled where the faults drew.
-struct Receipt {
+/// A body in frames: a receipt's, cut or stalled where the faults drew, or a client's
+/// request sent chunked.
+pub(crate) struct Frames {
     frames: VecDeque<Bytes>,
     sent: usize,
     /// Before this frame, the body is cut.
@@ -174,7 +179,14 @@ struct Receipt {
     sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl http_body::Body for Receipt {
+impl Frames {
+    /// A body of `frames`, neither cut nor stalled.
+    pub(crate) fn new(frames: Vec<Bytes>) -> Self {
+        Self { frames: frames.into(), sent: 0, cut_at: None, stall: None, sleep: None }
+    }
+}
+
+impl http_body::Body for Frames {
     type Data = Bytes;
     type Error = std::io::Error;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use idem_core::{
-    AsyncKeyStore, Claim, Fingerprint, KeyState, KeyStore, Lease, MemoryStore, PendingClaim,
-    ScopedKey, StoreError,
+    AsyncKeyAdmin, AsyncKeyStore, Claim, Fingerprint, Forgotten, KeyAdmin, KeyRecord, KeyState,
+    KeyStore, Lease, MemoryStore, PendingClaim, ScopedKey, StoreError,
 };
 use idem_http::StoredResponse;
 
@@ -203,5 +203,16 @@ impl AsyncKeyStore<StoredResponse> for Seam {
             (Some(kept), Some(store)) => Some(kept.min(store)),
             (kept, store) => kept.or(store),
         }
+    }
+}
+
+/// The operator's calls pass the seam as the layer's do.
+impl AsyncKeyAdmin for Seam {
+    async fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
+        self.call("inspect", |store| KeyAdmin::inspect(store, key)).await
+    }
+
+    async fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
+        self.call("forget", |store| KeyAdmin::forget(store, key, who, why)).await
     }
 }

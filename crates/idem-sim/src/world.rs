@@ -10,7 +10,7 @@ use idem_core::{Clock, ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_http::StoredResponse;
 use idem_payments::{PaymentOutcome, SimulatedGateway};
 
-use crate::hosts::{self, Intent};
+use crate::hosts::{self, Intent, Size};
 use crate::payments;
 use crate::plan::{CALM_LIMIT, DRAIN, LEASE, Plan, TICK};
 use crate::rng::Rng;
@@ -70,14 +70,52 @@ struct Driver<'a> {
 ///
 /// Never for any seed: the store's settings are fixed (a lease of [`LEASE`]).
 pub fn simulate(seed: u64) -> Outcome {
+    // One world at a time in a process, its tokio task ids aligned: see `align_task_ids`.
+    let _alone = WORLDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    align_task_ids();
+    simulate_alone(seed)
+}
+
+/// Held by the world running in this process.
+static WORLDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The shards a current-thread tokio runtime keeps its tasks in, by task id (`id % 4`).
+const TASK_SHARDS: u64 = 4;
+
+/// Moves tokio's process-wide task id counter to the next multiple of `TASK_SHARDS`.
+/// A crash drops a host's runtime, which shuts its tasks down shard by shard, and each
+/// dropped socket sends its close with a latency turmoil draws in that order: so the
+/// order depends on the ids' residues, which depend on every task spawned before in the
+/// process. A world that starts at a multiple, alone in its process (`WORLDS`), gets the
+/// same residues, and so the same world, whatever ran before it.
+fn align_task_ids() {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else { return };
+    loop {
+        let task = runtime.spawn(async {});
+        let id: u64 = task.id().to_string().parse().unwrap_or(0);
+        let _ = runtime.block_on(task);
+        if id % TASK_SHARDS == TASK_SHARDS - 1 {
+            return;
+        }
+    }
+}
+
+/// `simulate`, once the world runs alone.
+fn simulate_alone(seed: u64) -> Outcome {
     let mut rng = Rng::new(seed);
     let plan = Plan::draw(&mut rng);
     let shared = WorldState::new(plan.clone(), rng.fork());
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(EPOCH_MS)));
     let config = StoreConfig::builder().lease(LEASE).build().expect("a valid lease");
+    // The layer's store holds a scope quota of exactly its keys: one claim in flight per
+    // key at most, so a correct count never refuses (a 429 is a violation), and a place
+    // that is not given back refuses a key that should run.
+    let keys = intents(&plan, seed).iter().flatten().filter(|i| i.path != "/pay").count();
+    let quota = StoreConfig::builder().lease(LEASE).scope_in_flight_max(keys.max(1));
+    let quota = quota.build().expect("a valid lease and quota");
     let lagging = Arc::new(Lagging { clock: clock.clone(), lag: plan.check_lag });
     let clocks: (Arc<dyn Clock>, Arc<dyn Clock>) = (clock.clone(), lagging);
-    let store = Arc::new(MemoryStore::simulated(config, clocks.clone(), rng.next_u64()));
+    let store = Arc::new(MemoryStore::simulated(quota, clocks.clone(), rng.next_u64()));
     let paid = Arc::new(MemoryStore::simulated(config, clocks, rng.next_u64()));
     let stores = (store, paid);
     let forever = Duration::from_secs(1 << 40);
@@ -123,7 +161,11 @@ pub(crate) fn intents(plan: &Plan, seed: u64) -> Vec<Vec<Intent>> {
                     index += 1;
                     let key = format!("order-{seed:x}-{index}");
                     let path = ["/checkout", "/pay", "/receipt"][paths.below(3) as usize];
-                    Intent { index, key, amount: 100 + 5 * index as u64, path, reused: false }
+                    // A third of the receipts padded to exactly the layer's body limit.
+                    let at_limit = path == "/receipt" && paths.below(3) == 0;
+                    let size = if at_limit { Size::AtLimit } else { Size::Plain };
+                    let amount = 100 + 5 * index as u64;
+                    Intent { index, key, amount, path, reused: false, size }
                 })
                 .collect()
         })
