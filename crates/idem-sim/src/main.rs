@@ -113,9 +113,9 @@ fn many(from: u64, seeds: u64, stop_at_first: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Reads the workers' lines as they come; if `stop_at_first`, stops once the first
-/// worker to fail has said all of it (the caller ends the others). `None` if a worker
-/// failed itself.
+/// Reads the workers' lines as they come; if `stop_at_first`, stops once no failing seed
+/// lower than the lowest one found can come (the caller ends the workers). `None` if a
+/// worker failed itself.
 fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Option<Tally> {
     // Each worker's lines, then `None` once its output closes.
     let (lines, read) = std::sync::mpsc::channel::<(usize, Option<String>)>();
@@ -134,18 +134,26 @@ fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Option<T
     }
     drop(lines);
     let mut tally = Tally::default();
-    let mut failing = None;
+    // Per worker: the last seed it reported, or `u64::MAX` once its output closed.
+    let mut reached = vec![0_u64; children.len()];
     while let Ok((worker, line)) = read.recv() {
+        let Some(slot) = reached.get_mut(worker) else { continue };
         match line {
             Some(line) => {
-                if line.starts_with("report") {
-                    failing.get_or_insert(worker);
+                if let Some(seed) = line.split('\t').nth(1).and_then(|s| s.parse().ok()) {
+                    *slot = (*slot).max(seed);
                 }
                 tally.read(&line);
             }
-            // A worker that stopped at its failure has said all of it.
-            None if stop_at_first && failing == Some(worker) => break,
-            None => {}
+            None => *slot = u64::MAX,
+        }
+        // Stopping at the first failure: once every worker has passed the lowest failing
+        // seed (or ended), no lower one can come, and its report is whole.
+        let lowest = tally.reports.iter().map(|(seed, _)| *seed).min();
+        if let Some(lowest) = lowest.filter(|_| stop_at_first)
+            && reached.iter().all(|r| *r > lowest)
+        {
+            break;
         }
     }
     for child in children.iter_mut() {

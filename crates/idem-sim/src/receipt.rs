@@ -108,10 +108,10 @@ pub(crate) async fn streamed(shared: &WorldState, answer: Response) -> Response 
     let cut_at = shared.strikes(plan.receipt_cut).then(|| {
         let at = shared.draw(|rng| rng.below(count as u64) as usize);
         if shared.draw(|rng| rng.below(2) == 0) {
-            shared.fault("handler", "receipt cut half-way");
+            shared.fault("handler", "receipt cut by an error");
             (at, Cut::Fails)
         } else {
-            shared.fault("handler", "receipt cut half-way by a panic");
+            shared.fault("handler", "receipt cut by a panic");
             (at, Cut::Panics)
         }
     });
