@@ -2068,6 +2068,14 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Sim { seeds: 300 },
     },
     Mutant {
+        name: "sim-finds-a-quota-place-a-completion-keeps",
+        file: "crates/idem-core/src/memory.rs",
+        from: "        self.scope_settled(lease.key());\n        match outcome {",
+        to: "        if outcome.is_none() {\n            \
+             self.scope_settled(lease.key());\n        }\n        match outcome {",
+        check: Check::Sim { seeds: 300 },
+    },
+    Mutant {
         name: "sim-finds-a-pending-claim-the-operator-shows-in-flight",
         file: "crates/idem-http/src/operator.rs",
         from: "(\"pending\", \"lease_expired_at\", lease_expired_at)",
@@ -2296,11 +2304,14 @@ fn sim_passes(tree: &Path, scratch: &Path, seeds: u64) -> Result<(Outcome, Optio
         return Ok((Outcome::Passed, None));
     }
     let text = String::from_utf8_lossy(&ran.stdout);
-    // "first failing seed: S (N seeds run)"
-    let took = text
-        .lines()
-        .find_map(|l| l.strip_prefix("first failing seed: "))
-        .and_then(|rest| rest.split('(').nth(1)?.split(' ').next()?.parse().ok());
+    // "first failing seed: S (N seeds up to it)"; any other end is the runner's failure,
+    // not a world's, and finds nothing.
+    let first = text.lines().find_map(|l| l.strip_prefix("first failing seed: "));
+    let (Some(1), Some(first)) = (ran.status.code(), first) else {
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        return Err(format!("idem-sim ended with {} and no failing seed: {stderr}", ran.status));
+    };
+    let took = first.split('(').nth(1).and_then(|r| r.split(' ').next()?.parse().ok());
     Ok((Outcome::Failed, took))
 }
 

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use idem_core::{IdempotencyKey, KeyStore, ScopedKey};
+use idem_core::{Claim, Fingerprint, IdempotencyKey, KeyStore, MemoryStore, ScopedKey};
+use idem_http::StoredResponse;
 use idem_payments::{Gateway, GatewayKey, Lookup, PaymentRequest, SimulatedGateway};
 
 use crate::checkout::app::MERCHANT;
@@ -52,6 +53,8 @@ pub(crate) fn world(
         let why = panic.downcast_ref::<String>().cloned().unwrap_or_default();
         violations.push(format!("the store's invariants fail: {why}"));
     }
+    let keys = intents.iter().flatten().filter(|i| i.path != "/pay").count();
+    violations.extend(quota_given_back(store, keys));
     for breach in lock(&shared.breaches).iter() {
         violations.push(format!("the store contract broken: {breach}"));
     }
@@ -61,6 +64,35 @@ pub(crate) fn world(
         }
     }
     violations
+}
+
+/// Whether the layer's store gave back every place of its scope quota once the world
+/// drained: as many fresh keys as the quota holds must each be claimed (then released).
+/// A completion or a release that kept its place refuses one.
+fn quota_given_back(store: &MemoryStore<StoredResponse>, keys: usize) -> Option<String> {
+    let fingerprint = Fingerprint::builder("quota-probe").finish();
+    let mut leases = Vec::new();
+    let mut refused = None;
+    for probe in 0..keys.max(1) {
+        let Ok(key) = ScopedKey::parse(MERCHANT, &format!("quota-probe-{probe}")) else { break };
+        match KeyStore::claim(store, &key, &fingerprint) {
+            Ok(Claim::Acquired(lease)) => leases.push(lease),
+            other => {
+                let why = format!("{other:?}").chars().take(120).collect::<String>();
+                refused = Some(format!(
+                    "the layer's store refused fresh claim {} of its quota of {}, once the \
+                     world drained (places kept): {why}",
+                    probe + 1,
+                    keys.max(1)
+                ));
+                break;
+            }
+        }
+    }
+    for lease in &leases {
+        let _ = KeyStore::release(store, lease);
+    }
+    refused
 }
 
 /// The key an intent's payment is claimed under: the checkout's (its merchant), or the

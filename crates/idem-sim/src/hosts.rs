@@ -52,7 +52,9 @@ pub(crate) async fn server(
         let (stream, _) = listener.accept().await?;
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
+            // No `Date` header: hyper would read the real clock for it.
             let connection = hyper::server::conn::http1::Builder::new()
+                .auto_date_header(false)
                 .serve_connection(TokioIo::new(stream), service);
             let _ = connection.await;
         });
@@ -398,8 +400,9 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
         shared.tell(intent.index, Told::Leaked { status });
     }
     if let Size::Over { by, .. } = intent.size {
-        // Refused as too large, or not answered: what it should get. Never retried.
-        if status == 413 || status >= 500 {
+        // Refused as too large (before the store is asked): what it should get. Never
+        // retried.
+        if status == 413 {
             return Attempt::Retry;
         }
         let why = format!("a request {by} bytes over the body limit answered {status}");
@@ -418,6 +421,8 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
         Attempt::Final(Told::StoodIn) if intent.reused => {
             Attempt::Final(Told::ReusedAnswered { status, charge: "a stand-in".into() })
         }
+        // The quota holds a place for every key: a 429 is wrong for a reused key too.
+        _ if intent.reused && status == 429 => Attempt::Final(Told::Unexpected { status }),
         // Refused (422) or not now: what a reused key should get. Never retried.
         _ if intent.reused => Attempt::Retry,
         other => other,

@@ -95,32 +95,51 @@ fn many(from: u64, seeds: u64, stop_at_first: bool) -> ExitCode {
             Err(why) => return refused(&format!("a worker did not start: {why}")),
         }
     }
-    let tally = gather(&mut children, stop_at_first);
+    let gathered = gather(&mut children, stop_at_first);
     for mut child in children {
         let _ = child.kill();
         let _ = child.wait();
     }
-    let Some(mut tally) = tally else { return refused("a worker failed") };
+    let (mut tally, stopped, failed) = match gathered {
+        Ok((tally, stopped)) => (tally, stopped, None),
+        Err((tally, why)) => (tally, false, Some(why)),
+    };
     tally.reports.sort_by_key(|(seed, _)| *seed);
+    if stopped {
+        // Other workers were stopped mid-world: only the lowest report is whole for sure.
+        tally.reports.truncate(1);
+    }
     println!("{}", tally.summary(started.elapsed()));
     for (_, report) in &tally.reports {
         print!("{report}");
     }
+    if let Some(why) = failed {
+        return refused(&why);
+    }
+    if !stopped && tally.worlds != seeds {
+        return refused(&format!("the workers reported {} of {seeds} worlds", tally.worlds));
+    }
     if let Some((first, _)) = tally.reports.first() {
-        println!("first failing seed: {first} ({} seeds run)", first - from + 1);
+        println!("first failing seed: {first} ({} seeds up to it)", first - from + 1);
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
 
+/// What a run gathered, and whether it stopped at its first failure; or what it had
+/// when a worker failed itself (a panic, a kill), and which seed that worker ran.
+type Gathered = Result<(Tally, bool), (Tally, String)>;
+
 /// Reads the workers' lines as they come; if `stop_at_first`, stops once no failing seed
-/// lower than the lowest one found can come (the caller ends the workers). `None` if a
-/// worker failed itself.
-fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Option<Tally> {
+/// lower than the lowest one found can come (the caller ends the workers). A worker
+/// whose output closes is waited for: it must have ended well (or failed a world).
+fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Gathered {
     // Each worker's lines, then `None` once its output closes.
     let (lines, read) = std::sync::mpsc::channel::<(usize, Option<String>)>();
     for (worker, child) in children.iter_mut().enumerate() {
-        let stdout = child.stdout.take()?;
+        let Some(stdout) = child.stdout.take() else {
+            return Err((Tally::default(), format!("worker {worker} has no output")));
+        };
         let lines = lines.clone();
         std::thread::spawn(move || {
             for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
@@ -134,18 +153,35 @@ fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Option<T
     }
     drop(lines);
     let mut tally = Tally::default();
-    // Per worker: the last seed it reported, or `u64::MAX` once its output closed.
+    // Per worker: the last seed it finished, or `u64::MAX` once it ended; and the seed
+    // it runs now.
     let mut reached = vec![0_u64; children.len()];
+    let mut running = vec![None; children.len()];
     while let Ok((worker, line)) = read.recv() {
-        let Some(slot) = reached.get_mut(worker) else { continue };
+        let (Some(slot), Some(now)) = (reached.get_mut(worker), running.get_mut(worker)) else {
+            continue;
+        };
         match line {
+            None => {
+                let status = children.get_mut(worker).map(std::process::Child::wait);
+                if let Some(why) = ended_badly(status) {
+                    let seed = now.map_or("none".to_string(), |s: u64| s.to_string());
+                    return Err((tally, format!("worker {worker} ended ({why}) in seed {seed}")));
+                }
+                *slot = u64::MAX;
+            }
             Some(line) => {
-                if let Some(seed) = line.split('\t').nth(1).and_then(|s| s.parse().ok()) {
-                    *slot = (*slot).max(seed);
+                let seed = line.split('\t').nth(1).and_then(|s| s.parse().ok());
+                if line.starts_with("start\t") {
+                    *now = seed;
+                    continue;
+                }
+                if line.starts_with("world\t") {
+                    *slot = seed.unwrap_or(*slot).max(*slot);
+                    *now = None;
                 }
                 tally.read(&line);
             }
-            None => *slot = u64::MAX,
         }
         // Stopping at the first failure: once every worker has passed the lowest failing
         // seed (or ended), no lower one can come, and its report is whole.
@@ -153,18 +189,22 @@ fn gather(children: &mut [std::process::Child], stop_at_first: bool) -> Option<T
         if let Some(lowest) = lowest.filter(|_| stop_at_first)
             && reached.iter().all(|r| *r > lowest)
         {
-            break;
+            return Ok((tally, true));
         }
     }
-    for child in children.iter_mut() {
-        if let Ok(Some(status)) = child.try_wait()
-            && !status.success()
-            && status.code() != Some(1)
-        {
-            return None;
-        }
+    // Every worker ended; those that stopped at a failure left seeds unrun.
+    let stopped = stop_at_first && !tally.reports.is_empty();
+    Ok((tally, stopped))
+}
+
+/// Why a worker's end is not one it chose (a world failing is one: exit code 1).
+fn ended_badly(status: Option<std::io::Result<std::process::ExitStatus>>) -> Option<String> {
+    match status {
+        Some(Ok(status)) if status.success() || status.code() == Some(1) => None,
+        Some(Ok(status)) => Some(status.to_string()),
+        Some(Err(why)) => Some(why.to_string()),
+        None => Some("no such worker".to_string()),
     }
-    Some(tally)
 }
 
 /// Says why the run could not go on.
@@ -178,6 +218,7 @@ fn refused(why: &str) -> ExitCode {
 fn work(worker: u64, workers: u64, from: u64, seeds: u64, stop_at_first: bool) -> ExitCode {
     let mut failed = false;
     for seed in (from + worker..from + seeds).step_by(usize::try_from(workers).unwrap_or(1)) {
+        println!("start\t{seed}");
         let world = idem_sim::simulate(seed);
         print!("{}", world_line(&world));
         if !world.violations.is_empty() {
