@@ -4,7 +4,7 @@
 
 use crate::{Result, cargo, run};
 
-/// Seeds `cargo xtask ci` runs: well inside two minutes on two cores (about 13 ms a
+/// Seeds `cargo xtask ci` runs: inside two minutes on two cores (about 30 ms a
 /// world per core, and the build).
 pub(crate) const CI_SEEDS: u64 = 4_000;
 

@@ -107,6 +107,7 @@ pub(crate) fn checkout(
                 let pause = shared.draw(|rng| rng.duration(Duration::ZERO, LEASE * 3));
                 tokio::time::sleep(pause).await;
             }
+            let body = if receipt { receipt::order_form(&body).unwrap_or(body) } else { body };
             let answer = app::checkout(shop, recovering, headers, body).await;
             if receipt { receipt::streamed(&shared, answer).await } else { answer }
         })
@@ -377,7 +378,7 @@ async fn attempt(shared: &WorldState, name: &str, intent: &Intent) -> Attempt {
     let host = format!("server{server}");
     // ORDERING: one thread runs the world; the count orders nothing.
     let number = shared.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let exchange = exchange(&host, intent);
+    let exchange = exchange(&host, intent, number);
     let answer = match tokio::time::timeout(shared.plan.client_timeout, exchange).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(why)) => {
@@ -475,19 +476,27 @@ type NoAnswer = Box<dyn std::error::Error + Send + Sync>;
 /// A request body: whole, with its length, or in frames.
 type RequestBody = http_body_util::Either<Full<Bytes>, receipt::Frames>;
 
-/// One payment request for `intent` to `host`: its order, padded to the size it has.
-async fn exchange(host: &str, intent: &Intent) -> Result<Answer, NoAnswer> {
-    let mut body = format!("customer=cus_{}&amount={}&currency=EUR", intent.index, intent.amount);
+/// One payment request for `intent` to `host`, the client's request `number`: its
+/// order (a form; on `/receipt`, JSON in either field order with the number as its
+/// `client_time`), padded to the size it has.
+async fn exchange(host: &str, intent: &Intent, number: u64) -> Result<Answer, NoAnswer> {
     let padded = match intent.size {
         Size::Plain => None,
         Size::AtLimit => Some(receipt::REQUEST_BYTES_MAX),
         Size::Over { by, .. } => Some(receipt::REQUEST_BYTES_MAX + by),
     };
-    if let Some(len) = padded {
-        body.push_str("&note=");
-        let pad = len.saturating_sub(body.len());
-        body.push_str(&"n".repeat(pad));
-    }
+    let (body, kind) = if intent.path == "/receipt" {
+        (receipt::order_json(intent, number, padded), "application/json")
+    } else {
+        let mut body =
+            format!("customer=cus_{}&amount={}&currency=EUR", intent.index, intent.amount);
+        if let Some(len) = padded {
+            body.push_str("&note=");
+            let pad = len.saturating_sub(body.len());
+            body.push_str(&"n".repeat(pad));
+        }
+        (body, "application/x-www-form-urlencoded")
+    };
     let body = Bytes::from(body);
     let body = match intent.size {
         Size::Over { chunked: true, .. } => {
@@ -499,7 +508,7 @@ async fn exchange(host: &str, intent: &Intent) -> Result<Answer, NoAnswer> {
     let request = http::Request::post(intent.path)
         .header(http::header::HOST, host)
         .header("idempotency-key", format!("\"{}\"", intent.key))
-        .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(http::header::CONTENT_TYPE, kind)
         .body(body)?;
     send(host, request).await
 }

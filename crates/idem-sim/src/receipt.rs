@@ -17,10 +17,12 @@ use axum::response::Response;
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use idem_http::{Config, IdempotencyLayer};
+use idem_http::header::IDEMPOTENCY_EXPIRES;
+use idem_http::{Config, IdempotencyLayer, JsonMeaning};
 use idem_payments::SimulatedGateway;
 
 use crate::checkout::app;
+use crate::hosts::Intent;
 use crate::seam::Seam;
 use crate::shared::{Told, WorldState};
 
@@ -45,6 +47,49 @@ pub(crate) const RECEIPT_BYTES_HEADER: &str = "receipt-bytes";
 pub(crate) const RECEIPT_NOTE_HEADER: &str = "receipt-note";
 /// The longest note.
 const NOTE_BYTES_MAX: u64 = 300;
+/// The field of a receipt's JSON order that differs on every attempt (the request's
+/// number): the layer's meaning ignores it, so a retry is the same request.
+const CLIENT_TIME: &str = "client_time";
+/// The field that pads an order to its size, ignored by the meaning too.
+const NOTE: &str = "note";
+
+/// The JSON order `intent`'s client sends as its request `number`: its fields in one
+/// order or the other (by the number), with `client_time`, padded with a note to
+/// `padded` bytes if asked.
+pub(crate) fn order_json(intent: &Intent, number: u64, padded: Option<usize>) -> String {
+    let (customer, amount) = (format!("cus_{}", intent.index), intent.amount);
+    let mut body = if number.is_multiple_of(2) {
+        format!(
+            "{{\"customer\":\"{customer}\",\"amount\":{amount},\"currency\":\"EUR\",\
+             \"{CLIENT_TIME}\":{number}"
+        )
+    } else {
+        format!(
+            "{{\"{CLIENT_TIME}\":{number},\"currency\":\"EUR\",\"amount\":{amount},\
+             \"customer\":\"{customer}\""
+        )
+    };
+    if let Some(len) = padded {
+        let frame = format!(",\"{NOTE}\":\"\"}}");
+        let pad = len.saturating_sub(body.len() + frame.len());
+        body.push_str(&format!(",\"{NOTE}\":\"{}\"", "n".repeat(pad)));
+    }
+    body.push('}');
+    body
+}
+
+/// The checkout's form for a JSON order, or `None` if it is not one (the checkout then
+/// refuses the body as it is).
+pub(crate) fn order_form(json: &str) -> Option<String> {
+    let order: serde_json::Value = serde_json::from_str(json).ok()?;
+    let customer = order.get("customer")?.as_str()?;
+    let amount = order.get("amount")?.as_u64()?;
+    let currency = order.get("currency")?.as_str()?;
+    Some(format!("customer={customer}&amount={amount}&currency={currency}"))
+}
+
+/// The header the receipt layer's replay hook adds to every replay.
+pub(crate) const REPLAY_HOOK_HEADER: &str = "receipt-replay-seen";
 /// How a whole receipt ends: a cut one does not.
 pub(crate) const RECEIPT_END: &str = ",\"end\":true}";
 
@@ -63,6 +108,11 @@ pub(crate) fn route(
         .wait_for_first(Some(Duration::from_secs(10)))
         .response_bytes_max(RECEIPT_BODY_MAX)
         .body_bytes_max(REQUEST_BYTES_MAX)
+        .advertise_expiry(true)
+        .fingerprint_meaning(JsonMeaning::new().ignoring(CLIENT_TIME).ignoring(NOTE))
+        .on_replay(|_, parts| {
+            parts.headers.insert(REPLAY_HOOK_HEADER, http::HeaderValue::from_static("yes"));
+        })
         .replay_headers([
             http::header::CONTENT_TYPE,
             http::HeaderName::from_static(RECEIPT_BYTES_HEADER),
@@ -232,10 +282,14 @@ pub(crate) fn judge(status: u16, headers: &HeaderMap, body: &str) -> Told {
     let replayed = headers.get("idempotent-replayed").is_some_and(|v| v == "true");
     let bytes = headers.get(RECEIPT_BYTES_HEADER).and_then(|v| v.to_str().ok()?.parse().ok());
     let note = headers.get(RECEIPT_NOTE_HEADER).map(http::HeaderValue::len);
+    let expires = headers.get(IDEMPOTENCY_EXPIRES).map(http::HeaderValue::len);
     let broken = |why: String| Told::Broken { why: format!("a {status} receipt: {why}") };
-    let (Some(bytes), Some(note)) = (bytes, note) else {
+    let (Some(bytes), Some(note), Some(expires)) = (bytes, note, expires) else {
         return broken(format!("without its kept headers ({types:?}, {} bytes)", body.len()));
     };
+    if replayed && headers.get(REPLAY_HOOK_HEADER).is_none() {
+        return broken("a replay the layer's replay hook never saw".into());
+    }
     if types.len() != 1 {
         return broken(format!("with content types {types:?}"));
     }
@@ -243,7 +297,7 @@ pub(crate) fn judge(status: u16, headers: &HeaderMap, body: &str) -> Told {
         if !replayed {
             return broken("a stand-in in place of the first answer".into());
         }
-        let whole = kept_bytes(bytes, note);
+        let whole = kept_bytes(bytes, note, expires);
         if bytes <= RECEIPT_BODY_MAX && whole <= RECEIPT_STORE_MAX {
             return broken(format!("a stand-in for {bytes} bytes ({whole} kept), which fit"));
         }
@@ -261,13 +315,15 @@ pub(crate) fn judge(status: u16, headers: &HeaderMap, body: &str) -> Told {
     }
 }
 
-/// What a whole receipt of `bytes` with a note of `note` bytes takes in the store's
-/// encoding: the envelope, its kept headers (each with 6 bytes of lengths: its one
-/// content type, its length, its note; the layer's `replay_headers` above) and its body.
-fn kept_bytes(bytes: usize, note: usize) -> usize {
+/// What a whole receipt of `bytes` with a note of `note` bytes and an expiry date of
+/// `expires` takes in the store's encoding: the envelope, its kept headers (each with 6
+/// bytes of lengths: its one content type, its length, its note, its expiry; the layer's
+/// `replay_headers` above, and the expiry it advertises) and its body.
+fn kept_bytes(bytes: usize, note: usize, expires: usize) -> usize {
     let kept_headers = (6 + "content-type".len() + "application/json".len())
         + (6 + RECEIPT_BYTES_HEADER.len() + bytes.to_string().len())
-        + (6 + RECEIPT_NOTE_HEADER.len() + note);
+        + (6 + RECEIPT_NOTE_HEADER.len() + note)
+        + (6 + IDEMPOTENCY_EXPIRES.len() + expires);
     idem_http::STORED_ENVELOPE_BYTES + kept_headers + bytes
 }
 
@@ -289,8 +345,11 @@ mod tests {
         headers.insert(RECEIPT_BYTES_HEADER, HeaderValue::from(bytes));
         let note = HeaderValue::from_str(&"n".repeat(note)).expect("ascii");
         headers.insert(RECEIPT_NOTE_HEADER, note);
+        let date = HeaderValue::from_static("Thu, 03 Dec 2026 08:00:00 GMT");
+        headers.insert(super::IDEMPOTENCY_EXPIRES, date);
         if replayed {
             headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+            headers.insert(super::REPLAY_HOOK_HEADER, HeaderValue::from_static("yes"));
         }
         headers
     }
@@ -311,6 +370,31 @@ mod tests {
         let shorter = format!("{}{}", &receipt[..500], &receipt[600..]);
         assert!(is_broken(&judge(201, &json, &shorter)), "a receipt missing a frame passed");
         assert!(is_broken(&judge(201, &HeaderMap::new(), &receipt)), "no kept headers passed");
+        let mut unhooked = headers(&["application/json"], 700, 10, true);
+        unhooked.remove(super::REPLAY_HOOK_HEADER);
+        assert!(is_broken(&judge(201, &unhooked, &receipt)), "a replay the hook missed passed");
+        let mut undated = headers(&["application/json"], 700, 10, true);
+        undated.remove(super::IDEMPOTENCY_EXPIRES);
+        assert!(is_broken(&judge(201, &undated, &receipt)), "a replay without its expiry");
+    }
+
+    #[test]
+    fn a_json_order_is_padded_to_its_size_in_either_order_and_read_back_as_a_form() {
+        let intent = crate::hosts::Intent {
+            index: 3,
+            key: "k".into(),
+            amount: 115,
+            path: "/receipt",
+            reused: false,
+            size: crate::hosts::Size::AtLimit,
+        };
+        for number in [7, 12, 1_234] {
+            let body = super::order_json(&intent, number, Some(super::REQUEST_BYTES_MAX));
+            assert_eq!(body.len(), super::REQUEST_BYTES_MAX, "{body}");
+            let form = super::order_form(&body).expect("an order");
+            assert_eq!(form, "customer=cus_3&amount=115&currency=EUR");
+        }
+        assert_eq!(super::order_form("customer=cus_3"), None);
     }
 
     #[test]
