@@ -2024,6 +2024,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-sim", "", "lib", "receipt::"),
     },
     Mutant {
+        name: "sim-receipt-order-not-padded-to-its-size",
+        file: "crates/idem-sim/src/receipt.rs",
+        from: "        let pad = len.saturating_sub(body.len() + frame.len());",
+        to: "        let pad = len.saturating_sub(body.len());",
+        check: test("idem-sim", "", "lib", "receipt::"),
+    },
+    Mutant {
         name: "sim-receipt-stand-in-types-unread",
         file: "crates/idem-sim/src/receipt.rs",
         from: "    if types.len() != 1 {",

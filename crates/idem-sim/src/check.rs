@@ -90,7 +90,11 @@ fn quota_given_back(store: &MemoryStore<StoredResponse>, keys: usize) -> Option<
         }
     }
     for lease in &leases {
-        let _ = KeyStore::release(store, lease);
+        if let Err(error) = KeyStore::release(store, lease) {
+            let why =
+                format!("the quota probe's claim {} was not given back: {error}", lease.key());
+            return Some(refused.map_or(why.clone(), |r| format!("{r}; {why}")));
+        }
     }
     refused
 }

@@ -206,8 +206,13 @@ pub(crate) async fn reconciler(
         reconcile_payments(&shared, &processor);
         // The operator looks at what is left in flight (through the faults: a lookup the
         // store fails must not show the store's words).
+        let (mut listed, mut stateless) = (0, 0);
         for claim in idem_core::KeyStore::pending(&*store, intents.len().max(1))? {
-            let _ = look_up(&shared, &claim.key).await;
+            listed += 1;
+            stateless += usize::from(look_up(&shared, &claim.key).await.is_none());
+        }
+        if listed > 0 {
+            shared.trace(name, format_args!("looked {listed} up, {stateless} without a state"));
         }
     }
     let mut quiet = 0;
