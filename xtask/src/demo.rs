@@ -1,9 +1,11 @@
 //! `cargo xtask demo`: the retry storm table.
 //!
 //! Each crate's `examples/retry_storm.rs` (target `retry_storm_<crate without idem->`)
-//! prints a sentence for a person and one line for this table:
+//! prints a sentence for a person and, with `IDEM_DEMO_TABLE=1` (which this task sets; the
+//! name is `idem_testkit::storm::TABLE_LINE_ENV`), one line for this table:
 //! `retry_storm<TAB>scenario<TAB>intents<TAB>attempts<TAB>effects without idem<TAB>effects
-//! with idem<TAB>what an effect is<TAB>what an attempt is`.
+//! with idem<TAB>what an effect is<TAB>what an attempt is<TAB>repeats<TAB>repeats answered
+//! with the original`.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,6 +21,9 @@ struct Row {
     idem: u64,
     effect: String,
     attempt: String,
+    /// With idem: answers after an intent's first, and those equal to the first.
+    repeats: u64,
+    same: u64,
 }
 
 /// The widest scenario the table shows without running into the next column.
@@ -84,7 +89,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
     if let Some(n) = rounds {
         println!(
             "xtask: demo: {n} runs in a row, every storm showed its harm without idem and one \
-             effect per intent with it (none for the pool)"
+             effect per intent with it (none for the pool), and every repeat answered with the \
+             original"
         );
     }
     Ok(())
@@ -93,13 +99,21 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
 /// Builds every storm first, with cargo's own progress: a cold build takes minutes, and
 /// each run after it is quiet.
 fn build(crates: &[String]) -> Result {
-    println!("xtask: demo: building {} retry storms (release mode)", crates.len());
+    println!(
+        "xtask: demo: building {} retry storms (release mode; a few minutes the first time)",
+        crates.len()
+    );
+    crate::run("build", &mut build_command(crates))
+}
+
+/// `cargo build --release` of every storm in `crates`.
+pub(crate) fn build_command(crates: &[String]) -> Command {
     let mut build = cargo();
     build.args(["build", "--release"]);
     for name in crates {
         build.args(["-p", name, "--example", &example(name)]);
     }
-    crate::run("build", &mut build)
+    build
 }
 
 /// Each crate names its example `retry_storm_<crate without idem->`, so that the
@@ -108,10 +122,13 @@ pub(crate) fn example(name: &str) -> String {
     format!("retry_storm_{}", name.trim_start_matches("idem-"))
 }
 
-/// The built storm of `name`, run directly.
+/// The built storm of `name`, run directly, from cargo's target directory
+/// (`CARGO_TARGET_DIR` when it is set, as the mutation catalogue sets it).
 fn storm(root: &Path, name: &str, durable: bool) -> Command {
-    let mut command = Command::new(root.join("target/release/examples").join(example(name)));
-    command.current_dir(root);
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), |dir| root.join(dir));
+    let mut command = Command::new(target.join("release/examples").join(example(name)));
+    command.current_dir(root).env("IDEM_DEMO_TABLE", "1");
     if durable && DURABLE.contains(&name) {
         command.arg("--durable");
     }
@@ -128,6 +145,13 @@ fn check(row: &Row) -> Result {
         return Err(format!(
             "{}: {} {} with idem, expected {expected}",
             row.krate, row.idem, row.effect
+        ));
+    }
+    if row.repeats == 0 || row.same != row.repeats {
+        return Err(format!(
+            "{}: {} of {} repeats answered with the original with idem, expected all of them \
+             (and at least one)",
+            row.krate, row.same, row.repeats
         ));
     }
     if row.naive <= expected {
@@ -155,8 +179,9 @@ fn parse(name: &str, stdout: &str) -> Result<Row> {
         .find(|l| l.starts_with("retry_storm\t"))
         .ok_or_else(|| format!("{name}: no retry_storm line in its output:\n{stdout}"))?;
     let fields: Vec<&str> = line.split('\t').collect();
-    let [_, scenario, intents, attempts, naive, idem, effect, attempt] = fields[..] else {
-        return Err(format!("{name}: expected 8 tab-separated fields: {line:?}"));
+    let [_, scenario, intents, attempts, naive, idem, effect, attempt, repeats, same] = fields[..]
+    else {
+        return Err(format!("{name}: expected 10 tab-separated fields: {line:?}"));
     };
     if scenario.chars().count() > SCENARIO_WIDTH {
         return Err(format!("{name}: scenario over {SCENARIO_WIDTH} characters: {scenario:?}"));
@@ -171,19 +196,29 @@ fn parse(name: &str, stdout: &str) -> Result<Row> {
         idem: number(idem)?,
         effect: effect.to_string(),
         attempt: attempt.to_string(),
+        repeats: number(repeats)?,
+        same: number(same)?,
     })
 }
 
 fn print_table(rows: &[Row]) {
-    println!("\n{:<69}{:^23}  {:^19}", "", "effects", "per intent");
+    println!("\n{:<69}{:^23}  {:^19}  {:>13}", "", "effects", "per intent", "repeats");
     println!(
-        "{:<14} {:<36} {:>7} {:>8}  {:>12} {:>9}  {:>9} {:>9}",
-        "crate", "scenario", "intents", "attempts", "without idem", "with idem", "without", "with"
+        "{:<14} {:<36} {:>7} {:>8}  {:>12} {:>9}  {:>9} {:>9}  {:>13}",
+        "crate",
+        "scenario",
+        "intents",
+        "attempts",
+        "without idem",
+        "with idem",
+        "without",
+        "with",
+        "same/repeats"
     );
     for r in rows {
         let per = |n: u64| n as f64 / r.intents.max(1) as f64;
         println!(
-            "{:<14} {:<36} {:>7} {:>8}  {:>12} {:>9}  {:>9.3} {:>9.3}",
+            "{:<14} {:<36} {:>7} {:>8}  {:>12} {:>9}  {:>9.3} {:>9.3}  {:>13}",
             r.krate,
             r.scenario,
             r.intents,
@@ -191,7 +226,8 @@ fn print_table(rows: &[Row]) {
             r.naive,
             r.idem,
             per(r.naive),
-            per(r.idem)
+            per(r.idem),
+            format!("{}/{}", r.same, r.repeats)
         );
     }
     println!("{}", wrap(&legend(rows), 100));
@@ -228,14 +264,58 @@ fn legend(rows: &[Row]) -> String {
         "\nlegend: intents = operations meant to happen once; attempts = what the storm sent \
          (retries, redeliveries, double clicks included); effects = what happened, counted \
          without idem (the same code done naively) and with idem; per intent = effects / \
-         intents. With idem every row shows 1.000, the pool 0.000 (its effect is a harm).\n",
+         intents. With idem every row shows 1.000, the pool 0.000 (its effect is a harm). \
+         retried = sent once more (a retry of a timeout, a redelivery, a double click); \
+         repeats = the answers idem gave after an intent's first, and same = those equal to \
+         the first (the other half of the invariant: a repeat returns the original answer; \
+         for the pool, a second release left where the first put it).\n",
     );
     for r in rows {
         text.push_str(&format!("  {}: effect = {}; attempt = {}\n", r.krate, r.effect, r.attempt));
     }
     text.push_str(
         "  notify's naive effects exceed its attempts: a send that delivered and then timed \
-         out is sent again by the naive retry (one attempt, two pings).",
+         out is sent again by the naive retry (one attempt, two pings); payments' \
+         attempts are idem's, with one retry after the storm of each intent left without an \
+         answer (an attempt beside the one it repeats is refused, not answered).",
     );
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Row, check};
+
+    fn row(krate: &str, naive: u64, idem: u64, repeats: u64, same: u64) -> Row {
+        Row {
+            krate: krate.into(),
+            scenario: "a storm".into(),
+            intents: 10,
+            attempts: 13,
+            naive,
+            idem,
+            effect: "effects".into(),
+            attempt: "attempts".into(),
+            repeats,
+            same,
+        }
+    }
+
+    #[test]
+    fn a_row_proves_its_point_only_with_every_repeat_answered_the_same() {
+        assert!(check(&row("idem-core", 13, 10, 3, 3)).is_ok());
+        let other = check(&row("idem-core", 13, 10, 3, 2)).expect_err("a repeat answered anew");
+        assert!(other.contains("2 of 3 repeats"), "{other}");
+        assert!(check(&row("idem-core", 13, 10, 0, 0)).is_err(), "no repeat at all");
+    }
+
+    #[test]
+    fn a_row_without_harm_or_with_a_second_effect_fails() {
+        assert!(check(&row("idem-pool", 5, 0, 3, 3)).is_ok());
+        let harmless = check(&row("idem-pool", 0, 0, 3, 3)).expect_err("no harm shown");
+        assert!(harmless.contains("did not show the harm"), "{harmless}");
+        assert!(check(&row("idem-pool", 5, 1, 3, 3)).is_err(), "a harm with idem");
+        assert!(check(&row("idem-core", 10, 10, 3, 3)).is_err(), "naive as good as idem");
+        assert!(check(&row("idem-core", 13, 11, 3, 3)).is_err(), "a second effect with idem");
+    }
 }

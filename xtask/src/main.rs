@@ -439,20 +439,58 @@ fn study(args: &[String]) -> Result {
     };
     let steps = 2 + usize::from(root().join("crates").join(name).join("tests/loom.rs").is_file());
     println!("\n== 1/{steps} {name}: its retry storm (examples/retry_storm.rs)\n");
-    let example = demo::example(name);
-    let has_storm = root().join("crates").join(name).join("examples/retry_storm.rs").is_file();
-    if has_storm {
-        run("storm", cargo().args(["run", "--release", "-p", name, "--example", &example]))?;
+    if root().join("crates").join(name).join("examples/retry_storm.rs").is_file() {
+        // Built as the demo builds every storm: after the demo, nothing is rebuilt (one
+        // crate built alone resolves its dependencies' features apart, and rebuilds them).
+        run("storm build", &mut demo::build_command(&crates_with("examples/retry_storm.rs")?))?;
+        let storm = root().join("target/release/examples").join(demo::example(name));
+        run("storm", Command::new(storm).current_dir(root()))?;
     } else {
         println!("({name} has no storm of its own: it is used by the crates that have one)");
     }
     println!("\n== 2/{steps} {name}: its tests\n");
-    run("tests", cargo().args(["test", "-p", name]))?;
+    study_tests(name)?;
     if steps == 3 {
         println!("\n== 3/{steps} {name}: its loom models\n");
         loom(Some(name))?;
     }
     println!("\n{name}: studied. Its README and docs page explain what you just ran.");
+    Ok(())
+}
+
+/// Runs `name`'s test binaries as `cargo test --workspace` built them (after it, nothing is
+/// rebuilt). Its doctests are left to `cargo test --doc -p <name>`, named at the end: built
+/// for one crate, they would rebuild its dependencies.
+fn study_tests(name: &str) -> Result {
+    let built = cargo()
+        .args(["test", "--workspace", "--no-run", "--message-format=json-render-diagnostics"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("tests: cannot start cargo: {e}"))?;
+    if !built.status.success() {
+        return Err(format!("tests: the workspace's tests do not build ({})", built.status));
+    }
+    let mut binaries = Vec::new();
+    for line in String::from_utf8_lossy(&built.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let of_name = message["target"]["src_path"]
+            .as_str()
+            .is_some_and(|p| Path::new(p).starts_with(root().join("crates").join(name)));
+        if of_name
+            && message["profile"]["test"] == true
+            && let Some(exe) = message["executable"].as_str()
+        {
+            binaries.push(exe.to_string());
+        }
+    }
+    for exe in &binaries {
+        run("tests", Command::new(exe).current_dir(root().join("crates").join(name)))?;
+    }
+    println!(
+        "xtask: tests: {} test binaries of {name} passed; its doctests (the examples in its \
+         docs) run with `cargo test --workspace` or `cargo test --doc -p {name}`",
+        binaries.len()
+    );
     Ok(())
 }
 

@@ -25,6 +25,8 @@ enum Check {
     ClusterRedis,
     /// `cargo xtask sim`: this many seeded worlds, stopping at the first that fails.
     Sim { seeds: u64 },
+    /// `cargo xtask demo --check 1`: every storm once, each row proving its point.
+    Demo,
 }
 
 /// One named break of the code.
@@ -2174,6 +2176,34 @@ const CATALOGUE: &[Mutant] = &[
         to: "    if charged.is_empty() && declined && !stood_in {",
         check: test("idem-sim", "", "lib", "left_in_flight"),
     },
+    Mutant {
+        name: "demo-check-takes-a-repeat-answered-anew",
+        file: "xtask/src/demo.rs",
+        from: "    if row.repeats == 0 || row.same != row.repeats {",
+        to: "    if row.repeats == 0 {",
+        check: test("xtask", "", "bin", "demo::tests::a_row_proves"),
+    },
+    Mutant {
+        name: "demo-check-takes-a-storm-without-harm",
+        file: "xtask/src/demo.rs",
+        from: "    if row.naive <= expected {",
+        to: "    if row.naive < expected {",
+        check: test("xtask", "", "bin", "demo::tests::a_row_without_harm"),
+    },
+    Mutant {
+        name: "storm-answers-take-any-repeat-as-the-original",
+        file: "crates/idem-testkit/src/storm.rs",
+        from: "                if original == hash {",
+        to: "                if original != 0 {",
+        check: test("idem-testkit", "", "lib", "answers_count_repeats"),
+    },
+    Mutant {
+        name: "pool-guard-double-release-uncounted",
+        file: "crates/idem-pool/src/conn.rs",
+        from: "            None => {\n                self.lender.count_double_release();\n",
+        to: "            None => {\n",
+        check: Check::Demo,
+    },
 ];
 
 /// Runs the catalogue (or the named entries of it).
@@ -2258,6 +2288,9 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
     if let Check::Sim { seeds } = check {
         return sim_passes(tree, scratch, seeds).map(|(outcome, _)| outcome);
     }
+    if check == Check::Demo {
+        return demo_passes(tree, scratch);
+    }
     if !succeeds(check_command(tree, scratch, check)?.arg("--no-run"))? {
         return Ok(Outcome::DoesNotBuild);
     }
@@ -2275,9 +2308,12 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
     match check {
         Check::Test { package, feature, test, .. } => {
             command.args(["test", "-q", "-p", package]);
-            // "lib": the crate's own unit tests, for checks kept private to it.
+            // "lib": the crate's own unit tests, for checks kept private to it; "bin": those
+            // of its binaries (xtask's own).
             if test == "lib" {
                 command.arg("--lib")
+            } else if test == "bin" {
+                command.arg("--bins")
             } else {
                 command.args(["--test", test])
             };
@@ -2312,8 +2348,26 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
                 .env("CARGO_TARGET_DIR", scratch.join("target"));
         }
         Check::Sim { .. } => unreachable!("sim_passes runs the simulation"),
+        Check::Demo => unreachable!("demo_passes runs the demo"),
     }
     Ok(command)
+}
+
+/// Builds the storms on the scratch tree (release), then runs `cargo xtask demo --check 1`
+/// there, which reads them from the scratch target directory.
+fn demo_passes(tree: &Path, scratch: &Path) -> Result<Outcome> {
+    let mut build = crate::demo::build_command(&crate::crates_with("examples/retry_storm.rs")?);
+    build.current_dir(tree).env("CARGO_TARGET_DIR", scratch.join("target"));
+    if !build.output().map_err(|e| format!("cannot start cargo: {e}"))?.status.success() {
+        return Ok(Outcome::DoesNotBuild);
+    }
+    let ran = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(tree)
+        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .args(["xtask", "demo", "--check", "1"])
+        .output()
+        .map_err(|e| format!("cannot start cargo xtask demo: {e}"))?;
+    Ok(if ran.status.success() { Outcome::Passed } else { Outcome::Failed })
 }
 
 /// Builds the simulation on the scratch tree (release) and runs `seeds` worlds, stopping

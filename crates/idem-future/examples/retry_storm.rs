@@ -3,15 +3,18 @@
 //! promise should hear about it once.
 //!
 //! Naive: a plain slot under a lock that every writer overwrites, running the callbacks
-//! on every write. idem: `Completer::complete`, first write wins. Prints one line for
-//! `cargo xtask demo` (promises, completion attempts, callback runs naive vs idem) and a
-//! second with the values the naive slot overwrote.
+//! on every write. idem: `Completer::complete`, first write wins, and every completer then
+//! reads the promise (a `SharedFuture`): each repeat must read the first write's value.
+//! Prints a sentence (and, for `cargo xtask demo`, its line: promises, completion
+//! attempts, callback runs naive vs idem) and a second with the values the naive slot
+//! overwrote.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 
 use idem_future::promise;
+use idem_testkit::storm::{Answers, Row};
 
 const PROMISES: u64 = 20_000;
 const WRITERS: u64 = 4;
@@ -54,10 +57,10 @@ fn naive() -> (u64, u64) {
     (overwritten, runs)
 }
 
-fn idem() -> (u64, u64) {
+fn idem(answers: &Answers) -> (u64, u64) {
     let runs = std::sync::Arc::new(AtomicU64::new(0));
     let wins = AtomicU64::new(0);
-    for _ in 0..PROMISES / 100 {
+    for batch in 0..PROMISES / 100 {
         let promises: Vec<_> = (0..100)
             .map(|_| {
                 let (completer, future) = promise::<u64, ()>();
@@ -65,23 +68,25 @@ fn idem() -> (u64, u64) {
                 future.on_complete(move |_| {
                     runs.fetch_add(1, Ordering::Relaxed);
                 });
-                (completer, future)
+                (completer, future.shared())
             })
             .collect();
         thread::scope(|s| {
             for w in 0..WRITERS {
                 let (promises, wins) = (&promises, &wins);
                 s.spawn(move || {
-                    for (completer, _) in promises {
+                    for (p, (completer, shared)) in (batch * 100..).zip(promises) {
                         if completer.complete(w).is_ok() {
                             wins.fetch_add(1, Ordering::Relaxed);
                         }
+                        // A loser may read while the winner is still writing: it waits.
+                        answers.answer(p, &shared.wait().ok());
                     }
                 });
             }
         });
-        for (_, future) in promises {
-            assert!(future.wait().is_ok_and(|v| v < WRITERS));
+        for (_, shared) in promises {
+            assert!(shared.wait().is_ok_and(|v| v < WRITERS));
         }
     }
     assert_eq!(wins.load(Ordering::Relaxed), PROMISES, "exactly one winner per promise");
@@ -90,18 +95,21 @@ fn idem() -> (u64, u64) {
 
 fn main() {
     let (naive_overwritten, naive_runs) = naive();
-    let (idem_overwritten, idem_runs) = idem();
+    let answers = Answers::new(PROMISES);
+    let (idem_overwritten, idem_runs) = idem(&answers);
     assert_eq!(idem_runs, PROMISES, "each callback runs exactly once");
-    let (scenario, effect, attempt) =
-        (format!("promises, {WRITERS} racing completers"), "callback runs", "completions");
-    let (intents, attempts, without, with) = (PROMISES, PROMISES * WRITERS, naive_runs, idem_runs);
-    println!(
-        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
-         operations ({attempts} {attempt})"
-    );
-    println!(
-        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
-    );
+    Row {
+        scenario: format!("promises, {WRITERS} racing completers"),
+        intents: PROMISES,
+        attempts: PROMISES * WRITERS,
+        without: naive_runs,
+        with: idem_runs,
+        effect: "callback runs".into(),
+        attempt: "completions".into(),
+        repeats: answers.repeats(),
+        same: answers.same(),
+    }
+    .print();
     println!(
         "values overwritten: naive {naive_overwritten}, idem {idem_overwritten} (losers get \
             their value back)"

@@ -100,6 +100,11 @@
 //! `tracing` (off by default): an event when a promise is abandoned and when a callback
 //! panics.
 
+/// The README's examples, compiled and run as doctests, so a reader's first program works.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod cell;
 mod promise;
 mod shared;

@@ -5,8 +5,9 @@
 //! Naive: the service without the layer, where every request charges. idem: the same
 //! service behind `IdempotencyLayer`, each attempt sent by idem-client with its intent's
 //! key (made once per intent, from the intent's id). The gateway does NOT deduplicate,
-//! so the layer alone keeps charges at one per intent. Prints one line for
-//! `cargo xtask demo`.
+//! so the layer alone keeps charges at one per intent, and every answer a retry gets must
+//! be the intent's first answer's body, byte for byte. Prints a sentence (and, for
+//! `cargo xtask demo`, its line).
 
 #[path = "checkout_server/app.rs"]
 #[allow(dead_code)]
@@ -22,7 +23,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use idem_core::{MemoryStore, StoreConfig};
-use idem_testkit::storm::{Plan, Retries};
+use idem_testkit::storm::{Answers, Plan, Retries, Row};
 
 const INTENTS: u64 = 1_000;
 const CLIENTS: usize = 4;
@@ -68,7 +69,8 @@ fn client() -> Client {
 }
 
 /// One `POST /checkout` for intent `i` through idem-client: its key made from the intent.
-async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> u16 {
+/// Returns the status and the body.
+async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> (u16, Bytes) {
     use tower::{Service, ServiceExt};
     let mut request = http::Request::post(format!("http://{addr}/checkout"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -79,25 +81,29 @@ async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> u16 {
     let mut client = client.clone();
     let response = client.ready().await.expect("ready").call(request).await.expect("an answer");
     let status = response.status().as_u16();
-    response.into_body().collect().await.expect("a body");
-    status
+    (status, response.into_body().collect().await.expect("a body").to_bytes())
 }
 
-/// Runs the storm against a fresh service in `mode`; returns the charges it made.
-async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
+/// Runs the storm against a fresh service in `mode`; returns the charges it made. With
+/// idem, each answer is recorded in `answers`.
+async fn storm(mode: app::Mode, list: Arc<Vec<u64>>, answers: Arc<Answers>) -> u64 {
     let (router, shop) = app::router(mode, Arc::new(MemoryStore::new(StoreConfig::default())));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
     let addr = listener.local_addr().expect("bound");
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
     let clients: Vec<_> = (0..CLIENTS)
         .map(|c| {
-            let list = list.clone();
+            let (list, answers) = (list.clone(), answers.clone());
             tokio::spawn(async move {
                 let client = client();
                 for &i in list.iter().skip(c).step_by(CLIENTS) {
                     let status = match mode {
                         app::Mode::Naive => post(addr, i).await,
-                        app::Mode::Idempotent => post_with(&client, addr, i).await,
+                        app::Mode::Idempotent => {
+                            let (status, body) = post_with(&client, addr, i).await;
+                            answers.answer(i, &body);
+                            status
+                        }
                     };
                     assert!(status == 201 || status == 200, "intent {i}: {status}");
                 }
@@ -114,16 +120,19 @@ async fn storm(mode: app::Mode, list: Arc<Vec<u64>>) -> u64 {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let list = Arc::new(PLAN.attempts());
-    let naive = storm(app::Mode::Naive, list.clone()).await;
-    let idem = storm(app::Mode::Idempotent, list.clone()).await;
-    let (scenario, effect, attempt) =
-        (format!("HTTP checkout, {RETRY_PERCENT}% retried"), "cards charged", "requests");
-    let (intents, attempts, without, with) = (INTENTS, list.len(), naive, idem);
-    println!(
-        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
-         operations ({attempts} {attempt})"
-    );
-    println!(
-        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
-    );
+    let answers = Arc::new(Answers::new(INTENTS));
+    let naive = storm(app::Mode::Naive, list.clone(), answers.clone()).await;
+    let idem = storm(app::Mode::Idempotent, list.clone(), answers.clone()).await;
+    Row {
+        scenario: format!("HTTP checkout, {RETRY_PERCENT}% retried"),
+        intents: INTENTS,
+        attempts: list.len() as u64,
+        without: naive,
+        with: idem,
+        effect: "cards charged".into(),
+        attempt: "requests".into(),
+        repeats: answers.repeats(),
+        same: answers.same(),
+    }
+    .print();
 }

@@ -3,16 +3,19 @@
 //! delivering. The provider does not deduplicate.
 //!
 //! Naive: every submission is sent, and a timed-out send is retried. idem: submit with the
-//! message id. Prints one line for `cargo xtask demo` (pings per intended notification:
-//! naive > 1, idem exactly 1).
+//! message id. A repeat submission is answered with the original: the message is being
+//! sent (`DuplicateInFlight`) or was delivered (`Duplicate(Delivered)`), never queued
+//! again. Prints a sentence (and, for `cargo xtask demo`, its line: pings per intended
+//! notification, naive > 1, idem exactly 1).
 
 use std::time::Duration;
 
 use idem_core::{KeyStore, MemoryStore, StoreConfig};
 use idem_notify::{
-    Channel, Config, Notification, Notifier, Provider, ProviderFault, SimulatedProvider,
-    SubmitError,
+    Channel, Config, Notification, Notifier, Outcome, Provider, ProviderFault, SimulatedProvider,
+    SubmitError, Submitted,
 };
+use idem_testkit::storm::Row;
 
 const INTENTS: usize = 10_000;
 
@@ -43,6 +46,35 @@ fn submissions() -> Vec<usize> {
         }
     }
     all
+}
+
+/// Submits every entry of `list`, waiting while the queue is full; returns the repeat
+/// submissions and those answered with the original (being sent, or delivered).
+fn submit_all<S: KeyStore<Outcome> + 'static>(
+    notifier: &Notifier<SimulatedProvider, S>,
+    list: &[usize],
+) -> (u64, u64) {
+    let (mut submitted, mut repeats, mut same) = (vec![false; INTENTS], 0, 0);
+    for (k, i) in list.iter().enumerate() {
+        if k % 20 == 19 {
+            notifier.provider().inject(ProviderFault::DeliverThenTimeout);
+        }
+        let answer = loop {
+            match notifier.submit(notification(*i)) {
+                Err(SubmitError::QueueFull { .. }) => std::thread::yield_now(),
+                other => break other.expect("a submission is taken"),
+            }
+        };
+        if std::mem::replace(&mut submitted[*i], true) {
+            repeats += 1;
+            let original = matches!(
+                answer,
+                Submitted::DuplicateInFlight | Submitted::Duplicate(Outcome::Delivered)
+            );
+            same += u64::from(original);
+        }
+    }
+    (repeats, same)
 }
 
 fn main() {
@@ -77,31 +109,23 @@ fn main() {
     let notifier =
         Notifier::start(provider, store, Config::builder().workers(2).build().expect("valid"))
             .expect("workers start");
-    for (k, i) in list.iter().enumerate() {
-        if k % 20 == 19 {
-            notifier.provider().inject(ProviderFault::DeliverThenTimeout);
-        }
-        while let Err(SubmitError::QueueFull { .. }) = notifier.submit(notification(*i)) {
-            std::thread::yield_now();
-        }
-    }
+    let (repeats, same) = submit_all(&notifier, &list);
     let report = notifier.shutdown(Duration::from_secs(60));
     assert!(report.drained);
     let idem_pings = notifier.provider().total_deliveries();
     assert_eq!(idem_pings, INTENTS as u64, "exactly one ping per intended notification");
-    let (scenario, effect, attempt) = (
-        format!("notifications{}, redelivered", if durable { " (sqlite)" } else { "" }),
-        "pings delivered",
-        "submissions",
-    );
-    let (intents, attempts, without, with) = (INTENTS, list.len(), naive_pings, idem_pings);
-    println!(
-        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
-         operations ({attempts} {attempt})"
-    );
-    println!(
-        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
-    );
+    Row {
+        scenario: format!("notifications{}, redelivered", if durable { " (sqlite)" } else { "" }),
+        intents: INTENTS as u64,
+        attempts: list.len() as u64,
+        without: naive_pings,
+        with: idem_pings,
+        effect: "pings delivered".into(),
+        attempt: "submissions".into(),
+        repeats,
+        same,
+    }
+    .print();
     drop(notifier);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));

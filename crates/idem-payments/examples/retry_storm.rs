@@ -6,7 +6,9 @@
 //! Naive: every attempt charges. idem: every attempt pays with the intent's key; after the
 //! storm, leases run out, `reconcile` settles what lost its answer, and clients that got
 //! no answer retry once more. The gateway here does NOT deduplicate, so the processor
-//! alone keeps charges at one per intent. Prints one line for `cargo xtask demo`.
+//! alone keeps charges at one per intent; every answer a retry gets is held against the
+//! intent's first (the same charge). Prints a sentence (and, for `cargo xtask demo`, its
+//! line).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use idem_core::{IdempotencyKey, KeyStore, ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_payments::{FaultPlan, Gateway, GatewayKey, PaymentRequest, Processor, SimulatedGateway};
-use idem_testkit::storm::{self, Plan, Retries};
+use idem_testkit::storm::{self, Answers, Plan, Retries, Row};
 
 const INTENTS: u64 = 10_000;
 const THREADS: usize = 4;
@@ -54,8 +56,9 @@ fn naive_charges(list: &[u64]) -> u64 {
 }
 
 /// Every attempt pays with its intent's key; hiccups after charging; then settle.
-/// Returns the charges made, and the store file to remove (`--durable`).
-fn idem_charges(list: &[u64], durable: bool) -> (u64, std::path::PathBuf) {
+/// Returns the charges made, the answers, the attempts made after the storm (one per intent
+/// left without an answer), and the store file to remove (`--durable`).
+fn idem_charges(list: &[u64], durable: bool) -> (u64, Answers, u64, std::path::PathBuf) {
     // idem: a key per intent; hiccups after charging; then settle.
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
     let config = StoreConfig::builder().capacity(100_000).build().expect("valid config");
@@ -75,20 +78,29 @@ fn idem_charges(list: &[u64], durable: bool) -> (u64, std::path::PathBuf) {
         Arc::new(MemoryStore::with_clock(config, clock.clone()))
     };
     let processor = Processor::new("shop", gateway, store).expect("valid merchant");
+    let answers = Answers::new(INTENTS);
+    let answer = |i: u64, payment: idem_payments::Payment| {
+        answers.answer(i, &format!("{:?}", payment.outcome));
+    };
     storm::run(list, THREADS, |i| {
         let (k, r) = intent(i);
-        let _ = processor.pay(&k, &r);
+        // An attempt beside the one it repeats, or whose charge lost its answer, gets an
+        // error and no answer: the client retries it after the storm.
+        if let Ok(payment) = processor.pay(&k, &r) {
+            answer(i, payment);
+        }
     });
     clock.advance(StoreConfig::LEASE_DEFAULT + Duration::from_secs(1));
     let report = processor.reconcile(INTENTS as usize);
     assert!(report.unresolved.is_empty(), "{report:?}");
-    for i in 0..INTENTS {
+    let unanswered: Vec<u64> = (0..INTENTS).filter(|i| !answers.answered(*i)).collect();
+    for &i in &unanswered {
         let (k, r) = intent(i);
-        processor.pay(&k, &r).expect("every intent is settled by now");
+        answer(i, processor.pay(&k, &r).expect("every intent is settled by now"));
     }
     let idem_charges = processor.gateway().totals().charges;
     assert_eq!(idem_charges, INTENTS, "exactly one charge per intended payment");
-    (idem_charges, path)
+    (idem_charges, answers, unanswered.len() as u64, path)
 }
 
 /// `--rates`: the storm at retry rates 0% to 100%, one `rate` line each, for the demo's
@@ -96,7 +108,7 @@ fn idem_charges(list: &[u64], durable: bool) -> (u64, std::path::PathBuf) {
 fn rates() {
     for percent in (0..=100).step_by(10) {
         let list = attempts(percent);
-        let (naive, (idem, _)) = (naive_charges(&list), idem_charges(&list, false));
+        let (naive, (idem, ..)) = (naive_charges(&list), idem_charges(&list, false));
         println!("rate\t{percent}\t{INTENTS}\t{naive}\t{idem}");
     }
 }
@@ -109,20 +121,22 @@ fn main() {
     let durable = std::env::args().any(|a| a == "--durable");
     let list = attempts(RETRY_PERCENT);
     let naive_charges = naive_charges(&list);
-    let (idem_charges, path) = idem_charges(&list, durable);
-    let (scenario, effect, attempt) = (
-        format!("payments{}, {RETRY_PERCENT}% retried", if durable { " (sqlite)" } else { "" }),
-        "cards charged",
-        "payment attempts",
-    );
-    let (intents, attempts, without, with) = (INTENTS, list.len(), naive_charges, idem_charges);
-    println!(
-        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
-         operations ({attempts} {attempt})"
-    );
-    println!(
-        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
-    );
+    let (idem_charges, answers, late, path) = idem_charges(&list, durable);
+    Row {
+        scenario: format!(
+            "payments{}, {RETRY_PERCENT}% retried",
+            if durable { " (sqlite)" } else { "" }
+        ),
+        intents: INTENTS,
+        attempts: list.len() as u64 + late,
+        without: naive_charges,
+        with: idem_charges,
+        effect: "cards charged".into(),
+        attempt: "payment attempts".into(),
+        repeats: answers.repeats(),
+        same: answers.same(),
+    }
+    .print();
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }

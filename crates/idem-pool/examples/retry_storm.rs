@@ -2,19 +2,19 @@
 //! and in 30% of the loans a second cleanup path (an error handler, a retried cleanup)
 //! releases the same connection again.
 //!
-//! Naive: a free list that pushes whatever is released; the second release puts back a
-//! connection this thread no longer holds (already on the list, or already lent to
-//! another thread), so two borrowers can end up sharing it. idem: the second release is
-//! a counted no-op. The effect counted is that harm itself, a connection given back that
-//! was already given back, read from each connection's owner at the moment of release:
-//! every second release counts (and a single release of a connection that another thread
-//! took meanwhile, after an earlier double), so thousands on every run, whatever the
-//! interleaving. With idem it must be 0, and no loan ever finds its connection held.
-//! Prints a sentence and one line for `cargo xtask demo`.
+//! Naive: a free list that pushes whatever is released. The second release puts the
+//! connection on the list a second time, so two borrowers can pop it: each loan then
+//! shares its connection with another borrower, the harm of a double release in a real
+//! pool (two requests' statements interleaved on one session). Every loan holds its
+//! connection across a yield, as a query would, and the harm is counted where it happens:
+//! a loan that found its connection already held, or whose connection another borrower
+//! took while it held it. idem: the second release is a counted no-op, no loan ever
+//! shares, and each second release is answered as the first was (the connection stays
+//! where the first put it). Prints a sentence (and, for `cargo xtask demo`, its line).
 
 use std::convert::Infallible;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
 use std::thread;
 
 const THREADS: u64 = 4;
@@ -22,19 +22,21 @@ const LOANS_PER_THREAD: u64 = 5_000;
 const CONNECTIONS: usize = 4;
 const DOUBLE_PERCENT: u64 = 30;
 
-/// A connection that notices when a second holder takes it, and who holds it.
+/// A connection that notices a second borrower.
 #[derive(Debug, Default)]
 struct Conn {
-    held: AtomicBool,
-    /// The borrowing thread plus one; 0 while it is back in the pool.
+    /// The borrowing thread plus one; 0 while no loan holds it.
     owner: AtomicU64,
 }
 
-/// Counts a shared loan if the connection was already held.
-fn take(conn: &Conn, shared: &AtomicU64) {
-    if conn.held.swap(true, Ordering::SeqCst) {
-        shared.fetch_add(1, Ordering::Relaxed);
-    }
+/// One loan of `conn` by thread `t`, held across a yield; returns whether another
+/// borrower shared it: it was already held when this loan took it, or someone else had
+/// taken it by the time this loan ended.
+fn hold(conn: &Conn, t: u64) -> bool {
+    let before = conn.owner.swap(t + 1, Ordering::SeqCst);
+    thread::yield_now();
+    let after = conn.owner.swap(0, Ordering::SeqCst);
+    before != 0 || after != t + 1
 }
 
 fn double(thread: u64, loan: u64) -> bool {
@@ -46,33 +48,31 @@ struct NaivePool {
     conns: Vec<Conn>,
 }
 
-/// Returns (connections given back twice, loans that found theirs held, releases).
-fn naive() -> (u64, u64, u64) {
+/// Returns (loans that shared their connection, releases).
+fn naive() -> (u64, u64) {
     let pool = NaivePool {
         free: Mutex::new((0..CONNECTIONS).collect()),
         conns: (0..CONNECTIONS).map(|_| Conn::default()).collect(),
     };
     let (shared, releases) = (AtomicU64::new(0), AtomicU64::new(0));
-    let returned_twice = AtomicU64::new(0);
+    let start = Barrier::new(THREADS as usize);
     thread::scope(|s| {
         for t in 0..THREADS {
-            let (pool, shared, releases) = (&pool, &shared, &releases);
-            let returned_twice = &returned_twice;
+            let (pool, shared, releases, start) = (&pool, &shared, &releases, &start);
             s.spawn(move || {
+                start.wait();
                 for loan in 0..LOANS_PER_THREAD {
-                    let Some(i) = pool.free.lock().expect("lock").pop() else {
-                        thread::yield_now();
-                        continue;
+                    let i = loop {
+                        match pool.free.lock().expect("lock").pop() {
+                            Some(i) => break i,
+                            None => thread::yield_now(),
+                        }
                     };
-                    take(&pool.conns[i], shared);
-                    pool.conns[i].owner.store(t + 1, Ordering::SeqCst);
+                    if hold(&pool.conns[i], t) {
+                        shared.fetch_add(1, Ordering::Relaxed);
+                    }
                     let times = if double(t, loan) { 2 } else { 1 };
                     for _ in 0..times {
-                        // Given back by a thread that no longer holds it: the harm.
-                        if pool.conns[i].owner.swap(0, Ordering::SeqCst) != t + 1 {
-                            returned_twice.fetch_add(1, Ordering::Relaxed);
-                        }
-                        pool.conns[i].held.store(false, Ordering::SeqCst);
                         pool.free.lock().expect("lock").push(i);
                         releases.fetch_add(1, Ordering::Relaxed);
                     }
@@ -80,7 +80,7 @@ fn naive() -> (u64, u64, u64) {
             });
         }
     });
-    (returned_twice.into_inner(), shared.into_inner(), releases.into_inner())
+    (shared.into_inner(), releases.into_inner())
 }
 
 #[derive(Debug)]
@@ -94,51 +94,52 @@ impl idem_pool::Manager for Manager {
     }
 }
 
-/// Returns (connections the pool took back twice, loans that found theirs held, releases).
-fn idem() -> (u64, u64, u64) {
+/// Returns (loans that shared their connection, releases, second releases, second releases
+/// the pool answered as the first: refused as double releases).
+fn idem() -> (u64, u64, u64, u64) {
     let pool = idem_pool::Pool::builder().max_size(CONNECTIONS).build(Manager).expect("config");
     let (shared, releases) = (AtomicU64::new(0), AtomicU64::new(0));
+    let seconds = AtomicU64::new(0);
+    let start = Barrier::new(THREADS as usize);
     thread::scope(|s| {
         for t in 0..THREADS {
-            let (pool, shared, releases) = (&pool, &shared, &releases);
+            let (pool, shared, releases, start) = (&pool, &shared, &releases, &start);
+            let seconds = &seconds;
             s.spawn(move || {
+                start.wait();
                 for loan in 0..LOANS_PER_THREAD {
                     let mut conn = pool.get().expect("a connection");
-                    take(&conn, shared);
-                    conn.held.store(false, Ordering::SeqCst);
+                    if hold(&conn, t) {
+                        shared.fetch_add(1, Ordering::Relaxed);
+                    }
                     let times = if double(t, loan) { 2 } else { 1 };
                     for _ in 0..times {
                         conn.release();
                         releases.fetch_add(1, Ordering::Relaxed);
                     }
+                    seconds.fetch_add(times - 1, Ordering::Relaxed);
                 }
             });
         }
     });
-    // Every release beyond one per loan was refused as a double release: the pool took
-    // each connection back once.
-    let releases = releases.into_inner();
-    let returned_twice = releases - pool.state().double_releases - THREADS * LOANS_PER_THREAD;
-    (returned_twice, shared.into_inner(), releases)
+    let refused = pool.state().double_releases;
+    (shared.into_inner(), releases.into_inner(), seconds.into_inner(), refused)
 }
 
 fn main() {
-    let (naive_twice, naive_shared, naive_releases) = naive();
-    let (idem_twice, idem_shared, idem_releases) = idem();
-    assert_eq!((idem_twice, idem_shared), (0, 0), "idem never takes a connection back twice");
-    println!("loans that found their connection already held: naive {naive_shared}, idem 0");
-    let (scenario, effect, attempt) = (
-        format!("loans, {DOUBLE_PERCENT}% released twice"),
-        "connections given back twice",
-        "releases",
-    );
-    let (intents, attempts, without, with) =
-        (THREADS * LOANS_PER_THREAD, naive_releases.max(idem_releases), naive_twice, idem_twice);
-    println!(
-        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
-         operations ({attempts} {attempt})"
-    );
-    println!(
-        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
-    );
+    let (naive_shared, naive_releases) = naive();
+    let (idem_shared, idem_releases, seconds, refused) = idem();
+    assert_eq!(idem_shared, 0, "no loan of idem's pool shares its connection");
+    idem_testkit::storm::Row {
+        scenario: format!("loans, {DOUBLE_PERCENT}% released twice"),
+        intents: THREADS * LOANS_PER_THREAD,
+        attempts: naive_releases.max(idem_releases),
+        without: naive_shared,
+        with: idem_shared,
+        effect: "loans that shared a connection".into(),
+        attempt: "releases".into(),
+        repeats: seconds,
+        same: refused,
+    }
+    .print();
 }

@@ -233,7 +233,8 @@ impl<M> Builder<M> {
     }
 
     /// The clock that lifetimes, idle timeouts and leaks are measured by; default
-    /// [`SystemClock`]. Tests pass a [`ManualClock`](idem_core::ManualClock).
+    /// idem-core's `SystemClock`. Tests pass its `ManualClock`. (Named, not linked: with
+    /// `cargo doc --no-deps` a link into idem-core would have nowhere to go.)
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.config.clock = clock;

@@ -63,6 +63,11 @@
 //! `tracing` (off by default): a `checkout` span per `get`, and warnings for a failed
 //! checkout (with its cause), a stale release and suspected leaks.
 
+/// The README's examples, compiled and run as doctests, so a reader's first program works.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod config;
 mod conn;
 mod manager;

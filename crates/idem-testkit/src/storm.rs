@@ -122,6 +122,126 @@ pub fn run(list: &[u64], threads: usize, attempt: impl Fn(u64) + Sync) {
     });
 }
 
+/// The environment variable `cargo xtask demo` sets for the storms it runs: with it set to
+/// `1`, [`Row::print`] adds the tab-separated line the demo's table reads. A person running
+/// an example from a README sees only the sentence.
+pub const TABLE_LINE_ENV: &str = "IDEM_DEMO_TABLE";
+
+/// Every answer each intent got, held against the first one it got: the second half of the
+/// invariant, "a repeat returns the original answer", counted where the answers arrive.
+///
+/// An answer is anything hashable that a caller would compare (a charge id, a response
+/// body, a stored value). The first answer an intent gets is its original, whichever
+/// thread it arrived on; each later one is a repeat, counted as the same when it hashes
+/// the same. Lock-free: the storm's threads record beside each other.
+#[derive(Debug)]
+pub struct Answers {
+    /// Each intent's first answer's hash, 0 while it has none (a hash of 0 is kept as 1).
+    first: Vec<std::sync::atomic::AtomicU64>,
+    repeats: std::sync::atomic::AtomicU64,
+    same: std::sync::atomic::AtomicU64,
+}
+
+impl Answers {
+    /// Room for the intents `0..intents`.
+    pub fn new(intents: u64) -> Self {
+        Self {
+            first: (0..intents).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            repeats: std::sync::atomic::AtomicU64::new(0),
+            same: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Records that `intent` was answered `answer`.
+    ///
+    /// # Panics
+    ///
+    /// If `intent` is not below the `intents` this was made for.
+    pub fn answer(&self, intent: u64, answer: &impl std::hash::Hash) {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        // ORDERING: argued below, where the slot is claimed.
+        use std::sync::atomic::Ordering::Relaxed;
+        // A hasher with fixed keys: the same answer hashes the same in every thread.
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(answer).max(1);
+        let slot = usize::try_from(intent).ok().and_then(|i| self.first.get(i));
+        let slot = slot.unwrap_or_else(|| panic!("intent {intent} is past the storm's intents"));
+        // ORDERING: Relaxed throughout: each counter and slot is one atomic read-modify-
+        // write, and the totals are read after the storm's threads are joined (the join
+        // orders them); no other memory is published through these.
+        match slot.compare_exchange(0, hash, Relaxed, Relaxed) {
+            Ok(_) => {}
+            Err(original) => {
+                self.repeats.fetch_add(1, Relaxed);
+                if original == hash {
+                    self.same.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Whether `intent` has had an answer (false past the intents).
+    pub fn answered(&self, intent: u64) -> bool {
+        // ORDERING: Relaxed, as in `answer`: read after the threads that answered joined.
+        let slot = usize::try_from(intent).ok().and_then(|i| self.first.get(i));
+        slot.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed) != 0)
+    }
+
+    /// The answers that came after an intent's first.
+    pub fn repeats(&self) -> u64 {
+        // ORDERING: Relaxed, as in `answer`.
+        self.repeats.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The repeats answered with their intent's original answer.
+    pub fn same(&self) -> u64 {
+        // ORDERING: Relaxed, as in `answer`.
+        self.same.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// One storm's figures, as the demo's table shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// What the storm does, at most 36 characters (the table's column).
+    pub scenario: String,
+    /// The operations meant to happen once.
+    pub intents: u64,
+    /// What the storm sent, retries and redeliveries included.
+    pub attempts: u64,
+    /// Effects without idem: the same code done naively.
+    pub without: u64,
+    /// Effects with idem.
+    pub with: u64,
+    /// What an effect is.
+    pub effect: String,
+    /// What an attempt is.
+    pub attempt: String,
+    /// The repeats idem answered (answers after an intent's first).
+    pub repeats: u64,
+    /// Of those, the ones answered with the original answer.
+    pub same: u64,
+}
+
+impl Row {
+    /// Prints the row as a sentence, and as the demo's tab-separated line when
+    /// [`TABLE_LINE_ENV`] is `1`.
+    pub fn print(&self) {
+        let Row { scenario, intents, attempts, without, with, effect, attempt, repeats, same } =
+            self;
+        println!(
+            "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} \
+             intended operations ({attempts} {attempt}); with idem, {same} of {repeats} \
+             repeats answered with the original"
+        );
+        if std::env::var(TABLE_LINE_ENV).is_ok_and(|v| v == "1") {
+            println!(
+                "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t\
+                 {attempt}\t{repeats}\t{same}"
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +287,23 @@ mod tests {
         let plan =
             Plan { intents: 1, retry_percent: 100, retries: Retries::UntilAnswered, seed: 1 };
         plan.attempts();
+    }
+
+    #[test]
+    fn answers_count_repeats_against_the_first_answer_of_each_intent() {
+        let answers = Answers::new(3);
+        answers.answer(0, &"ch_1");
+        answers.answer(0, &"ch_1");
+        answers.answer(1, &7u64);
+        answers.answer(0, &"ch_2");
+        answers.answer(1, &7u64);
+        assert_eq!((answers.repeats(), answers.same()), (3, 2));
+        assert!(answers.answered(1) && !answers.answered(2) && !answers.answered(3));
+    }
+
+    #[test]
+    #[should_panic(expected = "intent 3 is past the storm's intents")]
+    fn an_answer_past_the_intents_names_the_intent() {
+        Answers::new(3).answer(3, &0u8);
     }
 }

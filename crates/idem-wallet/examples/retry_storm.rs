@@ -3,11 +3,14 @@
 //! redelivery), from four threads at once.
 //!
 //! Naive: a ledger that applies every delivery. idem: `Wallet::create_transfers` with the
-//! transfer's id. Prints one line for `cargo xtask demo` (money moved per intended
-//! transfer: naive > 1, idem exactly 1) and a second showing that money is conserved.
+//! transfer's id. A repeat is answered `Exists`, and the transfer it names is the one its
+//! first delivery created (the same timestamp). Prints a sentence (and, for `cargo xtask
+//! demo`, its line: money moved per intended transfer, naive > 1, idem exactly 1) and a
+//! second showing that money is conserved.
 
 use std::sync::Mutex;
 
+use idem_testkit::storm::{Answers, Row};
 use idem_wallet::{NewAccount, Transfer, TransferResult, Wallet};
 
 const INTENTS: u128 = 10_000;
@@ -83,12 +86,17 @@ fn main() {
         .map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() })
         .collect();
     wallet.create_accounts(&accounts).expect("batch").all_applied().expect("applied");
+    let answers = Answers::new(INTENTS as u64 + 1);
     storm(&list, |ids| {
         let batch: Vec<Transfer> = ids.iter().map(|id| transfer(*id)).collect();
         let results = wallet.create_transfers(&batch).expect("batch");
-        assert!(
-            results.iter().all(|r| matches!(r, TransferResult::Created | TransferResult::Exists))
-        );
+        for (id, result) in ids.iter().zip(results.iter()) {
+            // What the client hears: applied (first as Created, then as Exists), and the
+            // transfer that stands for its id.
+            let applied = matches!(result, TransferResult::Created | TransferResult::Exists);
+            let stored = wallet.transfer(*id).map(|t| t.timestamp);
+            answers.answer(*id as u64, &(applied, stored));
+        }
     });
     let idem_moved: u128 =
         (1..=ACCOUNTS).map(|id| wallet.account(id).map_or(0, |a| a.credits_posted)).sum();
@@ -99,16 +107,18 @@ fn main() {
         .sum();
     wallet.assert_invariants();
     assert_eq!(idem_moved, INTENTS, "each intended transfer moved its money exactly once");
-    let (scenario, effect, attempt) =
-        (format!("transfers, {RETRY_PERCENT}% redelivered"), "units moved", "deliveries");
-    let (intents, attempts, without, with) = (INTENTS, list.len(), naive_moved_total, idem_moved);
-    println!(
-        "{scenario}: {without} {effect} without idem, {with} with idem, for {intents} intended \
-         operations ({attempts} {attempt})"
-    );
-    println!(
-        "retry_storm\t{scenario}\t{intents}\t{attempts}\t{without}\t{with}\t{effect}\t{attempt}"
-    );
+    Row {
+        scenario: format!("transfers, {RETRY_PERCENT}% redelivered"),
+        intents: INTENTS as u64,
+        attempts: list.len() as u64,
+        without: naive_moved_total as u64,
+        with: idem_moved as u64,
+        effect: "units moved".into(),
+        attempt: "deliveries".into(),
+        repeats: answers.repeats(),
+        same: answers.same(),
+    }
+    .print();
     // Both ledgers are double-entry, so both conserve money; only the naive one moved it
     // more than once.
     println!("money conserved: naive net {}, idem net {net}", naive.iter().sum::<i128>());

@@ -118,6 +118,11 @@
 //! `tracing` (off by default): a span per batch and one event counting what it created,
 //! replayed and failed; a warning for a torn tail cut at open.
 
+/// The README's examples, compiled and run as doctests, so a reader's first program works.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod durable;
 mod ledger;
 mod query;
