@@ -2193,8 +2193,15 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "storm-answers-take-any-repeat-as-the-original",
         file: "crates/idem-testkit/src/storm.rs",
-        from: "                if original == hash {",
-        to: "                if original != 0 {",
+        from: "            if original == hash {",
+        to: "            if original != 0 {",
+        check: test("idem-testkit", "", "lib", "answers_count_repeats"),
+    },
+    Mutant {
+        name: "storm-answers-take-every-intent-as-answered",
+        file: "crates/idem-testkit/src/storm.rs",
+        from: "self.slot(intent).is_some_and(|s| s.load(Relaxed) != 0)",
+        to: "self.slot(intent).is_some()",
         check: test("idem-testkit", "", "lib", "answers_count_repeats"),
     },
     Mutant {

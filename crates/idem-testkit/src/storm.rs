@@ -20,6 +20,10 @@
 //! assert_eq!(attempts.into_inner(), list.len() as u64);
 //! ```
 
+use std::sync::atomic::AtomicU64;
+// ORDERING: only `Answers` uses it; argued at its impl.
+use std::sync::atomic::Ordering::Relaxed;
+
 /// An attempt changes places with one of this many positions at or before it, so the
 /// shuffle moves retries only a little.
 const SHUFFLE_SPAN: u64 = 8;
@@ -137,19 +141,23 @@ pub const TABLE_LINE_ENV: &str = "IDEM_DEMO_TABLE";
 #[derive(Debug)]
 pub struct Answers {
     /// Each intent's first answer's hash, 0 while it has none (a hash of 0 is kept as 1).
-    first: Vec<std::sync::atomic::AtomicU64>,
-    repeats: std::sync::atomic::AtomicU64,
-    same: std::sync::atomic::AtomicU64,
+    first: Vec<AtomicU64>,
+    repeats: AtomicU64,
+    same: AtomicU64,
 }
 
+// ORDERING: Relaxed throughout `Answers`: each counter and slot is one atomic
+// read-modify-write or load, and the totals are read after the storm's threads are joined
+// (the join orders them); no other memory is published through these.
 impl Answers {
     /// Room for the intents `0..intents`.
     pub fn new(intents: u64) -> Self {
-        Self {
-            first: (0..intents).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
-            repeats: std::sync::atomic::AtomicU64::new(0),
-            same: std::sync::atomic::AtomicU64::new(0),
-        }
+        let first = (0..intents).map(|_| AtomicU64::new(0)).collect();
+        Self { first, repeats: AtomicU64::new(0), same: AtomicU64::new(0) }
+    }
+
+    fn slot(&self, intent: u64) -> Option<&AtomicU64> {
+        usize::try_from(intent).ok().and_then(|i| self.first.get(i))
     }
 
     /// Records that `intent` was answered `answer`.
@@ -159,43 +167,35 @@ impl Answers {
     /// If `intent` is not below the `intents` this was made for.
     pub fn answer(&self, intent: u64, answer: &impl std::hash::Hash) {
         use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        // ORDERING: argued below, where the slot is claimed.
-        use std::sync::atomic::Ordering::Relaxed;
         // A hasher with fixed keys: the same answer hashes the same in every thread.
         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(answer).max(1);
-        let slot = usize::try_from(intent).ok().and_then(|i| self.first.get(i));
+        let slot = self.slot(intent);
         let slot = slot.unwrap_or_else(|| panic!("intent {intent} is past the storm's intents"));
-        // ORDERING: Relaxed throughout: each counter and slot is one atomic read-modify-
-        // write, and the totals are read after the storm's threads are joined (the join
-        // orders them); no other memory is published through these.
-        match slot.compare_exchange(0, hash, Relaxed, Relaxed) {
-            Ok(_) => {}
-            Err(original) => {
-                self.repeats.fetch_add(1, Relaxed);
-                if original == hash {
-                    self.same.fetch_add(1, Relaxed);
-                }
+        // ORDERING: Relaxed, argued at the impl.
+        if let Err(original) = slot.compare_exchange(0, hash, Relaxed, Relaxed) {
+            self.repeats.fetch_add(1, Relaxed);
+            if original == hash {
+                self.same.fetch_add(1, Relaxed);
             }
         }
     }
 
     /// Whether `intent` has had an answer (false past the intents).
     pub fn answered(&self, intent: u64) -> bool {
-        // ORDERING: Relaxed, as in `answer`: read after the threads that answered joined.
-        let slot = usize::try_from(intent).ok().and_then(|i| self.first.get(i));
-        slot.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed) != 0)
+        // ORDERING: Relaxed, argued at the impl.
+        self.slot(intent).is_some_and(|s| s.load(Relaxed) != 0)
     }
 
     /// The answers that came after an intent's first.
     pub fn repeats(&self) -> u64 {
-        // ORDERING: Relaxed, as in `answer`.
-        self.repeats.load(std::sync::atomic::Ordering::Relaxed)
+        // ORDERING: Relaxed, argued at the impl.
+        self.repeats.load(Relaxed)
     }
 
     /// The repeats answered with their intent's original answer.
     pub fn same(&self) -> u64 {
-        // ORDERING: Relaxed, as in `answer`.
-        self.same.load(std::sync::atomic::Ordering::Relaxed)
+        // ORDERING: Relaxed, argued at the impl.
+        self.same.load(Relaxed)
     }
 }
 
