@@ -224,6 +224,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "limits::past_waiters"),
     },
     Mutant {
+        name: "http-decision-sent-to-a-gone-request-kept-held",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if self.taken {\n            return;\n        }\n",
+        to: "        if self.taken || !self.taken {\n            return;\n        }\n",
+        check: test("idem-http", "", "it", "runs::a_client_that_leaves_as_its_claim"),
+    },
+    Mutant {
         name: "http-method-left-out-of-the-fingerprint",
         file: "crates/idem-http/src/layer.rs",
         from: "        .str(\"method\", parts.method.as_str())\n",

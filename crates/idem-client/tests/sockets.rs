@@ -215,9 +215,11 @@ async fn a_streamed_body_is_refused_before_anything_is_sent() {
 /// such (retry the same intent, never a new one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_its_deadline_an_intent_is_an_unknown_outcome() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let nobody = closed.local_addr().expect("bound");
-    drop(closed);
+    // Bound and never listening: a connect is refused, and no listener of another test
+    // can take the port while this one runs.
+    let refusing = tokio::net::TcpSocket::new_v4().expect("a socket");
+    refusing.bind("127.0.0.1:0".parse().expect("an address")).expect("a port");
+    let nobody = refusing.local_addr().expect("bound");
     let policy = RetryPolicy::builder()
         .deadline(Duration::from_millis(300))
         .pauses(Duration::from_millis(10), Duration::from_millis(50))

@@ -745,10 +745,18 @@ fn replay<RB>(
 }
 
 /// Claims on a task of its own, and waits for the decision. If this future is dropped
-/// while the claim is being written (the client left; the store may still commit it), the
-/// task gives a fresh claim back, since no handler ran: the client's retry then runs at
+/// before it took the decision (the client left; the store may still commit the claim),
+/// a fresh claim is given back, since no handler ran: the client's retry then runs at
 /// once instead of waiting out the lease. A recovered claim is left in flight, as any
 /// recovered claim whose run did nothing.
+///
+/// RACE (the decision's send against this future's drop): the claim's task may send the
+/// decision after this future was dropped (the send fails and the task gives the claim
+/// back) or before it (the decision waits in the channel, and [`Untaken`] finds it there
+/// when dropped). The drop closes the channel before it looks, so exactly one of the
+/// two sees a fresh lease: it is given back once, never twice, never left held. Forced
+/// in both orders by idem-http's tests (`runs::a_client_that_leaves_...`), and met over
+/// sockets by the client that retries on timeouts.
 async fn decide_detached<St, F>(
     state: &Arc<LayerState<St, F>>,
     key: ScopedKey,
@@ -759,18 +767,73 @@ where
     F: Send + Sync + 'static,
 {
     let (decided, decision) = tokio::sync::oneshot::channel();
-    let state = Arc::clone(state);
+    let claiming = Arc::clone(state);
     tokio::spawn(async move {
-        let claimed = state.decide(key, fingerprint).await;
+        let claimed = claiming.decide(key, fingerprint).await;
         if let Err(Decision::Run(lease, false, _)) = decided.send(claimed) {
-            let released = state.store.release(&lease).await;
-            if released.is_ok() {
-                state.counters.count(Count::Released);
-            }
-            state.settled("release", released);
+            give_back(&claiming, &lease).await;
         }
     });
-    decision.await.unwrap_or_else(|_| Decision::Answer(claim_failed()))
+    let untaken = Untaken { decision, taken: false, state: Arc::clone(state) };
+    untaken.await.unwrap_or_else(|_| Decision::Answer(claim_failed()))
+}
+
+/// A fresh claim whose handler never ran, given back so that a retry runs at once.
+async fn give_back<St, F>(state: &LayerState<St, F>, lease: &Lease)
+where
+    St: AsyncKeyStore<StoredResponse>,
+{
+    let released = state.store.release(lease).await;
+    if released.is_ok() {
+        state.counters.count(Count::Released);
+    }
+    state.settled("release", released);
+}
+
+/// The decision's receiving end while [`decide_detached`] waits on it. Dropped before
+/// it took the decision, it closes the channel and gives back a fresh claim that was
+/// already sent (see the RACE there). Outside a runtime (it shut down) nothing can be
+/// given back: the lease runs out and a retry recovers the key.
+struct Untaken<St, F>
+where
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
+{
+    decision: tokio::sync::oneshot::Receiver<Decision>,
+    taken: bool,
+    state: Arc<LayerState<St, F>>,
+}
+
+impl<St, F> Future for Untaken<St, F>
+where
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
+{
+    type Output = Result<Decision, tokio::sync::oneshot::error::RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.decision).poll(cx);
+        this.taken = polled.is_ready();
+        polled
+    }
+}
+
+impl<St, F> Drop for Untaken<St, F>
+where
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
+{
+    fn drop(&mut self) {
+        if self.taken {
+            return;
+        }
+        self.decision.close();
+        let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let state = Arc::clone(&self.state);
+        runtime.spawn(async move { give_back(&state, &lease).await });
+    }
 }
 
 /// The answer when the claim's own task ended without a decision (it panicked).

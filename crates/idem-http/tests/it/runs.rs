@@ -587,6 +587,28 @@ async fn a_client_that_leaves_during_its_claim_leaves_no_key_behind() {
     assert_eq!(stats.stats().released, 1);
 }
 
+/// A client that leaves the moment its claim is answered (the decision sent to it, not yet
+/// taken): no handler ran, so the fresh claim is given back when the request is dropped,
+/// and the client's retry runs at once instead of waiting out the lease.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_leaves_as_its_claim_is_answered_leaves_no_key_behind() {
+    use std::future::Future;
+    let (route, finished) = slow(Duration::from_millis(10));
+    let bent = Bent::new(store(), Renewals::Work, Duration::from_millis(100));
+    let (router, stats) = behind(bent, route, config(|c| c));
+    let mut request = Box::pin(router.clone().oneshot(charge(Some("k1"), "x")));
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(request.as_mut().poll(cx)));
+    assert!(first.await.is_pending(), "the claim takes 100 ms to answer");
+    // The claim's answer comes and is sent to the request, which is never polled again.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(stats.stats().released, 0, "the claim's task sent its decision");
+    drop(request);
+    crate::yield_until("the claim given back", || stats.stats().released == 1).await;
+    let retry = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((retry.status, finished.load(Ordering::SeqCst)), (201, 1), "{retry:?}");
+    assert!(!retry.replayed);
+}
+
 /// A client that pauses past `orphan_time_max` in the middle of a streamed response and
 /// then reads on missed frames: its body ends with an error, never as if it were whole.
 #[tokio::test(start_paused = true)]

@@ -327,9 +327,11 @@ async fn a_remote_gateway_is_asked_before_a_recovering_request_charges() {
 /// out a lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_gateway_charged_nothing_and_the_retry_runs_again() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let nobody = closed.local_addr().expect("bound");
-    drop(closed);
+    // Bound and never listening: a connect is refused, and no listener of another test
+    // can take the port while this one runs.
+    let refusing = tokio::net::TcpSocket::new_v4().expect("a socket");
+    refusing.bind("127.0.0.1:0".parse().expect("an address")).expect("a port");
+    let nobody = refusing.local_addr().expect("bound");
     let addr = serve_on_remote(Arc::new(MemoryStore::new(StoreConfig::default())), nobody).await;
     for attempt in 1..=2 {
         let (status, replayed, body) = post(addr, "order-2").await.expect("an answer");
