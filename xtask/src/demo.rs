@@ -135,12 +135,18 @@ fn storm(root: &Path, name: &str, durable: bool) -> Command {
     command
 }
 
-/// A row proves its mechanism when the harm shows without idem and is absent with it:
-/// with idem exactly one effect per intent (none for the pool, whose effect is a harm),
-/// without idem more than that.
+/// A row proves its mechanism when the storm retried, the harm shows without idem and is
+/// absent with it: with idem exactly one effect per intent (none for the pool, whose
+/// effect is a harm), without idem more than that.
 fn check(row: &Row) -> Result {
     let harm_only = row.krate == "idem-pool";
     let expected = if harm_only { 0 } else { row.intents };
+    if row.attempts <= row.intents {
+        return Err(format!(
+            "{}: {} {} for {} intents: the storm retried none of them",
+            row.krate, row.attempts, row.attempt, row.intents
+        ));
+    }
     if row.idem != expected {
         return Err(format!(
             "{}: {} {} with idem, expected {expected}",
@@ -268,7 +274,8 @@ fn legend(rows: &[Row]) -> String {
          retried = sent once more (a retry of a timeout, a redelivery, a double click); \
          repeats = the answers idem gave after an intent's first, and same = those equal to \
          the first (the other half of the invariant: a repeat returns the original answer; \
-         for the pool, a second release left where the first put it).\n",
+         for the pool, a second release refused, the connection left where the first put \
+         it, even when another borrower holds it by then).\n",
     );
     for r in rows {
         text.push_str(&format!("  {}: effect = {}; attempt = {}\n", r.krate, r.effect, r.attempt));
@@ -317,5 +324,12 @@ mod tests {
         assert!(check(&row("idem-pool", 5, 1, 3, 3)).is_err(), "a harm with idem");
         assert!(check(&row("idem-core", 10, 10, 3, 3)).is_err(), "naive as good as idem");
         assert!(check(&row("idem-core", 13, 11, 3, 3)).is_err(), "a second effect with idem");
+    }
+
+    #[test]
+    fn a_storm_that_retried_nothing_proves_nothing() {
+        let unretried = Row { attempts: 10, ..row("idem-core", 13, 10, 3, 3) };
+        let refused = check(&unretried).expect_err("no intent retried");
+        assert!(refused.contains("retried none"), "{refused}");
     }
 }

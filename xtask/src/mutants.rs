@@ -2212,6 +2212,27 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-testkit", "", "lib", "answers_count_repeats"),
     },
     Mutant {
+        name: "http-replay-headers-drop-the-content-type",
+        file: "crates/idem-http/src/config.rs",
+        from: "replay_headers: vec![http::header::CONTENT_TYPE, http::header::LOCATION],",
+        to: "replay_headers: vec![http::header::LOCATION],",
+        check: Check::Demo,
+    },
+    Mutant {
+        name: "demo-check-takes-a-storm-that-retried-nothing",
+        file: "xtask/src/demo.rs",
+        from: "    if row.attempts <= row.intents {\n",
+        to: "    if row.attempts < row.intents {\n",
+        check: test("xtask", "", "bin", "demo::tests"),
+    },
+    Mutant {
+        name: "pool-stale-loan-release-uncounted",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "            state.counters.stale_releases += 1;\n            drop(state);\n",
+        to: "            drop(state);\n",
+        check: Check::Demo,
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

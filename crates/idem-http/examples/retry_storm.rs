@@ -68,9 +68,12 @@ fn client() -> Client {
     tower::Layer::layer(&layer, hyper)
 }
 
+/// What a client is told: the status, the content type and the body. A replay must tell
+/// all three as the first answer did (it adds only `Idempotent-Replayed`).
+type Told = (u16, Option<http::HeaderValue>, Bytes);
+
 /// One `POST /checkout` for intent `i` through idem-client: its key made from the intent.
-/// Returns the status and the body.
-async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> (u16, Bytes) {
+async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> Told {
     use tower::{Service, ServiceExt};
     let mut request = http::Request::post(format!("http://{addr}/checkout"))
         .header("content-type", "application/x-www-form-urlencoded")
@@ -81,7 +84,8 @@ async fn post_with(client: &Client, addr: SocketAddr, i: u64) -> (u16, Bytes) {
     let mut client = client.clone();
     let response = client.ready().await.expect("ready").call(request).await.expect("an answer");
     let status = response.status().as_u16();
-    (status, response.into_body().collect().await.expect("a body").to_bytes())
+    let content_type = response.headers().get(http::header::CONTENT_TYPE).cloned();
+    (status, content_type, response.into_body().collect().await.expect("a body").to_bytes())
 }
 
 /// Runs the storm against a fresh service in `mode`; returns the charges it made. With
@@ -100,9 +104,9 @@ async fn storm(mode: app::Mode, list: Arc<Vec<u64>>, answers: Arc<Answers>) -> u
                     let status = match mode {
                         app::Mode::Naive => post(addr, i).await,
                         app::Mode::Idempotent => {
-                            let (status, body) = post_with(&client, addr, i).await;
-                            answers.answer(i, &body);
-                            status
+                            let told = post_with(&client, addr, i).await;
+                            answers.answer(i, &told);
+                            told.0
                         }
                     };
                     assert!(status == 201 || status == 200, "intent {i}: {status}");

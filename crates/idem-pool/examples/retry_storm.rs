@@ -1,17 +1,21 @@
-//! Cleanup paths that release twice: four threads borrow connections from a pool of four,
-//! and in 30% of the loans a second cleanup path (an error handler, a retried cleanup)
-//! releases the same connection again.
+//! Cleanup paths that release twice: four threads borrow connections from a pool of four, and in
+//! 30% of the loans a second cleanup path (an error handler, a retried cleanup) releases the same
+//! connection again.
 //!
-//! Naive: a free list that pushes whatever is released. The second release puts the
-//! connection on the list a second time, so two borrowers can pop it: each loan then
-//! shares its connection with another borrower, the harm of a double release in a real
-//! pool (two requests' statements interleaved on one session). Every loan holds its
-//! connection across a yield, as a query would, and the harm is counted where it happens:
-//! a loan that found its connection already held, or whose connection another borrower
-//! took while it held it. idem: the second release is a counted no-op, no loan ever
-//! shares, and each second release is answered as the first was (the connection stays
-//! where the first put it). Prints a sentence (and, for `cargo xtask demo`, its line).
+//! Naive: a free queue (first in, first out, as a fair pool lends) that takes whatever is released.
+//! The second release puts the connection in the queue a second time, so two borrowers can take it:
+//! each loan then shares its connection with another borrower, the harm of a double release in a
+//! real pool (two requests' statements interleaved on one session). Every loan holds its connection
+//! until all four threads hold theirs (a round), as a query would, so the harm shows however the
+//! threads are scheduled, and it is counted where it happens: a loan that found its connection
+//! already held, or whose connection another borrower took while it held it. idem: the second
+//! release is a counted no-op, no loan ever shares, and each second release is answered as the
+//! first was (the connection stays where the first put it). Half the second releases come from the
+//! guard, half from a clone of a detached loan released in the next round, when another borrower
+//! may hold the connection: the pool tells the stale release by the slot's generation. Prints a
+//! sentence (and, for `cargo xtask demo`, its line).
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -29,12 +33,14 @@ struct Conn {
     owner: AtomicU64,
 }
 
-/// One loan of `conn` by thread `t`, held across a yield; returns whether another
-/// borrower shared it: it was already held when this loan took it, or someone else had
-/// taken it by the time this loan ended.
-fn hold(conn: &Conn, t: u64) -> bool {
+/// One loan of `conn` by thread `t`, held until every thread holds its loan of the round
+/// (`round`), as a query holds its session; returns whether another borrower shared it:
+/// it was already held when this loan took it, or someone else had taken it by the time
+/// this loan ended. `meanwhile` runs while every loan of the round is held.
+fn hold(conn: &Conn, t: u64, round: &Barrier, meanwhile: impl FnOnce()) -> bool {
     let before = conn.owner.swap(t + 1, Ordering::SeqCst);
-    thread::yield_now();
+    round.wait();
+    meanwhile();
     let after = conn.owner.swap(0, Ordering::SeqCst);
     before != 0 || after != t + 1
 }
@@ -44,7 +50,7 @@ fn double(thread: u64, loan: u64) -> bool {
 }
 
 struct NaivePool {
-    free: Mutex<Vec<usize>>,
+    free: Mutex<VecDeque<usize>>,
     conns: Vec<Conn>,
 }
 
@@ -55,25 +61,24 @@ fn naive() -> (u64, u64) {
         conns: (0..CONNECTIONS).map(|_| Conn::default()).collect(),
     };
     let (shared, releases) = (AtomicU64::new(0), AtomicU64::new(0));
-    let start = Barrier::new(THREADS as usize);
+    let round = Barrier::new(THREADS as usize);
     thread::scope(|s| {
         for t in 0..THREADS {
-            let (pool, shared, releases, start) = (&pool, &shared, &releases, &start);
+            let (pool, shared, releases, round) = (&pool, &shared, &releases, &round);
             s.spawn(move || {
-                start.wait();
                 for loan in 0..LOANS_PER_THREAD {
                     let i = loop {
-                        match pool.free.lock().expect("lock").pop() {
+                        match pool.free.lock().expect("lock").pop_front() {
                             Some(i) => break i,
                             None => thread::yield_now(),
                         }
                     };
-                    if hold(&pool.conns[i], t) {
+                    if hold(&pool.conns[i], t, round, || {}) {
                         shared.fetch_add(1, Ordering::Relaxed);
                     }
                     let times = if double(t, loan) { 2 } else { 1 };
                     for _ in 0..times {
-                        pool.free.lock().expect("lock").push(i);
+                        pool.free.lock().expect("lock").push_back(i);
                         releases.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -95,34 +100,53 @@ impl idem_pool::Manager for Manager {
 }
 
 /// Returns (loans that shared their connection, releases, second releases, second releases
-/// the pool answered as the first: refused as double releases).
+/// the pool answered as the first: refused as double or stale releases).
 fn idem() -> (u64, u64, u64, u64) {
     let pool = idem_pool::Pool::builder().max_size(CONNECTIONS).build(Manager).expect("config");
     let (shared, releases) = (AtomicU64::new(0), AtomicU64::new(0));
     let seconds = AtomicU64::new(0);
-    let start = Barrier::new(THREADS as usize);
+    let round = Barrier::new(THREADS as usize);
     thread::scope(|s| {
         for t in 0..THREADS {
-            let (pool, shared, releases, start) = (&pool, &shared, &releases, &start);
+            let (pool, shared, releases, round) = (&pool, &shared, &releases, &round);
             let seconds = &seconds;
             s.spawn(move || {
-                start.wait();
+                // A detached loan's late clone, released in the next round, while its
+                // connection may be lent to another borrower.
+                let mut late: Option<idem_pool::Loan<Manager>> = None;
                 for loan in 0..LOANS_PER_THREAD {
                     let mut conn = pool.get().expect("a connection");
-                    if hold(&conn, t) {
+                    let stale = late.take();
+                    let release_stale = || {
+                        if let Some(stale) = stale {
+                            stale.release();
+                        }
+                    };
+                    if hold(&conn, t, round, release_stale) {
                         shared.fetch_add(1, Ordering::Relaxed);
                     }
-                    let times = if double(t, loan) { 2 } else { 1 };
-                    for _ in 0..times {
+                    let twice = double(t, loan);
+                    if twice && loan % 2 == 0 {
+                        let detached = conn.into_loan();
+                        late = Some(detached.clone());
+                        detached.release();
+                    } else {
                         conn.release();
-                        releases.fetch_add(1, Ordering::Relaxed);
+                        if twice {
+                            conn.release();
+                        }
                     }
-                    seconds.fetch_add(times - 1, Ordering::Relaxed);
+                    releases.fetch_add(1 + u64::from(twice), Ordering::Relaxed);
+                    seconds.fetch_add(u64::from(twice), Ordering::Relaxed);
+                }
+                if let Some(last) = late {
+                    last.release();
                 }
             });
         }
     });
-    let refused = pool.state().double_releases;
+    let state = pool.state();
+    let refused = state.double_releases + state.stale_releases;
     (shared.into_inner(), releases.into_inner(), seconds.into_inner(), refused)
 }
 
