@@ -226,9 +226,23 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-decision-sent-to-a-gone-request-kept-held",
         file: "crates/idem-http/src/layer.rs",
-        from: "        if self.taken {\n            return;\n        }\n",
-        to: "        if self.taken || !self.taken {\n            return;\n        }\n",
+        from: "        let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else {",
+        to: "        let Ok(Decision::Run(lease, false, _)) = Err::<Decision, ()>(()) else {",
         check: test("idem-http", "", "it", "runs::a_client_that_leaves_as_its_claim"),
+    },
+    Mutant {
+        name: "http-dropped-request-gives-back-a-recovered-claim",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else {",
+        to: "        let Ok(Decision::Run(lease, _, _)) = self.decision.try_recv() else {",
+        check: test("idem-http", "", "it", "runs::a_recovering_client_that_leaves"),
+    },
+    Mutant {
+        name: "http-claim-task-gives-back-a-recovered-claim",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if let Err(Decision::Run(lease, false, _)) = decided.send(claimed) {",
+        to: "        if let Err(Decision::Run(lease, _, _)) = decided.send(claimed) {",
+        check: test("idem-http", "", "it", "runs::a_recovering_client_that_leaves"),
     },
     Mutant {
         name: "http-method-left-out-of-the-fingerprint",
@@ -2111,6 +2125,20 @@ const CATALOGUE: &[Mutant] = &[
         from: "    align_task_ids();\n",
         to: "",
         check: test("idem-sim", "", "worlds", "the_same_seed"),
+    },
+    Mutant {
+        name: "sim-steady-world-recovery-unchecked",
+        file: "crates/idem-sim/src/check.rs",
+        from: "    if shared.plan.steady && !recovered.is_empty() {",
+        to: "    if shared.plan.steady && recovered.is_empty() && false {",
+        check: test("idem-sim", "", "lib", "check::tests::a_recovery"),
+    },
+    Mutant {
+        name: "sim-finds-an-orphan-cancelled-with-its-client",
+        file: "crates/idem-http/src/run.rs",
+        from: "        _ = gone => {}",
+        to: "        _ = gone => return,",
+        check: Check::Sim { seeds: 300 },
     },
     Mutant {
         name: "sim-finds-a-replay-the-hook-never-saw",

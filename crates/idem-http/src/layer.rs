@@ -753,10 +753,12 @@ fn replay<RB>(
 /// RACE (the decision's send against this future's drop): the claim's task may send the
 /// decision after this future was dropped (the send fails and the task gives the claim
 /// back) or before it (the decision waits in the channel, and [`Untaken`] finds it there
-/// when dropped). The drop closes the channel before it looks, so exactly one of the
-/// two sees a fresh lease: it is given back once, never twice, never left held. Forced
-/// in both orders by idem-http's tests (`runs::a_client_that_leaves_...`), and met over
-/// sockets by the client that retries on timeouts.
+/// when dropped). The drop closes the channel before it looks, so a send that lands
+/// during the drop fails (and its task gives back) rather than leaving the decision in a
+/// channel nobody reads: exactly one of the two holds a fresh lease, and gives it back
+/// once. Both orders are forced by idem-http's tests (`runs::a_client_that_leaves_...`);
+/// a send landing between the close and the look is tokio's oneshot's own race, not
+/// forced here.
 async fn decide_detached<St, F>(
     state: &Arc<LayerState<St, F>>,
     key: ScopedKey,
@@ -774,8 +776,10 @@ where
             give_back(&claiming, &lease).await;
         }
     });
-    let untaken = Untaken { decision, taken: false, state: Arc::clone(state) };
-    untaken.await.unwrap_or_else(|_| Decision::Answer(claim_failed()))
+    let runtime = tokio::runtime::Handle::current();
+    let mut untaken = Untaken { decision, state: Arc::clone(state), runtime };
+    let taken = (&mut untaken.decision).await;
+    taken.unwrap_or_else(|_| Decision::Answer(claim_failed()))
 }
 
 /// A fresh claim whose handler never ran, given back so that a retry runs at once.
@@ -790,33 +794,20 @@ where
     state.settled("release", released);
 }
 
-/// The decision's receiving end while [`decide_detached`] waits on it. Dropped before
-/// it took the decision, it closes the channel and gives back a fresh claim that was
-/// already sent (see the RACE there). Outside a runtime (it shut down) nothing can be
-/// given back: the lease runs out and a retry recovers the key.
+/// The decision's receiving end while [`decide_detached`] waits on it. Dropped, it
+/// closes the channel and gives back a fresh claim still waiting in it (see the RACE
+/// there); once the decision was taken, the channel is empty and nothing happens. The
+/// give-back runs on the runtime the request came in on, wherever the drop happens; a
+/// runtime already shutting down drops it unrun, and the lease then runs out for a
+/// retry to recover.
 struct Untaken<St, F>
 where
     St: AsyncKeyStore<StoredResponse> + 'static,
     F: Send + Sync + 'static,
 {
     decision: tokio::sync::oneshot::Receiver<Decision>,
-    taken: bool,
     state: Arc<LayerState<St, F>>,
-}
-
-impl<St, F> Future for Untaken<St, F>
-where
-    St: AsyncKeyStore<StoredResponse> + 'static,
-    F: Send + Sync + 'static,
-{
-    type Output = Result<Decision, tokio::sync::oneshot::error::RecvError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.decision).poll(cx);
-        this.taken = polled.is_ready();
-        polled
-    }
+    runtime: tokio::runtime::Handle,
 }
 
 impl<St, F> Drop for Untaken<St, F>
@@ -825,14 +816,10 @@ where
     F: Send + Sync + 'static,
 {
     fn drop(&mut self) {
-        if self.taken {
-            return;
-        }
         self.decision.close();
         let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         let state = Arc::clone(&self.state);
-        runtime.spawn(async move { give_back(&state, &lease).await });
+        self.runtime.spawn(async move { give_back(&state, &lease).await });
     }
 }
 
@@ -842,7 +829,8 @@ fn claim_failed() -> Problem {
         StatusCode::INTERNAL_SERVER_ERROR,
         "claim-failed",
         "Claim failed",
-        "the server failed while claiming the key; nothing was run. Retry with the same key",
+        "the server failed while claiming the key; nothing was run. Retry with the same key \
+         (if the claim was taken, the retry is answered 409 until its lease runs out)",
     )
 }
 
@@ -906,8 +894,8 @@ where
             self.lease_lost("renew");
         }
         let id = count_store_error(&self.counters, "renew", &error);
-        if !recovering && self.store.release(&lease).await.is_ok() {
-            self.counters.count(Count::Released);
+        if !recovering {
+            give_back(self, &lease).await;
         }
         Decision::Answer(store_unavailable(&id))
     }

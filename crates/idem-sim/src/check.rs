@@ -55,6 +55,14 @@ pub(crate) fn world(
     }
     let keys = intents.iter().flatten().filter(|i| i.path != "/pay").count();
     violations.extend(quota_given_back(store, keys));
+    let recovered = lock(&shared.recovered);
+    if shared.plan.steady && !recovered.is_empty() {
+        violations.push(format!(
+            "a steady world (no server, store or gateway fault) recovered {recovered:?}: a \
+             claim or a run was dropped with its client and left its key held for a lease"
+        ));
+    }
+    drop(recovered);
     for breach in lock(&shared.breaches).iter() {
         violations.push(format!("the store contract broken: {breach}"));
     }
@@ -221,7 +229,11 @@ mod tests {
     }
 
     fn fixture() -> Fixture {
-        let shared = WorldState::new(Plan::draw(&mut Rng::new(1)), Rng::new(2));
+        fixture_on(Plan::draw(&mut Rng::new(1)))
+    }
+
+    fn fixture_on(plan: Plan) -> Fixture {
+        let shared = WorldState::new(plan, Rng::new(2));
         let clock = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1)));
         let config = StoreConfig::builder().lease(LEASE).build().expect("a valid lease");
         let clocks: (Arc<dyn idem_core::Clock>, Arc<dyn idem_core::Clock>) =
@@ -310,6 +322,19 @@ mod tests {
         assert!(found.contains("liveness: intent 1 (order-1) was never answered"), "{found}");
         assert!(found.contains("the layer's claims still in flight"), "{found}");
         assert!(found.contains("fencing tokens of demo-shop/order-1 did not grow"), "{found}");
+    }
+
+    #[test]
+    fn a_recovery_is_a_violation_in_a_steady_world_only() {
+        for steady in [false, true] {
+            let plan = Plan::draw(&mut Rng::new(1));
+            let f = fixture_on(if steady { plan.steadied() } else { plan });
+            let charge = f.charge();
+            f.tell(&charge);
+            f.shared.recovered("server0", &ScopedKey::parse(MERCHANT, "order-1").expect("key"));
+            let found = f.violations().join("\n");
+            assert_eq!(found.contains("a steady world"), steady, "{found}");
+        }
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub const CALM_LIMIT: Duration = Duration::from_secs(90);
 pub const DRAIN: Duration = Duration::from_secs(8);
 /// The most intents one client pays for.
 pub const INTENTS_MAX: u64 = 3;
+/// One world in this many is steady: its servers, store and gateway never fail, and only
+/// its clients and network misbehave (see [`Plan::steadied`]).
+pub const STEADY_ONE_IN: u64 = 6;
 
 /// A rate in parts per million.
 pub type PerMillion = u32;
@@ -25,6 +28,9 @@ pub type PerMillion = u32;
 /// The shape of a world and how often each fault strikes.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Whether the servers, the store and the gateway never fail in this world: no key
+    /// may then be left held for a recovery (see [`Plan::steadied`]).
+    pub steady: bool,
     /// Servers behind the clients, all on one store and one gateway.
     pub servers: usize,
     /// Client hosts; each pays for its intents one after the other.
@@ -102,6 +108,7 @@ impl Plan {
             u32::try_from(rng.below(u64::from(ceiling) + 1)).unwrap_or(ceiling)
         };
         let plan = Self {
+            steady: false,
             servers,
             clients,
             intents,
@@ -139,6 +146,33 @@ impl Plan {
             client_timeout: rng.duration(Duration::from_millis(300), Duration::from_secs(4)),
             check_lag: rng.duration(Duration::ZERO, Duration::from_millis(1_500)),
             ..plan
+        }
+    }
+
+    /// This plan with every fault of the servers, the store and the gateway taken out:
+    /// no crash, cut, failed, lost or hung store call, clock jump, slow handler, lost
+    /// charge or request, or cut receipt; store calls are still delayed, by a tenth of a
+    /// second at most (the seam's `STEADY_DELAY_MAX`). What is left is the clients' and the
+    /// network's: partitions, holds, latency, timeouts, early, concurrent and late
+    /// retries, reused keys, oversized bodies, stalled readers, refusals and declines.
+    /// In such a world a key is left held only by a claim or a run dropped with its
+    /// client, which the checks count as a violation: a recovery where nothing failed.
+    pub fn steadied(self) -> Self {
+        Self {
+            steady: true,
+            crash: 0,
+            clock_jump: 0,
+            store_cut: 0,
+            store_fail_before: 0,
+            store_fail_after: 0,
+            store_hang: 0,
+            cut_after_claim: 0,
+            crash_in_handler: 0,
+            gateway_charge_lost: 0,
+            gateway_request_lost: 0,
+            slow_handler: 0,
+            receipt_cut: 0,
+            ..self
         }
     }
 }

@@ -60,6 +60,9 @@ pub(crate) struct WorldState {
     /// Breaches of the store contract a seam saw the layer make (a result larger than
     /// the store keeps).
     pub(crate) breaches: Mutex<Vec<String>>,
+    /// The keys whose claim the store granted as a recovery (an earlier holder's lease
+    /// ran out), in order.
+    pub(crate) recovered: Mutex<Vec<String>>,
 }
 
 /// Takes a lock, even one a panicking host left poisoned (the checks still run).
@@ -84,6 +87,7 @@ impl WorldState {
             requests: AtomicU64::new(0),
             clients_done: AtomicU64::new(0),
             breaches: Mutex::new(Vec::new()),
+            recovered: Mutex::new(Vec::new()),
         })
     }
 
@@ -166,6 +170,13 @@ impl WorldState {
         let token = lease.token().get();
         self.trace(who, format_args!("granted {key} token {token}"));
         lock(&self.tokens).entry(key).or_default().push(token);
+    }
+
+    /// Records and traces a claim the store granted `who` as a recovery of `key`.
+    pub(crate) fn recovered(&self, who: &str, key: &idem_core::ScopedKey) {
+        let key = format!("{}/{}", key.scope().as_str(), key.key().as_str());
+        self.trace(who, format_args!("recovers {key}"));
+        lock(&self.recovered).push(key);
     }
 
     /// Records a breach of the store contract that `who` saw.

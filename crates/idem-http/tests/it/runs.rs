@@ -609,6 +609,58 @@ async fn a_client_that_leaves_as_its_claim_is_answered_leaves_no_key_behind() {
     assert!(!retry.replayed);
 }
 
+/// A route whose first run's outcome is unknown (its key left in flight) and whose later
+/// runs answer 200; what each run was told of recovering, in order.
+fn unknown_then_checked() -> (axum::routing::MethodRouter, Arc<std::sync::Mutex<Vec<bool>>>) {
+    use axum::Extension;
+    use idem_http::{OutcomeUnknown, Recovering};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let route = post(move |recovering: Option<Extension<Recovering>>| {
+        let log = log.clone();
+        async move {
+            let mut seen = log.lock().expect("unpoisoned");
+            seen.push(recovering.is_some());
+            if seen.len() == 1 {
+                return (http::StatusCode::GATEWAY_TIMEOUT, Extension(OutcomeUnknown))
+                    .into_response();
+            }
+            (http::StatusCode::OK, "checked first").into_response()
+        }
+    });
+    (route, seen)
+}
+
+/// A recovering request dropped before its claim is answered, or once the answer waits
+/// for it, never gives the recovered claim back (an earlier run may have acted): the key
+/// stays held, and the next recovery after the lease is the one that runs.
+#[tokio::test(start_paused = true)]
+async fn a_recovering_client_that_leaves_leaves_its_claim_held() {
+    use std::future::Future;
+    for answered in [false, true] {
+        let (route, seen) = unknown_then_checked();
+        let bent = Bent::new(store(), Renewals::Work, Duration::from_millis(100));
+        let (router, stats) = behind(bent, route, config(|c| c));
+        assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 504);
+        tokio::time::sleep(LEASE).await;
+        let mut request = Box::pin(router.clone().oneshot(charge(Some("k1"), "x")));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(request.as_mut().poll(cx)));
+        assert!(first.await.is_pending(), "the claim takes 100 ms to answer");
+        // Dropped at 50 ms (the claim's task then finds it gone) or at 150 ms (the
+        // recovered claim waiting in the channel); either way past the claim's answer.
+        let before = Duration::from_millis(if answered { 150 } else { 50 });
+        tokio::time::sleep(before).await;
+        drop(request);
+        tokio::time::sleep(Duration::from_millis(200) - before).await;
+        assert_eq!(stats.stats().released, 0, "a recovered claim given back ({answered})");
+        assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 409, "held");
+        tokio::time::sleep(LEASE).await;
+        assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 200);
+        let seen = seen.lock().expect("unpoisoned").clone();
+        assert_eq!(seen, [false, true], "no run between, then a recovery ({answered})");
+    }
+}
+
 /// A client that pauses past `orphan_time_max` in the middle of a streamed response and
 /// then reads on missed frames: its body ends with an error, never as if it were whole.
 #[tokio::test(start_paused = true)]
