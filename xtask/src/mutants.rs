@@ -2141,6 +2141,13 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Sim { seeds: 300 },
     },
     Mutant {
+        name: "sim-finds-an-effect-free-status-kept",
+        file: "crates/idem-http/src/run.rs",
+        from: "let effect_free = state.config.effect_free.contains(parts.status);",
+        to: "let effect_free = false;",
+        check: Check::Sim { seeds: 200 },
+    },
+    Mutant {
         name: "sim-finds-a-replay-the-hook-never-saw",
         file: "crates/idem-http/src/layer.rs",
         from: "(hook.0)(request, &mut parts);",

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use idem_http::header::IDEMPOTENCY_EXPIRES;
-use idem_http::{Config, IdempotencyLayer, JsonMeaning};
+use idem_http::{Config, EffectFree, IdempotencyLayer, JsonMeaning};
 use idem_payments::SimulatedGateway;
 
 use crate::checkout::app;
@@ -109,6 +109,7 @@ pub(crate) fn route(
         .response_bytes_max(RECEIPT_BODY_MAX)
         .body_bytes_max(REQUEST_BYTES_MAX)
         .advertise_expiry(true)
+        .release_on(EffectFree::statuses([http::StatusCode::SERVICE_UNAVAILABLE]))
         .fingerprint_meaning(JsonMeaning::new().ignoring(CLIENT_TIME).ignoring(NOTE))
         .on_replay(|_, parts| {
             parts.headers.insert(REPLAY_HOOK_HEADER, http::HeaderValue::from_static("yes"));
@@ -129,13 +130,19 @@ pub(crate) fn route(
 
 /// The checkout's `answer` as a receipt: a success padded to the size drawn, its length
 /// in `RECEIPT_BYTES_HEADER` and `content-length`, a note of drawn length, streamed in
-/// frames with the faults drawn; any other answer as it is.
+/// frames with the faults drawn; any other answer as it is (a 503 without its
+/// nothing-happened mark: the layer knows it by its status).
 pub(crate) async fn streamed(shared: &WorldState, answer: Response) -> Response {
     let (mut parts, body) = answer.into_parts();
     let Ok(whole) = body.collect().await.map(|b| b.to_bytes()) else {
         return Response::from_parts(parts, Body::empty());
     };
     if !parts.status.is_success() || whole.last() != Some(&b'}') {
+        // The receipt layer knows a 503 of its handler (the gateway refused: nothing
+        // charged) by its status (`release_on`), not by the handler's mark.
+        if parts.status == http::StatusCode::SERVICE_UNAVAILABLE {
+            parts.extensions.remove::<idem_http::NothingHappened>();
+        }
         return Response::from_parts(parts, Body::from(whole));
     }
     let receipt = padded(&whole, shared.draw(|rng| draw_size(rng, whole.len())));
