@@ -231,6 +231,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "runs::a_client_that_leaves_as_its_claim"),
     },
     Mutant {
+        name: "http-give-back-for-a-gone-request-not-a-run",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        let counted = state.runs.start();\n        self.runtime.spawn(",
+        to: "        let counted = ();\n        self.runtime.spawn(",
+        check: test("idem-http", "", "it", "runs::a_client_that_leaves_as_its_claim"),
+    },
+    Mutant {
         name: "http-dropped-request-gives-back-a-recovered-claim",
         file: "crates/idem-http/src/layer.rs",
         from: "        let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else {",

@@ -773,6 +773,7 @@ where
     tokio::spawn(async move {
         let claimed = claiming.decide(key, fingerprint).await;
         if let Err(Decision::Run(lease, false, _)) = decided.send(claimed) {
+            let _counted = claiming.runs.start();
             give_back(&claiming, &lease).await;
         }
     });
@@ -797,9 +798,10 @@ where
 /// The decision's receiving end while [`decide_detached`] waits on it. Dropped, it
 /// closes the channel and gives back a fresh claim still waiting in it (see the RACE
 /// there); once the decision was taken, the channel is empty and nothing happens. The
-/// give-back runs on the runtime the request came in on, wherever the drop happens; a
-/// runtime already shutting down drops it unrun, and the lease then runs out for a
-/// retry to recover.
+/// give-back runs on the runtime the request came in on, wherever the drop happens, and
+/// is counted in [`Runs`](crate::Runs) from the drop, so a graceful shutdown waits for
+/// it; a runtime already shutting down drops it unrun, and the lease then runs out for
+/// a retry to recover.
 struct Untaken<St, F>
 where
     St: AsyncKeyStore<StoredResponse> + 'static,
@@ -819,7 +821,12 @@ where
         self.decision.close();
         let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else { return };
         let state = Arc::clone(&self.state);
-        self.runtime.spawn(async move { give_back(&state, &lease).await });
+        // Counted as a run from here, so that a graceful shutdown waits for it.
+        let counted = state.runs.start();
+        self.runtime.spawn(async move {
+            let _counted = counted;
+            give_back(&state, &lease).await;
+        });
     }
 }
 

@@ -578,7 +578,11 @@ fn failed_half_way() -> Problem {
 
 /// The runs a layer has on their own tasks, for a graceful shutdown: a server that stops
 /// accepting connections waits with [`Runs::drained`] for the runs still going (their
-/// clients may have left), so no handler is dropped half-way when the runtime ends. From
+/// clients may have left), so no handler is dropped half-way when the runtime ends. A
+/// fresh claim being given back for a client that left before its handler ran counts as
+/// a run too, so the shutdown does not leave its key held for a lease. A claim still
+/// being decided does not: a runtime that ends then may leave a claim the store took
+/// held until its lease runs out. From
 /// [`IdempotencyLayer::runs`](crate::IdempotencyLayer::runs); clones share the count.
 #[derive(Debug, Clone)]
 pub struct Runs(Arc<tokio::sync::watch::Sender<usize>>);
