@@ -2275,6 +2275,13 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Demo,
     },
     Mutant {
+        name: "pool-demo-finds-a-stale-release-of-a-parked-loan",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "if s.generation != generation {",
+        to: "if false {",
+        check: Check::Demo,
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -12,13 +12,15 @@
 //! release is a counted no-op, no loan ever shares, and each second release is answered as the
 //! first was (the connection stays where the first put it). Half the second releases come from the
 //! guard, half from a clone of a detached loan released in the next round, when another borrower
-//! may hold the connection: the pool tells the stale release by the slot's generation. Prints a
-//! sentence (and, for `cargo xtask demo`, its line).
+//! may hold the connection, or have it parked under a newer detached loan: the pool tells the stale
+//! release by the slot's generation, and a stale release that took a parked connection would show
+//! as the newer loan's own release refused, counted as sharing. Prints a sentence (and, for `cargo
+//! xtask demo`, its line).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 
 const THREADS: u64 = 4;
@@ -29,19 +31,20 @@ const DOUBLE_PERCENT: u64 = 30;
 /// A connection that notices a second borrower.
 #[derive(Debug, Default)]
 struct Conn {
-    /// The borrowing thread plus one; 0 while no loan holds it.
-    owner: AtomicU64,
+    /// The borrowing thread plus one; 0 while no loan holds it. Shared, so that a loan
+    /// detached from its guard still marks its holder.
+    owner: Arc<AtomicU64>,
 }
 
 /// One loan of `conn` by thread `t`, held until every thread holds its loan of the round
 /// (`round`), as a query holds its session; returns whether another borrower shared it:
 /// it was already held when this loan took it, or someone else had taken it by the time
 /// this loan ended. `meanwhile` runs while every loan of the round is held.
-fn hold(conn: &Conn, t: u64, round: &Barrier, meanwhile: impl FnOnce()) -> bool {
-    let before = conn.owner.swap(t + 1, Ordering::SeqCst);
+fn hold(owner: &AtomicU64, t: u64, round: &Barrier, meanwhile: impl FnOnce()) -> bool {
+    let before = owner.swap(t + 1, Ordering::SeqCst);
     round.wait();
     meanwhile();
-    let after = conn.owner.swap(0, Ordering::SeqCst);
+    let after = owner.swap(0, Ordering::SeqCst);
     before != 0 || after != t + 1
 }
 
@@ -73,7 +76,7 @@ fn naive() -> (u64, u64) {
                             None => thread::yield_now(),
                         }
                     };
-                    if hold(&pool.conns[i], t, round, || {}) {
+                    if hold(&pool.conns[i].owner, t, round, || {}) {
                         shared.fetch_add(1, Ordering::Relaxed);
                     }
                     let times = if double(t, loan) { 2 } else { 1 };
@@ -99,6 +102,40 @@ impl idem_pool::Manager for Manager {
     }
 }
 
+/// Loan `loan` of thread `t` from idem's pool, held for a round; returns whether it shared
+/// its connection. A loan whose second release comes from a detached clone parks its
+/// connection in its slot for the round, while the stale clones of the round before are
+/// released (`late`): one that took the connection from under this loan shows as this
+/// loan's own release refused, and counts as sharing (the next borrower would get it).
+fn idem_loan(
+    pool: &idem_pool::Pool<Manager>,
+    (t, loan): (u64, u64),
+    round: &Barrier,
+    late: &mut Option<idem_pool::Loan<Manager>>,
+) -> bool {
+    let mut conn = pool.get().expect("a connection");
+    let owner = Arc::clone(&conn.owner);
+    let stale = late.take();
+    let release_stale = || {
+        if let Some(stale) = stale {
+            stale.release();
+        }
+    };
+    let twice = double(t, loan);
+    if twice && loan % 2 == 0 {
+        let detached = conn.into_loan();
+        let shared = hold(&owner, t, round, release_stale);
+        *late = Some(detached.clone());
+        return !detached.release() || shared;
+    }
+    let shared = hold(&owner, t, round, release_stale);
+    conn.release();
+    if twice {
+        conn.release();
+    }
+    shared
+}
+
 /// Returns (loans that shared their connection, releases, second releases, second releases
 /// the pool answered as the first: refused as double or stale releases).
 fn idem() -> (u64, u64, u64, u64) {
@@ -115,27 +152,10 @@ fn idem() -> (u64, u64, u64, u64) {
                 // connection may be lent to another borrower.
                 let mut late: Option<idem_pool::Loan<Manager>> = None;
                 for loan in 0..LOANS_PER_THREAD {
-                    let mut conn = pool.get().expect("a connection");
-                    let stale = late.take();
-                    let release_stale = || {
-                        if let Some(stale) = stale {
-                            stale.release();
-                        }
-                    };
-                    if hold(&conn, t, round, release_stale) {
+                    if idem_loan(pool, (t, loan), round, &mut late) {
                         shared.fetch_add(1, Ordering::Relaxed);
                     }
                     let twice = double(t, loan);
-                    if twice && loan % 2 == 0 {
-                        let detached = conn.into_loan();
-                        late = Some(detached.clone());
-                        detached.release();
-                    } else {
-                        conn.release();
-                        if twice {
-                            conn.release();
-                        }
-                    }
                     releases.fetch_add(1 + u64::from(twice), Ordering::Relaxed);
                     seconds.fetch_add(u64::from(twice), Ordering::Relaxed);
                 }
@@ -151,6 +171,12 @@ fn idem() -> (u64, u64, u64, u64) {
 }
 
 fn main() {
+    // A thread that panics (an assert of the pool's) would leave the others waiting at
+    // the round's barrier for ever: the storm ends there, failed, instead.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("{info}");
+        std::process::exit(101);
+    }));
     let (naive_shared, naive_releases) = naive();
     let (idem_shared, idem_releases, seconds, refused) = idem();
     assert_eq!(idem_shared, 0, "no loan of idem's pool shares its connection");
