@@ -8,7 +8,8 @@
 //! with the original`.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::{Result, cargo, crates_with};
 
@@ -170,8 +171,29 @@ fn check(row: &Row) -> Result {
     Ok(())
 }
 
+/// The longest one storm may run (each takes seconds; a storm past this is stuck, as one
+/// whose thread died while the others wait for it would be).
+const STORM_TIME_MAX: Duration = Duration::from_secs(300);
+
 fn output(name: &str, command: &mut Command) -> Result<String> {
-    let out = command.output().map_err(|e| format!("{name}: cannot start: {e}"))?;
+    output_within(name, command, STORM_TIME_MAX)
+}
+
+/// `command`'s output if it succeeds within `limit`; killed past it, with an error that
+/// says so.
+fn output_within(name: &str, command: &mut Command, limit: Duration) -> Result<String> {
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|e| format!("{name}: cannot start: {e}"))?;
+    let started = Instant::now();
+    while child.try_wait().map_err(|e| format!("{name}: cannot wait: {e}"))?.is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{name}: retry_storm ran past {limit:?} and was stopped"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().map_err(|e| format!("{name}: cannot read: {e}"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         return Err(format!("{name}: retry_storm failed ({}):\n{stderr}", out.status));
@@ -324,6 +346,18 @@ mod tests {
         assert!(check(&row("idem-pool", 5, 1, 3, 3)).is_err(), "a harm with idem");
         assert!(check(&row("idem-core", 10, 10, 3, 3)).is_err(), "naive as good as idem");
         assert!(check(&row("idem-core", 13, 11, 3, 3)).is_err(), "a second effect with idem");
+    }
+
+    #[test]
+    fn a_storm_past_its_time_is_stopped_with_an_error() {
+        let mut stuck = std::process::Command::new("sleep");
+        stuck.arg("5");
+        let limit = std::time::Duration::from_millis(200);
+        let stopped = super::output_within("idem-pool", &mut stuck, limit).expect_err("stuck");
+        assert!(stopped.contains("ran past 200ms"), "{stopped}");
+        let mut quick = std::process::Command::new("echo");
+        let said = super::output_within("idem-pool", quick.arg("a row"), limit).expect("ran");
+        assert_eq!(said, "a row\n");
     }
 
     #[test]

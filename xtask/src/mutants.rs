@@ -2261,6 +2261,13 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Demo,
     },
     Mutant {
+        name: "demo-storm-time-never-enforced",
+        file: "xtask/src/demo.rs",
+        from: "        if started.elapsed() > limit {",
+        to: "        if started.elapsed() > limit && false {",
+        check: test("xtask", "", "bin", "demo::tests::a_storm_past"),
+    },
+    Mutant {
         name: "demo-check-takes-a-storm-that-retried-nothing",
         file: "xtask/src/demo.rs",
         from: "    if row.attempts <= row.intents {\n",
