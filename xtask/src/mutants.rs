@@ -233,9 +233,17 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-give-back-for-a-gone-request-not-a-run",
         file: "crates/idem-http/src/layer.rs",
-        from: "        let counted = state.runs.start();\n        self.runtime.spawn(",
-        to: "        let counted = ();\n        self.runtime.spawn(",
+        from: "    let counted = state.runs.start();\n    async move {",
+        to: "    let counted = ();\n    async move {",
         check: test("idem-http", "", "it", "runs::a_client_that_leaves_as_its_claim"),
+    },
+    Mutant {
+        name: "http-give-back-only-from-inside-a-runtime",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        self.runtime.spawn(give_back(",
+        to: "        let Ok(_) = tokio::runtime::Handle::try_current() else { return };\n        \
+             self.runtime.spawn(give_back(",
+        check: test("idem-http", "", "it", "runs::a_request_dropped_off_its_runtime"),
     },
     Mutant {
         name: "http-dropped-request-gives-back-a-recovered-claim",

@@ -773,8 +773,7 @@ where
     tokio::spawn(async move {
         let claimed = claiming.decide(key, fingerprint).await;
         if let Err(Decision::Run(lease, false, _)) = decided.send(claimed) {
-            let _counted = claiming.runs.start();
-            give_back(&claiming, &lease).await;
+            give_back(claiming, lease).await;
         }
     });
     let runtime = tokio::runtime::Handle::current();
@@ -783,25 +782,34 @@ where
     taken.unwrap_or_else(|_| Decision::Answer(claim_failed()))
 }
 
-/// A fresh claim whose handler never ran, given back so that a retry runs at once.
-async fn give_back<St, F>(state: &LayerState<St, F>, lease: &Lease)
+/// A fresh claim whose handler never ran, given back so that a retry runs at once. It is
+/// counted in [`Runs`](crate::Runs) from this call, before the returned future is first
+/// polled (or spawned), so that a graceful shutdown waits for it.
+fn give_back<St, F>(
+    state: Arc<LayerState<St, F>>,
+    lease: Lease,
+) -> impl Future<Output = ()> + Send + 'static
 where
-    St: AsyncKeyStore<StoredResponse>,
+    St: AsyncKeyStore<StoredResponse> + 'static,
+    F: Send + Sync + 'static,
 {
-    let released = state.store.release(lease).await;
-    if released.is_ok() {
-        state.counters.count(Count::Released);
+    let counted = state.runs.start();
+    async move {
+        let _counted = counted;
+        let released = state.store.release(&lease).await;
+        if released.is_ok() {
+            state.counters.count(Count::Released);
+        }
+        state.settled("release", released);
     }
-    state.settled("release", released);
 }
 
 /// The decision's receiving end while [`decide_detached`] waits on it. Dropped, it
 /// closes the channel and gives back a fresh claim still waiting in it (see the RACE
 /// there); once the decision was taken, the channel is empty and nothing happens. The
 /// give-back runs on the runtime the request came in on, wherever the drop happens, and
-/// is counted in [`Runs`](crate::Runs) from the drop, so a graceful shutdown waits for
-/// it; a runtime already shutting down drops it unrun, and the lease then runs out for
-/// a retry to recover.
+/// is counted from the drop ([`give_back`]); a runtime already shutting down drops it
+/// unrun, and the lease then runs out for a retry to recover.
 struct Untaken<St, F>
 where
     St: AsyncKeyStore<StoredResponse> + 'static,
@@ -820,13 +828,7 @@ where
     fn drop(&mut self) {
         self.decision.close();
         let Ok(Decision::Run(lease, false, _)) = self.decision.try_recv() else { return };
-        let state = Arc::clone(&self.state);
-        // Counted as a run from here, so that a graceful shutdown waits for it.
-        let counted = state.runs.start();
-        self.runtime.spawn(async move {
-            let _counted = counted;
-            give_back(&state, &lease).await;
-        });
+        self.runtime.spawn(give_back(Arc::clone(&self.state), lease));
     }
 }
 
@@ -891,7 +893,7 @@ where
     /// nothing runs: a fresh claim is given back (no handler ran), a recovered one is
     /// left in flight (an earlier run may have acted), and the client is told the store
     /// is unavailable.
-    async fn vouched(&self, lease: Lease, recovering: bool) -> Decision {
+    async fn vouched(self: &Arc<Self>, lease: Lease, recovering: bool) -> Decision {
         let sent = tokio::time::Instant::now();
         let error = match self.store.renew(&lease).await {
             Ok(renewed) => return Decision::Run(renewed, recovering, sent),
@@ -902,7 +904,7 @@ where
         }
         let id = count_store_error(&self.counters, "renew", &error);
         if !recovering {
-            give_back(self, &lease).await;
+            give_back(Arc::clone(self), lease).await;
         }
         Decision::Answer(store_unavailable(&id))
     }

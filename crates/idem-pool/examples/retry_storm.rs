@@ -102,14 +102,15 @@ impl idem_pool::Manager for Manager {
     }
 }
 
-/// Loan `loan` of thread `t` from idem's pool, held for a round; returns whether it shared
-/// its connection. A loan whose second release comes from a detached clone parks its
-/// connection in its slot for the round, while the stale clones of the round before are
-/// released (`late`): one that took the connection from under this loan shows as this
-/// loan's own release refused, and counts as sharing (the next borrower would get it).
+/// Loan `loan` of thread `t` from idem's pool, held for a round and released `twice` or
+/// once; returns whether it shared its connection. A loan whose second release comes from
+/// a detached clone parks its connection in its slot for the round, while the stale
+/// clones of the round before are released (`late`): one that took the connection from
+/// under this loan shows as this loan's own release refused, and counts as sharing (the
+/// next borrower would get it).
 fn idem_loan(
     pool: &idem_pool::Pool<Manager>,
-    (t, loan): (u64, u64),
+    (t, loan, twice): (u64, u64, bool),
     round: &Barrier,
     late: &mut Option<idem_pool::Loan<Manager>>,
 ) -> bool {
@@ -121,7 +122,6 @@ fn idem_loan(
             stale.release();
         }
     };
-    let twice = double(t, loan);
     if twice && loan % 2 == 0 {
         let detached = conn.into_loan();
         let shared = hold(&owner, t, round, release_stale);
@@ -152,10 +152,10 @@ fn idem() -> (u64, u64, u64, u64) {
                 // connection may be lent to another borrower.
                 let mut late: Option<idem_pool::Loan<Manager>> = None;
                 for loan in 0..LOANS_PER_THREAD {
-                    if idem_loan(pool, (t, loan), round, &mut late) {
+                    let twice = double(t, loan);
+                    if idem_loan(pool, (t, loan, twice), round, &mut late) {
                         shared.fetch_add(1, Ordering::Relaxed);
                     }
-                    let twice = double(t, loan);
                     releases.fetch_add(1 + u64::from(twice), Ordering::Relaxed);
                     seconds.fetch_add(u64::from(twice), Ordering::Relaxed);
                 }

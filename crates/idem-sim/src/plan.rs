@@ -60,8 +60,13 @@ pub struct Plan {
     pub store_fail_before: PerMillion,
     /// Per store call: it is applied, and its answer is lost.
     pub store_fail_after: PerMillion,
-    /// Per store call: it is delayed (up to 400 ms).
+    /// Per store call: it is delayed (up to `store_delay_max`).
     pub store_delay: PerMillion,
+    /// The longest a delayed store call waits: 400 ms, a tenth of a second in a steady
+    /// world (a renewal sent every quarter lease and answered within it still vouches
+    /// before the last one's three eighths of a lease run out, so no run is stopped for
+    /// want of one).
+    pub store_delay_max: Duration,
     /// Per store call: it hangs for one to three leases, then goes through.
     pub store_hang: PerMillion,
     /// Per claim acquired: the server is cut from the store before it completes.
@@ -124,6 +129,7 @@ impl Plan {
             store_fail_before: rate(80_000),
             store_fail_after: rate(80_000),
             store_delay: rate(250_000),
+            store_delay_max: Duration::from_millis(400),
             store_hang: rate(30_000),
             cut_after_claim: rate(80_000),
             crash_in_handler: rate(60_000),
@@ -152,7 +158,7 @@ impl Plan {
     /// This plan with every fault of the servers, the store and the gateway taken out:
     /// no crash, cut, failed, lost or hung store call, clock jump, slow handler, lost
     /// charge or request, or cut receipt; store calls are still delayed, by a tenth of a
-    /// second at most (the seam's `STEADY_DELAY_MAX`). What is left is the clients' and the
+    /// second at most. What is left is the clients' and the
     /// network's: partitions, holds, latency, timeouts, early, concurrent and late
     /// retries, reused keys, oversized bodies, stalled readers, refusals and declines.
     /// In such a world a key is left held only by a claim or a run dropped with its
@@ -166,6 +172,7 @@ impl Plan {
             store_fail_before: 0,
             store_fail_after: 0,
             store_hang: 0,
+            store_delay_max: Duration::from_millis(100),
             cut_after_claim: 0,
             crash_in_handler: 0,
             gateway_charge_lost: 0,

@@ -15,13 +15,6 @@ use idem_http::StoredResponse;
 use crate::plan::LEASE;
 use crate::shared::WorldState;
 
-/// The longest a store call is delayed (a slow database).
-const DELAY_MAX: Duration = Duration::from_millis(400);
-/// The longest in a steady world: a renewal sent every quarter lease and answered within
-/// this still vouches before the last one's three eighths of a lease run out, so no run
-/// is stopped for want of one, and no key is left held.
-const STEADY_DELAY_MAX: Duration = Duration::from_millis(100);
-
 /// What the seam does to one call.
 enum Fate {
     /// Through, at once.
@@ -73,7 +66,7 @@ impl Seam {
             self.shared.fault(&self.name, "store call hung");
             Fate::Delayed(self.shared.draw(|rng| rng.duration(LEASE, LEASE * 3)))
         } else if self.shared.strikes(plan.store_delay) {
-            let most = if plan.steady { STEADY_DELAY_MAX } else { DELAY_MAX };
+            let most = plan.store_delay_max;
             Fate::Delayed(self.shared.draw(|rng| rng.duration(Duration::from_millis(1), most)))
         } else {
             Fate::Through

@@ -65,6 +65,11 @@ pub(crate) struct WorldState {
     pub(crate) recovered: Mutex<Vec<String>>,
 }
 
+/// A key as the trace and the checks name it: `scope/key`.
+fn key_name(key: &idem_core::ScopedKey) -> String {
+    format!("{}/{}", key.scope().as_str(), key.key().as_str())
+}
+
 /// Takes a lock, even one a panicking host left poisoned (the checks still run).
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -166,7 +171,7 @@ impl WorldState {
 
     /// Records and traces a lease a store granted `who`: its key's tokens must grow.
     pub(crate) fn granted(&self, who: &str, lease: &idem_core::Lease) {
-        let key = format!("{}/{}", lease.key().scope().as_str(), lease.key().key().as_str());
+        let key = key_name(lease.key());
         let token = lease.token().get();
         self.trace(who, format_args!("granted {key} token {token}"));
         lock(&self.tokens).entry(key).or_default().push(token);
@@ -174,7 +179,7 @@ impl WorldState {
 
     /// Records and traces a claim the store granted `who` as a recovery of `key`.
     pub(crate) fn recovered(&self, who: &str, key: &idem_core::ScopedKey) {
-        let key = format!("{}/{}", key.scope().as_str(), key.key().as_str());
+        let key = key_name(key);
         self.trace(who, format_args!("recovers {key}"));
         lock(&self.recovered).push(key);
     }

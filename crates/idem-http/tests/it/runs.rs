@@ -611,6 +611,40 @@ async fn a_client_that_leaves_as_its_claim_is_answered_leaves_no_key_behind() {
     assert!(!retry.replayed);
 }
 
+/// A request dropped on a thread outside any runtime (its future moved off the runtime it
+/// came in on), its claim answered and waiting for it: the fresh claim is still given
+/// back, on that runtime, and the retry runs at once.
+#[test]
+fn a_request_dropped_off_its_runtime_still_gives_its_claim_back() {
+    use std::future::Future;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let (route, finished) = slow(Duration::ZERO);
+    let bent = Bent::new(store(), Renewals::Work, Duration::from_millis(20));
+    let (router, stats) = behind(bent, route, config(|c| c));
+    let mut request = Box::pin(router.clone().oneshot(charge(Some("k1"), "x")));
+    runtime.block_on(async {
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(request.as_mut().poll(cx)));
+        assert!(first.await.is_pending(), "the claim takes 20 ms to answer");
+        // Well past the claim's answer: the decision waits for the request.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    });
+    std::thread::spawn(move || drop(request)).join().expect("dropped");
+    runtime.block_on(async {
+        let given_back = async {
+            while stats.stats().released == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        crate::bounded("the claim given back", given_back).await;
+        let retry = send(&router, charge(Some("k1"), "x")).await;
+        assert_eq!((retry.status, finished.load(Ordering::SeqCst)), (201, 1), "{retry:?}");
+    });
+}
+
 /// A route whose first run's outcome is unknown (its key left in flight) and whose later
 /// runs answer 200; what each run was told of recovering, in order.
 fn unknown_then_checked() -> (axum::routing::MethodRouter, Arc<std::sync::Mutex<Vec<bool>>>) {
