@@ -59,7 +59,8 @@ pub(crate) fn world(
     if shared.plan.steady && !recovered.is_empty() {
         violations.push(format!(
             "a steady world (no server, store or gateway fault) recovered {recovered:?}: a \
-             claim or a run was dropped with its client and left its key held for a lease"
+             claim or a run was dropped with its client, or a run stopped for want of a \
+             renewal, and left its key held for a lease"
         ));
     }
     drop(recovered);
