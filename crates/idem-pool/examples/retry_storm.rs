@@ -11,10 +11,11 @@
 //! already held, or whose connection another borrower took while it held it. idem: the second
 //! release is a counted no-op, no loan ever shares, and each second release is answered as the
 //! first was (the connection stays where the first put it). Half the second releases come from the
-//! guard, half from a clone of a detached loan released in the next round, when another borrower
-//! may hold the connection, or have it parked under a newer detached loan: the pool tells the stale
-//! release by the slot's generation, and a stale release that took a parked connection would show
-//! as the newer loan's own release refused, counted as sharing. Prints a sentence (and, for `cargo
+//! guard, half from a clone of a detached loan released while the thread's next detached loan
+//! holds its round, when another borrower may hold the connection, or have it parked under a newer
+//! detached loan: the pool tells the stale release by the slot's generation, and a stale release
+//! that took a parked connection would show as the newer loan's own release refused, counted as
+//! sharing. Prints a sentence (and, for `cargo
 //! xtask demo`, its line).
 
 use std::collections::VecDeque;
@@ -105,9 +106,11 @@ impl idem_pool::Manager for Manager {
 /// Loan `loan` of thread `t` from idem's pool, held for a round and released `twice` or
 /// once; returns whether it shared its connection. A loan whose second release comes from
 /// a detached clone parks its connection in its slot for the round, while the stale
-/// clones of the round before are released (`late`): one that took the connection from
-/// under this loan shows as this loan's own release refused, and counts as sharing (the
-/// next borrower would get it).
+/// clone of this thread's detached loan before it is released (`late`): one that took the
+/// connection from under this loan shows as this loan's own release refused, and counts
+/// as sharing (the next borrower would get it). A thread that is lent the slot it had
+/// before meets its own stale clone there, so the check is met however threads are
+/// scheduled.
 fn idem_loan(
     pool: &idem_pool::Pool<Manager>,
     (t, loan, twice): (u64, u64, bool),
@@ -116,19 +119,18 @@ fn idem_loan(
 ) -> bool {
     let mut conn = pool.get().expect("a connection");
     let owner = Arc::clone(&conn.owner);
-    let stale = late.take();
-    let release_stale = || {
-        if let Some(stale) = stale {
-            stale.release();
-        }
-    };
     if twice && loan % 2 == 0 {
+        let stale = late.take();
         let detached = conn.into_loan();
-        let shared = hold(&owner, t, round, release_stale);
+        let shared = hold(&owner, t, round, || {
+            if let Some(stale) = stale {
+                stale.release();
+            }
+        });
         *late = Some(detached.clone());
         return !detached.release() || shared;
     }
-    let shared = hold(&owner, t, round, release_stale);
+    let shared = hold(&owner, t, round, || {});
     conn.release();
     if twice {
         conn.release();
@@ -148,8 +150,8 @@ fn idem() -> (u64, u64, u64, u64) {
             let (pool, shared, releases, round) = (&pool, &shared, &releases, &round);
             let seconds = &seconds;
             s.spawn(move || {
-                // A detached loan's late clone, released in the next round, while its
-                // connection may be lent to another borrower.
+                // A detached loan's late clone, released during the thread's next detached
+                // loan, while its connection may be lent to another borrower.
                 let mut late: Option<idem_pool::Loan<Manager>> = None;
                 for loan in 0..LOANS_PER_THREAD {
                     let twice = double(t, loan);
