@@ -47,8 +47,23 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
     if only.is_none_or(|name| ["idem-http", "idem-store-redis"].contains(&name.as_str())) {
         command.env("IDEM_REDIS_URL", crate::redis_url()?);
     }
+    // The instruction-count benches (`benches/instructions.rs`) run under gungraun, whose
+    // runner binary must be installed at the library's version; criterion's run starts
+    // them too.
+    let counted: Vec<String> = crate::crates_with("benches/instructions.rs")?
+        .into_iter()
+        .filter(|name| only.is_none_or(|o| o == name))
+        .collect();
+    let runner = if counted.is_empty() { None } else { Some(gungraun_runner(root)?) };
+    if let Some(runner) = &runner {
+        command.env("GUNGRAUN_RUNNER", runner);
+    }
     run_step("bench", &mut command)?;
-    let table = ratio_table(&collect(&criterion_dir)?);
+    let mut table = ratio_table(&collect(&criterion_dir)?);
+    if let Some(runner) = &runner {
+        table.push('\n');
+        table.push_str(&count_table(&instruction_counts(runner, &counted)?));
+    }
     println!("\n{table}");
     if write {
         write_into_docs(&root.join("docs/benchmarks.md"), &table)?;
@@ -142,4 +157,126 @@ fn write_into_docs(path: &Path, table: &str) -> Result {
     fs::write(path, updated).map_err(|e| format!("{}: {e}", path.display()))?;
     println!("xtask: wrote the table into {}", path.display());
     Ok(())
+}
+
+/// The gungraun library's version, as Cargo.lock holds it: its runner must be the same
+/// (a test checks the two agree).
+const GUNGRAUN_VERSION: &str = "0.20.0";
+
+/// One instruction count: a benchmark function's case (`idem` or an anchor).
+#[derive(Debug, PartialEq, Eq)]
+struct Count {
+    bench: String,
+    case: String,
+    instructions: u64,
+}
+
+/// The `gungraun-runner` binary of [`GUNGRAUN_VERSION`], installed under
+/// `target/gungraun/` on first use; valgrind must be on the PATH.
+fn gungraun_runner(root: &Path) -> Result<PathBuf> {
+    let valgrind = std::process::Command::new("valgrind").arg("--version").output();
+    if !valgrind.is_ok_and(|out| out.status.success()) {
+        return Err("bench: the instruction counts need valgrind on the PATH (Debian: \
+                    apt-get install valgrind)"
+            .into());
+    }
+    let prefix = root.join("target/gungraun").join(GUNGRAUN_VERSION);
+    let runner = prefix.join("bin/gungraun-runner");
+    if !runner.exists() {
+        let mut install = cargo();
+        install.args(["install", "--locked", "--version", GUNGRAUN_VERSION, "--root"]);
+        install.arg(&prefix).arg("gungraun-runner");
+        run_step("install gungraun-runner", &mut install)?;
+    }
+    Ok(runner)
+}
+
+/// Runs each crate's `instructions` bench and reads its counts.
+fn instruction_counts(runner: &Path, crates: &[String]) -> Result<Vec<Count>> {
+    let mut counts = Vec::new();
+    for name in crates {
+        let out = cargo()
+            .args(["bench", "-p", name, "--bench", "instructions"])
+            .env("GUNGRAUN_RUNNER", runner)
+            .output()
+            .map_err(|e| format!("cannot start cargo bench: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr);
+            return Err(format!("bench: {name}'s instruction counts failed:\n{text}{why}"));
+        }
+        counts.extend(parse_counts(&text));
+    }
+    Ok(counts)
+}
+
+/// Reads gungraun's report: a line `<bench path>::<function> <case>:(<args>)` and, below
+/// it, `Instructions: <count>|<previous count>`.
+fn parse_counts(report: &str) -> Vec<Count> {
+    let mut counts = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in report.lines() {
+        if let Some(rest) = line.trim().strip_prefix("Instructions:") {
+            let number = rest.trim().split('|').next().unwrap_or("").trim();
+            if let (Some((bench, case)), Ok(instructions)) = (current.take(), number.parse()) {
+                counts.push(Count { bench, case, instructions });
+            }
+        } else if !line.starts_with(' ')
+            && let Some((path, case)) = line.split_once(' ')
+            && let Some((case, _args)) = case.split_once(':')
+            && let Some((_, function)) = path.rsplit_once("::")
+        {
+            current = Some((function.to_string(), case.to_string()));
+        }
+    }
+    counts
+}
+
+fn count_table(counts: &[Count]) -> String {
+    let mut table = String::from(
+        "| bench | idem (instructions) | baseline | baseline (instructions) \
+         | ratio (baseline / idem) |\n|---|---:|---|---:|---:|\n",
+    );
+    for idem in counts.iter().filter(|c| c.case == "idem") {
+        for base in counts.iter().filter(|c| c.bench == idem.bench && c.case != "idem") {
+            table.push_str(&format!(
+                "| {} | {} | {} | {} | {:.2} |\n",
+                idem.bench,
+                idem.instructions,
+                base.case,
+                base.instructions,
+                base.instructions as f64 / idem.instructions as f64
+            ));
+        }
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_read_from_gungraun_s_report() {
+        let report = "instructions::future::await_ready idem:(Impl :: Idem)\n  \
+                      Instructions:      353156|N/A     (*********)\n  L1 Hits: 5|N/A\n\
+                      instructions::future::await_ready oneshot:(Impl :: Oneshot)\n  \
+                      Instructions:      222030|221023  (+0.4%)\n";
+        let counts = parse_counts(report);
+        let expect = |case: &str, instructions| Count {
+            bench: "await_ready".into(),
+            case: case.into(),
+            instructions,
+        };
+        assert_eq!(counts, vec![expect("idem", 353_156), expect("oneshot", 222_030)]);
+        let table = count_table(&counts);
+        assert!(table.contains("| await_ready | 353156 | oneshot | 222030 | 0.63 |"), "{table}");
+    }
+
+    #[test]
+    fn the_runner_s_version_is_the_library_s() {
+        let lock = fs::read_to_string(crate::root().join("Cargo.lock")).expect("Cargo.lock");
+        let entry = format!("name = \"gungraun\"\nversion = \"{GUNGRAUN_VERSION}\"");
+        assert!(lock.contains(&entry), "Cargo.lock's gungraun is not {GUNGRAUN_VERSION}");
+    }
 }

@@ -2248,6 +2248,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("xtask", "", "bin", "demo::tests::a_row_without_harm"),
     },
     Mutant {
+        name: "bench-counts-read-the-previous-run",
+        file: "xtask/src/bench.rs",
+        from: "let number = rest.trim().split('|').next().unwrap_or(\"\").trim();",
+        to: "let number = rest.trim().split('|').last().unwrap_or(\"\").trim();",
+        check: test("xtask", "", "bin", "bench::tests::counts_are_read"),
+    },
+    Mutant {
+        name: "bench-counts-keep-the-case-s-arguments",
+        file: "xtask/src/bench.rs",
+        from: "current = Some((function.to_string(), case.to_string()));",
+        to: "current = Some((function.to_string(), line.to_string()));",
+        check: test("xtask", "", "bin", "bench::tests::counts_are_read"),
+    },
+    Mutant {
         name: "storm-answers-take-any-repeat-as-the-original",
         file: "crates/idem-testkit/src/storm.rs",
         from: "            if original == hash {",

@@ -11,14 +11,15 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
-use std::future::Future;
+mod common;
+
 use std::hint::black_box;
-use std::pin::pin;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::thread;
 
+use common::{pending_then_ready, poll_once};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -43,11 +44,6 @@ impl Workers {
     fn run(&self, i: usize, job: impl FnOnce() + Send + 'static) {
         self.senders[i].send(Box::new(job)).expect("worker alive");
     }
-}
-
-fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
-    let future = pin!(future);
-    future.poll(&mut Context::from_waker(Waker::noop()))
 }
 
 fn bench_await(c: &mut Criterion) {
@@ -86,13 +82,6 @@ fn bench_await(c: &mut Criterion) {
 /// Create, poll once while pending (the waker is stored), complete, poll again: the path
 /// of a future awaited before its value arrives.
 fn bench_await_pending(c: &mut Criterion) {
-    fn pending_then_ready<F: Future>(future: F, complete: impl FnOnce()) -> Poll<F::Output> {
-        let mut future = pin!(future);
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(future.as_mut().poll(&mut cx).is_pending());
-        complete();
-        future.as_mut().poll(&mut cx)
-    }
     let mut g = c.benchmark_group("await_pending");
     g.bench_function("idem", |b| {
         b.iter(|| {
