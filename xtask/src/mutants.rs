@@ -2255,6 +2255,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("xtask", "", "bin", "bench::tests::counts_are_read"),
     },
     Mutant {
+        name: "bench-runner-version-not-the-library-s",
+        file: "xtask/src/bench.rs",
+        from: "const GUNGRAUN_VERSION: &str = \"0.20.0\";",
+        to: "const GUNGRAUN_VERSION: &str = \"0.19.0\";",
+        check: test("xtask", "", "bin", "bench::tests::the_runner_s_version"),
+    },
+    Mutant {
         name: "bench-counts-keep-the-case-s-arguments",
         file: "xtask/src/bench.rs",
         from: "current = Some((function.to_string(), case.to_string()));",
