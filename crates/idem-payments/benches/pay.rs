@@ -5,61 +5,16 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
-use std::collections::HashMap;
+mod payers;
+
 use std::hint::black_box;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use idem_core::{IdempotencyKey, MemoryStore, ScopedKey, StoreConfig};
-use idem_payments::{
-    Gateway, GatewayKey, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway,
-};
+use idem_core::IdempotencyKey;
+use idem_payments::PaymentRequest;
 use idem_testkit::bench;
-
-const POOL: usize = 1 << 16;
-const HOT: usize = 1024;
-
-trait Payer: Sync {
-    fn fresh() -> Self;
-    fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> PaymentOutcome;
-}
-
-type Idem = Processor<SimulatedGateway, MemoryStore<PaymentOutcome>>;
-
-impl Payer for Idem {
-    fn fresh() -> Self {
-        let config = StoreConfig::builder().capacity(POOL * 2).build().expect("valid config");
-        Processor::new("bench", SimulatedGateway::new(), MemoryStore::new(config)).expect("valid")
-    }
-    fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> PaymentOutcome {
-        Processor::pay(self, key, request).expect("pay").outcome
-    }
-}
-
-/// The seed: check, charge and record under one global lock.
-struct Seed {
-    gateway: SimulatedGateway,
-    done: Mutex<HashMap<ScopedKey, PaymentOutcome>>,
-}
-
-impl Payer for Seed {
-    fn fresh() -> Self {
-        Self { gateway: SimulatedGateway::new(), done: Mutex::new(HashMap::new()) }
-    }
-    fn pay(&self, key: &IdempotencyKey, request: &PaymentRequest) -> PaymentOutcome {
-        let scope = idem_core::Scope::new(request.customer()).expect("valid scope");
-        let scoped = ScopedKey::new(scope, key.clone());
-        let mut done = self.done.lock().expect("not poisoned");
-        if let Some(outcome) = done.get(&scoped) {
-            return outcome.clone();
-        }
-        let charge = self.gateway.charge(&GatewayKey::derive(&scoped), request).expect("charge");
-        let outcome = PaymentOutcome::Charged(charge);
-        done.insert(scoped, outcome.clone());
-        outcome
-    }
-}
+use payers::{HOT, Idem, POOL, Payer, Seed};
 
 fn fresh_keys<P: Payer>(
     keys: &[IdempotencyKey],
