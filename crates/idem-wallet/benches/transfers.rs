@@ -6,74 +6,15 @@
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
-use std::collections::{HashMap, HashSet};
+mod ledgers;
+
 use std::hint::black_box;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use idem_testkit::bench;
-use idem_wallet::{NewAccount, Transfer, Wallet};
-
-const ACCOUNTS: u128 = 1024;
-/// Transfers per fresh ledger, so memory stays bounded however long criterion runs.
-const CHUNK: u64 = 1 << 20;
-
-trait Ledger: Sync {
-    fn fresh() -> Self;
-    fn submit(&self, batch: &[Transfer]) -> usize;
-}
-
-impl Ledger for Wallet {
-    fn fresh() -> Self {
-        let w = Wallet::new();
-        let accounts: Vec<NewAccount> = (1..=ACCOUNTS)
-            .map(|id| NewAccount { id, ledger: 1, code: 1, ..Default::default() })
-            .collect();
-        drop(w.create_accounts(&accounts).expect("batch"));
-        w
-    }
-    fn submit(&self, batch: &[Transfer]) -> usize {
-        self.create_transfers(batch).expect("batch").len()
-    }
-}
-
-/// The obvious design: one mutex, a map of balances, a set of ids.
-struct Obvious(Mutex<(HashMap<u128, i128>, HashSet<u128>)>);
-
-impl Ledger for Obvious {
-    fn fresh() -> Self {
-        Self(Mutex::new(((1..=ACCOUNTS).map(|id| (id, 0)).collect(), HashSet::new())))
-    }
-    fn submit(&self, batch: &[Transfer]) -> usize {
-        let mut guard = self.0.lock().expect("not poisoned");
-        let (balances, ids) = &mut *guard;
-        let mut applied = 0;
-        for t in batch {
-            if ids.insert(t.id) {
-                *balances.entry(t.debit_account_id).or_default() -= t.amount as i128;
-                *balances.entry(t.credit_account_id).or_default() += t.amount as i128;
-                applied += 1;
-            }
-        }
-        applied
-    }
-}
-
-fn transfer(id: u128) -> Transfer {
-    let debit = id % ACCOUNTS + 1;
-    let credit = (id * 7 + 3) % ACCOUNTS + 1;
-    let credit = if credit == debit { credit % ACCOUNTS + 1 } else { credit };
-    Transfer {
-        id,
-        debit_account_id: debit,
-        credit_account_id: credit,
-        amount: 1 + id % 100,
-        ledger: 1,
-        code: 1,
-        ..Default::default()
-    }
-}
+use idem_wallet::{Transfer, Wallet};
+use ledgers::{CHUNK, Ledger, Obvious, transfer};
 
 /// Submits `batches` batches of `size` from `threads` threads; ids are fresh unless
 /// `replay` (then every batch repeats the first `size` ids). Times only the submits.
