@@ -23,6 +23,10 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+/// A hasher with fixed keys: the same SipHash as a `RandomState`, so that a baseline's
+/// map hashes alike run after run and an instruction count of it repeats exactly.
+pub type FixedKeys = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+
 /// Runs `work` once per share, each on a thread of its own, all released together, and
 /// returns the time from their release until the last one finished.
 ///

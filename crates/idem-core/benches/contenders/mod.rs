@@ -3,12 +3,11 @@
 //! (no clock read, no expiry bookkeeping, no capacity check).
 
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::BuildHasherDefault;
 use std::sync::Mutex;
 
 use dashmap::DashMap;
 use idem_core::{AsyncKeyStore, Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey, StoreConfig};
+use idem_testkit::bench::FixedKeys;
 
 pub(crate) const POOL: usize = 1 << 18;
 pub(crate) const HOT: usize = 1024;
@@ -71,11 +70,7 @@ impl Contender for AsyncMemory {
     }
 }
 
-/// The baselines hash with fixed keys (the same SipHash as a random `RandomState`), so that
-/// an instruction count repeats run after run.
-type Fixed = BuildHasherDefault<DefaultHasher>;
-
-pub(crate) struct GlobalMutex(Mutex<(HashMap<ScopedKey, Entry, Fixed>, u64)>);
+pub(crate) struct GlobalMutex(Mutex<(HashMap<ScopedKey, Entry, FixedKeys>, u64)>);
 
 impl Contender for GlobalMutex {
     fn fresh() -> Self {
@@ -104,7 +99,7 @@ impl Contender for GlobalMutex {
     }
 }
 
-pub(crate) struct Dash(DashMap<ScopedKey, Entry, Fixed>, std::sync::atomic::AtomicU64);
+pub(crate) struct Dash(DashMap<ScopedKey, Entry, FixedKeys>, std::sync::atomic::AtomicU64);
 
 impl Contender for Dash {
     fn fresh() -> Self {

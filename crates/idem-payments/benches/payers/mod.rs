@@ -2,14 +2,13 @@
 //! (check, charge and record under one global lock).
 
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::BuildHasherDefault;
 use std::sync::Mutex;
 
 use idem_core::{IdempotencyKey, MemoryStore, ScopedKey, StoreConfig};
 use idem_payments::{
     Gateway, GatewayKey, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway,
 };
+use idem_testkit::bench::FixedKeys;
 
 pub(crate) const POOL: usize = 1 << 16;
 pub(crate) const HOT: usize = 1024;
@@ -31,14 +30,10 @@ impl Payer for Idem {
     }
 }
 
-/// The seed hashes with fixed keys (the same SipHash as a random `RandomState`), so that
-/// an instruction count repeats run after run.
-type Fixed = BuildHasherDefault<DefaultHasher>;
-
 /// The seed: check, charge and record under one global lock.
 pub(crate) struct Seed {
     gateway: SimulatedGateway,
-    done: Mutex<HashMap<ScopedKey, PaymentOutcome, Fixed>>,
+    done: Mutex<HashMap<ScopedKey, PaymentOutcome, FixedKeys>>,
 }
 
 impl Payer for Seed {

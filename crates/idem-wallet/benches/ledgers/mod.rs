@@ -1,11 +1,10 @@
 //! The ledgers both benches run: idem-wallet and the obvious design (one mutex over a map
 //! of balances and a set of applied ids), and the transfers they are given.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
-use std::hash::BuildHasherDefault;
 use std::sync::Mutex;
 
+use idem_testkit::bench::FixedKeys;
 use idem_wallet::{NewAccount, Transfer, Wallet};
 
 pub(crate) const ACCOUNTS: u128 = 1024;
@@ -31,13 +30,9 @@ impl Ledger for Wallet {
     }
 }
 
-/// The obvious design hashes with fixed keys (the same SipHash as a random
-/// `RandomState`), so that an instruction count repeats run after run.
-type Fixed = BuildHasherDefault<DefaultHasher>;
-
 /// The obvious design: one mutex, a map of balances, a set of ids.
 /// Balances by account, and the applied transfer ids.
-type Books = (HashMap<u128, i128, Fixed>, HashSet<u128, Fixed>);
+type Books = (HashMap<u128, i128, FixedKeys>, HashSet<u128, FixedKeys>);
 
 pub(crate) struct Obvious(Mutex<Books>);
 
