@@ -129,19 +129,26 @@ fn read_measure(new_dir: &Path) -> Option<Measure> {
 }
 
 fn ratio_table(measures: &[Measure]) -> String {
-    let mut table = String::from(
-        "| group | idem (ns) | baseline | baseline (ns) | ratio (baseline / idem) |\n\
-         |---|---:|---|---:|---:|\n",
-    );
-    for idem in measures.iter().filter(|m| m.function == "idem") {
-        for base in measures.iter().filter(|m| m.group == idem.group && m.function != "idem") {
+    let rows: Vec<Row> =
+        measures.iter().map(|m| (m.group.as_str(), m.function.as_str(), m.median_ns)).collect();
+    let header = "| group | idem (ns) | baseline | baseline (ns) | ratio (baseline / idem) |";
+    ratios(header, &rows, |ns| format!("{ns:.1}"))
+}
+
+/// One measure: its group (or bench), its function (or case), its value.
+type Row<'a> = (&'a str, &'a str, f64);
+
+/// A table of every baseline beside the `idem` row of its group: both values, shown by
+/// `show`, and their ratio (baseline / idem).
+fn ratios(header: &str, rows: &[Row], show: fn(f64) -> String) -> String {
+    let mut table = format!("{header}\n|---|---:|---|---:|---:|\n");
+    for (group, _, idem) in rows.iter().filter(|(_, function, _)| *function == "idem") {
+        for (_, base, value) in rows.iter().filter(|(g, f, _)| g == group && *f != "idem") {
             table.push_str(&format!(
-                "| {} | {:.1} | {} | {:.1} | {:.2} |\n",
-                idem.group,
-                idem.median_ns,
-                base.function,
-                base.median_ns,
-                base.median_ns / idem.median_ns
+                "| {group} | {} | {base} | {} | {:.2} |\n",
+                show(*idem),
+                show(*value),
+                value / idem
             ));
         }
     }
@@ -233,23 +240,11 @@ fn parse_counts(report: &str) -> Vec<Count> {
 }
 
 fn count_table(counts: &[Count]) -> String {
-    let mut table = String::from(
-        "| bench | idem (instructions) | baseline | baseline (instructions) \
-         | ratio (baseline / idem) |\n|---|---:|---|---:|---:|\n",
-    );
-    for idem in counts.iter().filter(|c| c.case == "idem") {
-        for base in counts.iter().filter(|c| c.bench == idem.bench && c.case != "idem") {
-            table.push_str(&format!(
-                "| {} | {} | {} | {} | {:.2} |\n",
-                idem.bench,
-                idem.instructions,
-                base.case,
-                base.instructions,
-                base.instructions as f64 / idem.instructions as f64
-            ));
-        }
-    }
-    table
+    let rows: Vec<Row> =
+        counts.iter().map(|c| (c.bench.as_str(), c.case.as_str(), c.instructions as f64)).collect();
+    let header = "| bench | idem (instructions) | baseline | baseline (instructions) \
+                  | ratio (baseline / idem) |";
+    ratios(header, &rows, |count| format!("{count}"))
 }
 
 #[cfg(test)]
