@@ -2318,6 +2318,13 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Demo,
     },
     Mutant {
+        name: "pool-release-of-a-loan-whose-slot-is-idle-taken",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "        if s.phase != Phase::Parked {",
+        to: "        if !matches!(s.phase, Phase::Parked | Phase::Idle) {",
+        check: test("idem-pool", "", "it", "behaviour::stale_loan_after_relend"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",
