@@ -7,19 +7,24 @@
 //! awaited on its writer thread's reply channel).
 //! `http_store_calls` compares the memory store through the async contract with the same
 //! store behind `Blocking` (every call on tokio's blocking pool).
+//! `http_sqlite/<n> clients`: the layer on SQLite beside the handler alone, each served on
+//! a runtime of its own, at 1, 16 and 64 clients at once (fresh keys): how far the SQLite
+//! store's group commit shares its fsyncs between concurrent requests.
 //! `cargo xtask bench idem-http`.
 
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
 
 mod common;
+#[path = "../tests/common/own_runtime.rs"]
+mod own_runtime;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use common::{drive, fresh, fresh_key, routes, with_layer};
+use common::{clients_at_once, drive, fresh, fresh_key, routes, with_layer};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use idem_core::{MemoryStore, StoreConfig};
 use idem_http::{Blocking, StoredResponse};
@@ -77,6 +82,23 @@ fn bench_http(c: &mut Criterion) {
         b.to_async(&rt).iter_custom(|iters| drive(pooled, iters, fresh_key))
     });
     g.finish();
+    bench_sqlite_clients(c, &rt);
+}
+
+/// The layer on SQLite at 1, 16 and 64 concurrent clients, beside the handler alone.
+fn bench_sqlite_clients(c: &mut Criterion, rt: &Runtime) {
+    let plain = own_runtime::serve_on_own_runtime(routes());
+    let on_disk = own_runtime::serve_on_own_runtime(with_layer(sqlite()));
+    for clients in [1_u64, 16, 64] {
+        let mut g = c.benchmark_group(format!("http_sqlite/{clients} clients"));
+        g.sample_size(10).measurement_time(Duration::from_secs(5));
+        for (name, addr, keyed) in [("idem", on_disk, true), ("without_layer", plain, false)] {
+            g.bench_function(name, |b| {
+                b.to_async(rt).iter_custom(|iters| clients_at_once(addr, clients, iters, keyed))
+            });
+        }
+        g.finish();
+    }
 }
 
 criterion_group!(benches, bench_http);

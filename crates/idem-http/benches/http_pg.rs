@@ -16,10 +16,10 @@ mod own_runtime;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
-use common::{fresh_key, routes, with_layer};
+use common::{clients_at_once, routes, with_layer};
 use criterion::{Criterion, criterion_group, criterion_main};
 use idem_core::StoreConfig;
 use idem_http::{Blocking, StoredResponse};
@@ -34,19 +34,6 @@ fn url() -> String {
 /// Serves `router` on its own 2-worker runtime, on its own thread.
 fn serve(router: Router) -> SocketAddr {
     own_runtime::serve_on_own_runtime(router)
-}
-
-/// `iters` requests split over `clients` clients at once; the time until the last ends.
-async fn clients_at_once(addr: SocketAddr, clients: u64, iters: u64, keyed: bool) -> Duration {
-    let share = iters.div_ceil(clients);
-    let start = Instant::now();
-    let key = if keyed { fresh_key } else { |_| None };
-    let runs: Vec<_> =
-        (0..clients).map(|_| tokio::spawn(common::drive(addr, share, key))).collect();
-    for run in runs {
-        run.await.expect("a client");
-    }
-    start.elapsed().mul_f64(iters as f64 / (share * clients) as f64)
 }
 
 fn bench_http_pg(c: &mut Criterion) {

@@ -1,7 +1,9 @@
 //! The durable store beside the memory store, in one run: claim+complete on fresh keys and
 //! replays, 1 and 2 threads (`sqlite` vs `idem` = MemoryStore; the ratio shows what
-//! durability costs). Also prints the bytes on disk per record.
-//! `cargo bench -p idem-core --bench sqlite`
+//! durability costs). Also prints the bytes on disk per record, and the disk's floor beside
+//! the store's group commit: synced writes per second on the same disk, and claim+complete
+//! per second at 1, 16 and 64 threads with the groups that carried them.
+//! `cargo bench -p idem-store-sqlite --bench sqlite`
 
 // criterion's macros generate undocumented public functions.
 #![allow(missing_docs)]
@@ -97,6 +99,49 @@ fn bench(c: &mut Criterion) {
         group.finish();
     }
     bytes_per_record(config);
+    fsync_floor(config);
+}
+
+/// Synced writes timed for the floor: enough that one slow sync is noise.
+const SYNCED_WRITES: u32 = 300;
+/// Claim+complete cycles per thread count in the floor's comparison.
+const FLOOR_CYCLES: u64 = 3_000;
+
+/// The disk's floor, fio-style, in the store's own directory: 4 KiB appended and
+/// `fdatasync`ed, one at a time, as a group commit's one synced write is. Then the store's
+/// claim+complete per second at 1, 16 and 64 threads, each cycle two writer requests (the
+/// claim, the complete), with the groups it committed: at best one group per synced write.
+fn fsync_floor(config: StoreConfig) {
+    use std::io::Write;
+    let path = file().with_extension("floor");
+    let mut out = std::fs::File::create(&path).expect("a scratch file");
+    let page = [0x5a_u8; 4096];
+    let start = std::time::Instant::now();
+    for _ in 0..SYNCED_WRITES {
+        out.write_all(&page).expect("write");
+        out.sync_data().expect("fdatasync");
+    }
+    let synced_per_s = f64::from(SYNCED_WRITES) / start.elapsed().as_secs_f64();
+    println!("fsync floor: {synced_per_s:.0} synced 4 KiB writes per second");
+    println!("threads | claim+complete/s | groups/s | requests per group | groups/s of floor");
+    let fp = Fingerprint::builder("bench").finish();
+    for threads in [1_u64, 16, 64] {
+        let store = SqliteStore::<u64>::open(&file(), config).expect("open");
+        cycle(&store, 0, &fp);
+        let before = store.commit_stats();
+        let elapsed = timed(&store, threads, FLOOR_CYCLES, 1, false).as_secs_f64();
+        let after = store.commit_stats();
+        let groups = (after.groups_committed - before.groups_committed) as f64;
+        let requests = (after.requests_committed - before.requests_committed) as f64;
+        let cycles = FLOOR_CYCLES.div_ceil(threads) * threads;
+        println!(
+            "{threads} | {:.0} | {:.0} | {:.1} | {:.2}",
+            cycles as f64 / elapsed,
+            groups / elapsed,
+            requests / groups,
+            groups / elapsed / synced_per_s,
+        );
+    }
 }
 
 /// Writes 20,000 finished records and reports the file size per record.

@@ -71,3 +71,21 @@ pub(crate) async fn drive(
     }
     start.elapsed()
 }
+
+/// `iters` requests split over `clients` clients at once, each on its own connection
+/// (`keyed`: a fresh key per request); the time until the last ends, scaled to `iters`.
+pub(crate) async fn clients_at_once(
+    addr: SocketAddr,
+    clients: u64,
+    iters: u64,
+    keyed: bool,
+) -> Duration {
+    let share = iters.div_ceil(clients);
+    let start = Instant::now();
+    let key = if keyed { fresh_key } else { |_| None };
+    let runs: Vec<_> = (0..clients).map(|_| tokio::spawn(drive(addr, share, key))).collect();
+    for run in runs {
+        run.await.expect("a client");
+    }
+    start.elapsed().mul_f64(iters as f64 / (share * clients) as f64)
+}
