@@ -2325,6 +2325,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-pool", "", "it", "behaviour::stale_loan_after_relend"),
     },
     Mutant {
+        name: "future-lists-never-freed",
+        file: "crates/idem-future/src/promise.rs",
+        from: "            free_lists(lists);",
+        to: "            mem::forget(lists);",
+        check: Check::Loom { package: "idem-future" },
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::mem;
+use std::mem::{self, ManuallyDrop};
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -77,7 +77,6 @@ impl Completion {
 /// it saw the slot's `WAITING` flag, or by the registrant itself if the outcome was
 /// published first. Allocated by the first registrant, so a promise nobody waits on this
 /// way carries one empty pointer.
-#[derive(Default)]
 struct Waiting {
     /// Each shared future clone's latest waker, by clone id.
     shared_wakers: Vec<(u64, Waker)>,
@@ -86,14 +85,50 @@ struct Waiting {
     blocked: usize,
     /// Each pending [`Closed`] future's latest waker, by id: woken when the last reader goes.
     closed_wakers: Vec<(u64, Waker)>,
+    /// Under loom, lists never freed fail the model (they are dropped by hand: `Lists`).
+    #[cfg(loom)]
+    _track: crate::sync::Track,
+}
+
+impl Waiting {
+    fn new() -> Self {
+        Self {
+            shared_wakers: Vec::new(),
+            callbacks: Vec::new(),
+            blocked: 0,
+            closed_wakers: Vec::new(),
+            #[cfg(loom)]
+            _track: crate::sync::Track::new(()),
+        }
+    }
 }
 
 /// What completers and futures share besides the outcome's slot.
 pub(crate) struct Rest {
     completers: AtomicUsize,
     next_shared_id: AtomicUsize,
-    waiting: Mutex<Option<Box<Waiting>>>,
+    waiting: Mutex<Lists>,
     changed: Condvar,
+}
+
+/// The lists, once allocated. Dropped by hand, by `Rest`'s drop: left to the compiler, the
+/// drop of the vectors of wakers and callbacks sat in an out-of-line call that every
+/// promise paid, although most never allocate the lists.
+type Lists = ManuallyDrop<Option<Box<Waiting>>>;
+
+impl Drop for Rest {
+    fn drop(&mut self) {
+        if let Some(lists) = ManuallyDrop::into_inner(mem::take(self.waiting.get_mut())) {
+            free_lists(lists);
+        }
+    }
+}
+
+/// Drops lists a registrant allocated; see `Rest`'s drop.
+#[cold]
+#[inline(never)]
+fn free_lists(lists: Box<Waiting>) {
+    drop(lists);
 }
 
 impl Readers for Rest {
@@ -117,7 +152,7 @@ pub(crate) type ReaderOf<T, E> = Reader<Result<T, Error<E>>, Rest>;
 
 /// The lists behind the mutex, allocated on first use.
 fn lists(waiting: &mut Option<Box<Waiting>>) -> &mut Waiting {
-    waiting.get_or_insert_with(Box::default)
+    waiting.get_or_insert_with(|| Box::new(Waiting::new()))
 }
 
 /// Stores `waker` as the latest of the future `id` in `wakers` (unless the one there
@@ -131,11 +166,7 @@ fn keep_latest(wakers: &mut Vec<(u64, Waker)>, id: u64, waker: &Waker) {
 }
 
 /// Forgets the future `id`'s waker in the list `pick` chooses, if the lists exist.
-fn forget(
-    waiting: &Mutex<Option<Box<Waiting>>>,
-    id: u64,
-    pick: fn(&mut Waiting) -> &mut Vec<(u64, Waker)>,
-) {
+fn forget(waiting: &Mutex<Lists>, id: u64, pick: fn(&mut Waiting) -> &mut Vec<(u64, Waker)>) {
     if let Some(waiting) = waiting.lock().as_mut() {
         pick(waiting).retain(|(i, _)| *i != id);
     }
@@ -161,7 +192,11 @@ impl<T, E> Inner<T, E> {
     }
 
     /// Wakes and runs everything registered before the outcome was published. Nothing
-    /// runs under the lock: a waker or callback may re-enter this promise.
+    /// runs under the lock: a waker or callback may re-enter this promise. Out of line and
+    /// cold: a completion that finds nothing registered (the common case) then carries
+    /// none of this frame's register saves.
+    #[cold]
+    #[inline(never)]
     fn serve_waiting(&self, completion: Completion) {
         let mut guard = self.waiting.lock();
         let waiting = lists(&mut guard);
@@ -301,7 +336,7 @@ pub fn promise<T, E>() -> (Completer<T, E>, PromiseFuture<T, E>) {
     let cell::FirstHandles { owner, plain } = cell::owned(Rest {
         completers: AtomicUsize::new(1),
         next_shared_id: AtomicUsize::new(0),
-        waiting: Mutex::new(None),
+        waiting: Mutex::new(ManuallyDrop::new(None)),
         changed: Condvar::default(),
     });
     (Completer { inner: plain }, PromiseFuture { owner })

@@ -1,7 +1,7 @@
 //! The one place that names synchronisation primitives: parking_lot and std normally,
 //! loom's under `--cfg loom` so the models in `tests/loom.rs` explore the real code.
-//! Under loom the promise's allocation carries a `loom::alloc::Track`, so loom's leak
-//! check sees every promise's allocation.
+//! Under loom the promise's allocation and its lists carry a `loom::alloc::Track`, so
+//! loom's leak check sees every promise's allocation and every list freed by hand.
 
 pub(crate) use std::time::{Duration, Instant};
 
@@ -41,6 +41,14 @@ impl<T> Mutex<T> {
     /// # Panics
     ///
     /// Under loom only, if a thread panicked while holding the lock (a failed model).
+    /// The value, through `&mut self`: no other handle exists, so no lock is taken.
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        #[cfg(not(loom))]
+        return self.inner.get_mut();
+        #[cfg(loom)]
+        return self.inner.get_mut().expect("a loom model thread panicked while holding the lock");
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         #[cfg(not(loom))]
         return self.inner.lock();
