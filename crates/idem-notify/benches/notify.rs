@@ -28,7 +28,7 @@ fn bench(c: &mut Criterion) {
                         .map(|_| {
                             let notifier = notifier(workers, MESSAGES);
                             let start = Instant::now();
-                            with_dedup(notifier, &input);
+                            with_dedup(&notifier, &input);
                             start.elapsed()
                         })
                         .sum()

@@ -54,8 +54,8 @@ pub(crate) fn notifier(workers: usize, messages: usize) -> Idem {
 }
 
 /// Submits every notification of `input` (a clone each, retried while the queue is full)
-/// and drains the notifier.
-pub(crate) fn with_dedup(notifier: Idem, input: &[Notification]) {
+/// and drains the notifier (the caller drops it, outside what it times).
+pub(crate) fn with_dedup(notifier: &Idem, input: &[Notification]) {
     for n in input {
         while let Err(SubmitError::QueueFull { .. }) = notifier.submit(n.clone()) {
             std::thread::yield_now();
