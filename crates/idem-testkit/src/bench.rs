@@ -1,5 +1,6 @@
 //! The timing harness of the threaded benches: their work on real threads, released
-//! together by a barrier, timed from the release until the last thread is done. Spawning
+//! together by a barrier, timed from the first thread's start until the last thread is
+//! done, each thread reading the clock itself. Spawning
 //! the threads and preparing each one's share happen before the clock starts, so a
 //! figure is the work alone, as criterion's `iter_custom` expects.
 //!
@@ -47,26 +48,36 @@ pub fn timed_with<T: Send, R: Send>(
     work: impl Fn(T) -> R + Sync,
 ) -> (Duration, Vec<R>) {
     let shares: Vec<T> = shares.into_iter().collect();
-    let start = Barrier::new(shares.len() + 1);
-    std::thread::scope(|scope| {
+    let start = Barrier::new(shares.len());
+    // Each thread reads the clock itself, after the barrier and after its work: the span is
+    // the first start to the last end. A clock read by the spawning thread after the
+    // barrier started late whenever that thread lost its core to the workers (64 threads
+    // on 2 cores), and a pool bench then reported 18 million 2 us holds a second.
+    let spans: Vec<(Instant, Instant, R)> = std::thread::scope(|scope| {
         let workers: Vec<_> = shares
             .into_iter()
             .map(|share| {
                 let (start, work) = (&start, &work);
                 scope.spawn(move || {
                     start.wait();
-                    work(share)
+                    let began = Instant::now();
+                    let result = work(share);
+                    (began, Instant::now(), result)
                 })
             })
             .collect();
-        start.wait();
-        let began = Instant::now();
-        let results = workers
+        workers
             .into_iter()
             .map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect();
-        (began.elapsed(), results)
-    })
+            .collect()
+    });
+    let first = spans.iter().map(|(began, _, _)| *began).min();
+    let last = spans.iter().map(|(_, ended, _)| *ended).max();
+    let elapsed = match (first, last) {
+        (Some(first), Some(last)) => last.saturating_duration_since(first),
+        _ => Duration::ZERO,
+    };
+    (elapsed, spans.into_iter().map(|(_, _, result)| result).collect())
 }
 
 /// `iters` operations split over `threads` threads, timed as [`timed`] times them: each
