@@ -32,6 +32,7 @@
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Deref;
+use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::task::Waker;
 
@@ -111,10 +112,11 @@ impl<V> Slot<V> {
         Snapshot(self.state.load(Ordering::Acquire))
     }
 
-    /// Writes `value` if no one has; `kind` (0 to 3) is published with it, and the owner's
-    /// waker, if one is registered, is woken. Returns the word as it was when claimed (the
-    /// flags the publish kept, so the caller sees `WAITING`), or the value back if another
-    /// writer won.
+    /// Writes `value` if no one has; `kind` (0 to 3) is published with it. Returns the
+    /// word as it was when claimed (the flags the publish kept, so the caller sees
+    /// `WAITING` and `OWNER`), or the value back if another writer won. The winner then
+    /// wakes the owner with [`wake_owner`](Self::wake_owner), apart from the publish, so
+    /// that a waker that panics cannot keep it from serving everyone else.
     pub(crate) fn set(&self, value: V, kind: usize) -> Result<Snapshot, V> {
         assert!(kind <= KIND_MAX, "kind {kind} does not fit in two bits");
         // ORDERING: Relaxed is a first guess only: the claim below is the compare-and-swap
@@ -148,16 +150,35 @@ impl<V> Slot<V> {
         // says WRITING, so no flag can be lost (see `set_flag`). The kind bits were zero.
         let before = current;
         self.state.store(before | READY | (kind << KIND_SHIFT), Ordering::Release);
-        if before & OWNER != 0 {
-            // SAFETY: `OWNER` was set when we claimed (and the owner cannot clear it while
-            // the word says WRITING), so the cell holds a waker, and the owner never writes
-            // the cell again: it rewrites only after clearing `OWNER` with a
-            // compare-and-swap that refuses a claimed word. The owner may read it at
-            // the same time (`will_wake`); shared reads are sound. The cell is dropped
-            // only by `drop`, which needs `&mut self`.
-            self.owner.with(|cell| unsafe { (*cell).assume_init_ref() }.wake_by_ref());
-        }
         Ok(Snapshot(before))
+    }
+
+    /// Wakes the owner's waker if `claimed`, the word a winning [`set`](Self::set)
+    /// returned, says one was registered; the waker stays in the cell (until `drop`).
+    ///
+    /// # Panics
+    ///
+    /// If the slot's word is not done and announcing the owner's waker (a bug in this
+    /// crate: only the winner of `set` calls this, with what `set` returned); and if the
+    /// waker's `wake_by_ref` panics.
+    pub(crate) fn wake_owner(&self, claimed: Snapshot) {
+        if claimed.0 & OWNER == 0 {
+            return;
+        }
+        // ORDERING: Acquire pairs with the owner's Release of `OWNER` (and with `set`'s
+        // publish): the waker stored before the flag is visible.
+        let now = self.state.load(Ordering::Acquire);
+        assert!(
+            now & PHASE >= READY && now & OWNER != 0,
+            "the owner woken on a word that is not done or has no waker"
+        );
+        // SAFETY: the word is done and says `OWNER`, so the cell holds the waker the owner
+        // stored before announcing it, and no one writes the cell again: the owner
+        // rewrites it only after clearing `OWNER` with a compare-and-swap that refuses a
+        // claimed word, and a done word stays claimed. The owner may read it at the same
+        // time (`will_wake`); shared reads are sound. The cell is dropped only by `drop`,
+        // which needs `&mut self`.
+        self.owner.with(|cell| unsafe { (*cell).assume_init_ref() }.wake_by_ref());
     }
 
     /// Stores `waker` as the owner's, to be woken by the winning `set`. Returns whether
@@ -494,6 +515,10 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
         // SAFETY: this handle keeps the allocation alive until its count is given back.
         let allocation = unsafe { self.ptr.as_ref() };
         let mut unit = Self::UNIT;
+        // A watcher's waker that panics in `last_reader_gone` must not keep this handle's
+        // count (the allocation would never be freed): caught, and passed on once the
+        // handle has left.
+        let mut served = Ok(());
         if READER {
             // ORDERING: Relaxed: the compare-and-swap below re-reads with AcqRel.
             let mut current = allocation.refs.load(Ordering::Relaxed);
@@ -503,7 +528,9 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
                     // keeps the allocation alive; then leave as a handle below.
                     // ORDERING: AcqRel, the read-modify-write `watch` races (see there).
                     allocation.refs.fetch_sub(ONE_READER, Ordering::AcqRel);
-                    allocation.rest.last_reader_gone();
+                    served = panic::catch_unwind(AssertUnwindSafe(|| {
+                        allocation.rest.last_reader_gone();
+                    }));
                     unit = ONE_HANDLE;
                     break;
                 }
@@ -524,6 +551,11 @@ impl<V, X: Readers, const READER: bool> Handle<V, X, READER> {
         // ORDERING: Release, so that the handle that frees sees this handle's writes.
         if handles(allocation.refs.fetch_sub(unit, Ordering::Release)) == 1 {
             self.free();
+        }
+        if let Err(payload) = served
+            && !crate::sync::panicking()
+        {
+            panic::resume_unwind(payload);
         }
     }
 

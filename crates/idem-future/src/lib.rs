@@ -61,7 +61,17 @@
 //! stop the others and does not poison the promise: each runs under `catch_unwind`, and
 //! the first panic is resumed on the completing thread after all of them ran (the
 //! completion has taken effect by then). If that thread is already unwinding (the last
-//! completer dropped during a panic), the callback's panic is discarded instead.
+//! completer dropped during a panic), the callback's panic is discarded instead. Wakers
+//! are held to the same rule: one that panics when woken stops no other waker, callback
+//! or blocked reader, and its panic comes out of `complete` (or the last reader's drop,
+//! for a [`Completer::closed`] future's waker) once every one was served. No waker is
+//! dropped under the lock either, so a waker that owns its task, and the task a handle on
+//! this promise, may drop that handle.
+//!
+//! A callback that owns a completer of its own promise keeps that promise from ever being
+//! abandoned, as an `Arc` that holds itself is never freed: the promise waits for the
+//! callback, and the callback for the promise. Complete or drop such a completer
+//! elsewhere.
 //!
 //! # When every reader is gone
 //!

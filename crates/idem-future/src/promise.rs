@@ -7,7 +7,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use crate::cell::{self, Allocation, Owner, Plain, Reader, Readers};
+use crate::cell::{self, Allocation, Owner, Plain, Reader, Readers, Snapshot};
 use crate::sync::{AtomicUsize, Condvar, Duration, Instant, Mutex, Ordering};
 
 /// Why a promise finished without a value.
@@ -132,10 +132,13 @@ fn free_lists(lists: Box<Waiting>) {
 }
 
 impl Readers for Rest {
-    /// Wakes every `Closed` future that registered (see `Allocation::watch`).
+    /// Wakes every `Closed` future that registered (see `Allocation::watch`): all of
+    /// them, even if one waker panics; the first panic is passed on after.
     fn last_reader_gone(&self) {
         let wakers = mem::take(&mut lists(&mut self.waiting.lock()).closed_wakers);
-        wakers.into_iter().for_each(|(_, waker)| waker.wake());
+        let mut first_panic = None;
+        wake_all(wakers, &mut first_panic);
+        pass_on(first_panic);
     }
 }
 
@@ -156,19 +159,64 @@ fn lists(waiting: &mut Option<Box<Waiting>>) -> &mut Waiting {
 }
 
 /// Stores `waker` as the latest of the future `id` in `wakers` (unless the one there
-/// would wake the same task).
-fn keep_latest(wakers: &mut Vec<(u64, Waker)>, id: u64, waker: &Waker) {
+/// would wake the same task). Returns the waker it replaced, for the caller to drop once
+/// it has let go of the lock.
+///
+/// Re-entry, not a race (one thread, so no loom model): an executor's waker may own its
+/// task, and the task a handle on this promise; dropping the last clone of such a waker
+/// drops the handle, whose drop takes the promise's lock. So no waker is dropped under the
+/// lock: here and in `forget` the waker leaves the list under the lock and is dropped
+/// after. Tests: `a_waker_dropped_by_a_repoll_may_reenter_the_promise` and its twin.
+#[must_use = "drop the replaced waker after the lock"]
+fn keep_latest(wakers: &mut Vec<(u64, Waker)>, id: u64, waker: &Waker) -> Option<Waker> {
     match wakers.iter_mut().find(|(i, _)| *i == id) {
-        Some((_, current)) if current.will_wake(waker) => {}
-        Some((_, current)) => *current = waker.clone(),
-        None => wakers.push((id, waker.clone())),
+        Some((_, current)) if current.will_wake(waker) => None,
+        Some((_, current)) => Some(mem::replace(current, waker.clone())),
+        None => {
+            wakers.push((id, waker.clone()));
+            None
+        }
     }
 }
 
-/// Forgets the future `id`'s waker in the list `pick` chooses, if the lists exist.
+/// Forgets the future `id`'s waker in the list `pick` chooses, if the lists exist; the
+/// waker is dropped after the lock (see `keep_latest`).
 fn forget(waiting: &Mutex<Lists>, id: u64, pick: fn(&mut Waiting) -> &mut Vec<(u64, Waker)>) {
-    if let Some(waiting) = waiting.lock().as_mut() {
-        pick(waiting).retain(|(i, _)| *i != id);
+    let mut guard = waiting.lock();
+    let forgotten = guard.as_mut().and_then(|waiting| {
+        let wakers = pick(waiting);
+        let at = wakers.iter().position(|(i, _)| *i == id)?;
+        Some(wakers.swap_remove(at))
+    });
+    drop(guard);
+    drop(forgotten);
+}
+
+/// Wakes every waker of `wakers`, even if one panics; the first panic is kept in
+/// `first_panic` for the caller to pass on once everything is served.
+fn wake_all(wakers: Vec<(u64, Waker)>, first_panic: &mut Option<Panic>) {
+    for (_, waker) in wakers {
+        caught(first_panic, || waker.wake());
+    }
+}
+
+/// A panic's payload, caught to be passed on later.
+type Panic = Box<dyn std::any::Any + Send>;
+
+/// Runs `f`; if it panics, keeps the first panic in `first_panic` and returns.
+fn caught(first_panic: &mut Option<Panic>, f: impl FnOnce()) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(f)) {
+        first_panic.get_or_insert(payload);
+    }
+}
+
+/// Passes a caught panic on, unless this thread is already unwinding (a second panic
+/// would abort the process).
+fn pass_on(first_panic: Option<Panic>) {
+    if let Some(payload) = first_panic
+        && !crate::sync::panicking()
+    {
+        panic::resume_unwind(payload);
     }
 }
 
@@ -184,31 +232,42 @@ impl<T, E> Inner<T, E> {
     /// `racing_completers_one_winner`.
     fn settle(&self, outcome: Result<T, Error<E>>) -> Result<(), Result<T, Error<E>>> {
         let completion = Completion::of(&outcome);
-        let before = self.slot.set(outcome, completion.index())?;
-        if before.is_waiting() {
-            self.serve_waiting(completion);
+        let claimed = self.slot.set(outcome, completion.index())?;
+        if claimed.is_waiting() {
+            self.serve(claimed, completion);
+        } else {
+            // Nothing registered under the lock: the owner's waker, if any, is all there
+            // is to serve, and a panic from it skips nothing.
+            self.slot.wake_owner(claimed);
         }
         Ok(())
     }
 
-    /// Wakes and runs everything registered before the outcome was published. Nothing
-    /// runs under the lock: a waker or callback may re-enter this promise. Out of line and
-    /// cold: a completion that finds nothing registered (the common case) then carries
-    /// none of this frame's register saves.
+    /// Wakes and runs everything registered before the outcome was published: the owner's
+    /// waker, the shared readers' wakers, the blocked threads, the callbacks. Every one is
+    /// served even if a waker or a callback panics; the first panic is passed on after.
+    /// Nothing runs under the lock: a waker or callback may re-enter this promise. Out of
+    /// line and cold: a completion that finds nothing registered (the common case) then
+    /// carries none of this frame's register saves.
     #[cold]
     #[inline(never)]
-    fn serve_waiting(&self, completion: Completion) {
-        let mut guard = self.waiting.lock();
-        let waiting = lists(&mut guard);
-        let shared_wakers = mem::take(&mut waiting.shared_wakers);
-        let callbacks = mem::take(&mut waiting.callbacks);
-        let blocked = waiting.blocked > 0;
-        drop(guard);
-        if blocked {
-            self.changed.notify_all();
+    fn serve(&self, claimed: Snapshot, completion: Completion) {
+        let mut first_panic = None;
+        caught(&mut first_panic, || self.slot.wake_owner(claimed));
+        if claimed.is_waiting() {
+            let mut guard = self.waiting.lock();
+            let waiting = lists(&mut guard);
+            let shared_wakers = mem::take(&mut waiting.shared_wakers);
+            let callbacks = mem::take(&mut waiting.callbacks);
+            let blocked = waiting.blocked > 0;
+            drop(guard);
+            if blocked {
+                self.changed.notify_all();
+            }
+            wake_all(shared_wakers, &mut first_panic);
+            run_callbacks_caught(callbacks, completion, &mut first_panic);
         }
-        shared_wakers.into_iter().for_each(|(_, waker)| waker.wake());
-        run_callbacks(callbacks, completion);
+        pass_on(first_panic);
     }
 
     /// Runs `callback` once: now, on this thread, if the promise is complete; otherwise
@@ -240,8 +299,11 @@ impl<T, E> Inner<T, E> {
     /// published first. Same protocol as `register_waker`.
     pub(crate) fn register_shared_waker(&self, id: u64, waker: &Waker) -> bool {
         let mut guard = self.waiting.lock();
-        keep_latest(&mut lists(&mut guard).shared_wakers, id, waker);
-        self.slot.mark_waiting().is_done()
+        let replaced = keep_latest(&mut lists(&mut guard).shared_wakers, id, waker);
+        let done = self.slot.mark_waiting().is_done();
+        drop(guard);
+        drop(replaced);
+        done
     }
 
     /// Forgets the shared clone `id`'s waker.
@@ -280,7 +342,9 @@ impl<T, E> Inner<T, E> {
         if self.watch() {
             return true;
         }
-        keep_latest(&mut lists(&mut guard).closed_wakers, id, waker);
+        let replaced = keep_latest(&mut lists(&mut guard).closed_wakers, id, waker);
+        drop(guard);
+        drop(replaced);
         false
     }
 
@@ -309,17 +373,22 @@ impl<T, E> Inner<T, E> {
 /// completion has taken effect by then, and the promise is not poisoned.
 fn run_callbacks(callbacks: Vec<Callback>, completion: Completion) {
     let mut first_panic = None;
+    run_callbacks_caught(callbacks, completion, &mut first_panic);
+    pass_on(first_panic);
+}
+
+/// Runs every callback, even if one panics; the first panic is kept in `first_panic`.
+fn run_callbacks_caught(
+    callbacks: Vec<Callback>,
+    completion: Completion,
+    first_panic: &mut Option<Panic>,
+) {
     for callback in callbacks {
         if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| callback(completion))) {
             #[cfg(feature = "tracing")]
             tracing::error!(?completion, "an on_complete callback panicked; the others still ran");
             first_panic.get_or_insert(payload);
         }
-    }
-    if let Some(payload) = first_panic
-        && !crate::sync::panicking()
-    {
-        panic::resume_unwind(payload);
     }
 }
 

@@ -38,10 +38,11 @@ impl<T> Mutex<T> {
         Self { inner }
     }
 
+    /// The value, through `&mut self`: no other handle exists, so no lock is taken.
+    ///
     /// # Panics
     ///
     /// Under loom only, if a thread panicked while holding the lock (a failed model).
-    /// The value, through `&mut self`: no other handle exists, so no lock is taken.
     pub(crate) fn get_mut(&mut self) -> &mut T {
         #[cfg(not(loom))]
         return self.inner.get_mut();
@@ -49,6 +50,9 @@ impl<T> Mutex<T> {
         return self.inner.get_mut().expect("a loom model thread panicked while holding the lock");
     }
 
+    /// # Panics
+    ///
+    /// Under loom only, if a thread panicked while holding the lock (a failed model).
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         #[cfg(not(loom))]
         return self.inner.lock();

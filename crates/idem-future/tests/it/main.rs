@@ -4,6 +4,7 @@ mod behaviour;
 mod callbacks;
 mod closed;
 mod model;
+mod reentry;
 mod shared;
 
 use std::sync::Arc;
