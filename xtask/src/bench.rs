@@ -35,7 +35,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
             command.arg("--workspace");
         }
     }
-    command.arg("--benches");
+    // The criterion benches by name: `--benches` would also start the instruction-count
+    // benches, which run again below with their output read.
+    for name in criterion_benches(&root.join("crates"), only)? {
+        command.args(["--bench", &name]);
+    }
     // The PostgreSQL benches (idem-http's `http_pg`, idem-store-postgres's `floor`) need a
     // server: the one `cargo xtask ci` starts, unless IDEM_PG_URL names another.
     if only.is_none_or(|name| ["idem-http", "idem-store-postgres"].contains(&name.as_str())) {
@@ -48,8 +52,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
         command.env("IDEM_REDIS_URL", crate::redis_url()?);
     }
     // The instruction-count benches (`benches/instructions.rs`) run under gungraun, whose
-    // runner binary must be installed at the library's version; criterion's run starts
-    // them too.
+    // runner binary must be installed at the library's version; they run after criterion's
+    // benches, once.
     let counted: Vec<String> = crate::crates_with("benches/instructions.rs")?
         .into_iter()
         .filter(|name| only.is_none_or(|o| o == name))
@@ -247,6 +251,39 @@ fn count_table(counts: &[Count]) -> String {
     ratios(header, &rows, |count| format!("{count}"))
 }
 
+/// The bench targets of the crates (or of `only`) but the instruction-count ones, from
+/// each manifest's `[[bench]]` sections, sorted and once each.
+fn criterion_benches(crates: &Path, only: Option<&String>) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for name in crate::crates_with("benches")? {
+        if only.is_some_and(|o| *o != name) {
+            continue;
+        }
+        let manifest = crates.join(&name).join("Cargo.toml");
+        let text = fs::read_to_string(&manifest)
+            .map_err(|e| format!("bench: reading {}: {e}", manifest.display()))?;
+        names.extend(bench_names(&text).into_iter().filter(|b| b != "instructions"));
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// The `name` of each `[[bench]]` section of a manifest.
+fn bench_names(manifest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_bench = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bench = line == "[[bench]]";
+        } else if in_bench && let Some(value) = line.strip_prefix("name") {
+            let value = value.trim_start().trim_start_matches('=').trim().trim_matches('"');
+            names.push(value.to_string());
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +303,17 @@ mod tests {
         assert_eq!(counts, vec![expect("idem", 353_156), expect("oneshot", 222_030)]);
         let table = count_table(&counts);
         assert!(table.contains("| await_ready | 353156 | oneshot | 222030 | 0.63 |"), "{table}");
+    }
+
+    #[test]
+    fn criterion_runs_every_bench_but_the_instruction_counts() {
+        let manifest = "[package]\nname = \"idem-x\"\n\n[[bench]]\nname = \"store\"\n\
+                        harness = false\n\n[[bench]]\nname = \"instructions\"\n\
+                        harness = false\n\n[[example]]\nname = \"storm\"\n";
+        assert_eq!(bench_names(manifest), ["store", "instructions"]);
+        let names = criterion_benches(&crate::root().join("crates"), None).expect("manifests");
+        assert!(names.contains(&"promise".to_string()), "{names:?}");
+        assert!(!names.contains(&"instructions".to_string()), "{names:?}");
     }
 
     #[test]

@@ -2248,6 +2248,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("xtask", "", "bin", "demo::tests::a_row_without_harm"),
     },
     Mutant {
+        name: "bench-criterion-run-starts-the-instruction-counts",
+        file: "xtask/src/bench.rs",
+        from: ".filter(|b| b != \"instructions\")",
+        to: ".filter(|b| !b.is_empty())",
+        check: test("xtask", "", "bin", "bench::tests::criterion_runs_every"),
+    },
+    Mutant {
         name: "bench-counts-read-the-previous-run",
         file: "xtask/src/bench.rs",
         from: "let number = rest.trim().split('|').next().unwrap_or(\"\").trim();",
