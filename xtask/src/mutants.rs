@@ -2369,9 +2369,65 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "future-watcher-panic-keeps-the-handle",
         file: "crates/idem-future/src/cell.rs",
-        from: "                    served = panic::catch_unwind(AssertUnwindSafe(|| {\n                        allocation.rest.last_reader_gone();\n                    }));\n",
-        to: "                    allocation.rest.last_reader_gone();\n",
+        from: "served = panic::catch_unwind(AssertUnwindSafe(|| {\n                        \
+               allocation.rest.last_reader_gone();\n                    }));",
+        to: "allocation.rest.last_reader_gone();",
         check: test("idem-future", "", "it", "reentry::a_panicking_closed_waker"),
+    },
+    Mutant {
+        name: "notify-queued-lease-never-checked",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "    if state.config.clock().now().saturating_add(half) < lease.expires_at() {",
+        to: "    if true || state.config.clock().now().saturating_add(half) < lease.expires_at() {",
+        check: test("idem-notify", "", "it", "hostile::a_message_queued_past_its_lease"),
+    },
+    Mutant {
+        name: "notify-provider-panic-not-caught",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "panic::catch_unwind(AssertUnwindSafe(|| state.provider.send(n))).unwrap_or_else(",
+        to: "Ok::<_, ()>(state.provider.send(n)).unwrap_or_else(",
+        check: test("idem-notify", "", "it", "hostile::a_panicking_provider"),
+    },
+    Mutant {
+        name: "notify-recovery-taken-as-may-have-delivered",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "may_have_delivered: false, last:",
+        to: "may_have_delivered: job.recovering && resend, last:",
+        check: test(
+            "idem-notify",
+            "",
+            "it",
+            "behaviour::a_recovery_the_provider_says_was_not_delivered",
+        ),
+    },
+    Mutant {
+        name: "notify-second-shutdown-reports-early",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "for worker in std::mem::take(&mut *workers) {",
+        to: "let taken = std::mem::take(&mut *workers);\n        drop(workers);\n        \
+             for worker in taken {",
+        check: test("idem-notify", "", "it", "hostile::a_second_shutdown"),
+    },
+    Mutant {
+        name: "notify-worker-joins-itself",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "            if worker.thread().id() == me {",
+        to: "            if worker.thread().id() == me && false {",
+        check: test("idem-notify", "", "it", "hostile::a_notifier_dropped_by_its_own_worker"),
+    },
+    Mutant {
+        name: "notify-retry-started-past-the-deadline",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "            if past_deadline(state, pause) {",
+        to: "            if false && past_deadline(state, pause) {",
+        check: test("idem-notify", "", "it", "hostile::a_retry_whose_pause_outlasts"),
+    },
+    Mutant {
+        name: "notify-stored-dead-letter-reason-uncut",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "        let kept = kept_reason(&reason, state.store.result_bytes_max());",
+        to: "        let kept = reason.clone();",
+        check: test("idem-notify", "", "it", "hostile::a_final_dead_letter_whose_reason"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

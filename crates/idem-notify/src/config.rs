@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use idem_core::{Clock, SystemClock};
+
 use crate::retry::{RetryPolicy, Sleeper, ThreadSleeper};
 
 /// The most worker threads.
@@ -43,6 +45,7 @@ pub struct Config {
     retry: RetryPolicy,
     unknown: UnknownPolicy,
     sleeper: Arc<dyn Sleeper>,
+    clock: Arc<dyn Clock>,
     read_max: usize,
     reports_max: usize,
 }
@@ -68,6 +71,7 @@ impl Default for Config {
             retry: RetryPolicy::default(),
             unknown: UnknownPolicy::ReportUnresolved,
             sleeper: Arc::new(ThreadSleeper),
+            clock: Arc::new(SystemClock),
             read_max: 1_000_000,
             reports_max: 1_000,
         }
@@ -103,6 +107,10 @@ impl Config {
     /// How workers wait between attempts.
     pub(crate) fn sleeper(&self) -> &dyn Sleeper {
         &*self.sleeper
+    }
+
+    pub(crate) fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 
     /// The most (recipient, id) pairs `mark_read` remembers.
@@ -153,6 +161,16 @@ impl ConfigBuilder {
     /// pass a recorder so that no test sleeps.
     pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
         self.config.sleeper = sleeper;
+        self
+    }
+
+    /// The clock a worker reads to see how much of a message's lease is left before it
+    /// sends (it renews a lease with less than half left); default the system clock. Give
+    /// it the id store's clock when the store has one of its own (a `ManualClock` in
+    /// tests). A store on another machine's clock (PostgreSQL's) may run ahead of this one
+    /// by up to half a lease before a renewal comes too late.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.config.clock = clock;
         self
     }
 

@@ -2,6 +2,7 @@
 //! the outcome with the id.
 
 use std::collections::{HashSet, VecDeque};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -108,6 +109,13 @@ pub struct Stats {
     /// or failed: the id stays in flight and a replay after its lease asks the provider
     /// before sending. Each is also a `tracing` event.
     pub settle_failed: u64,
+    /// Sends skipped because a later submission had recovered the id first (the message
+    /// waited in the queue, or between retries, past its lease): that submission asks the
+    /// provider before sending, so this one is dropped rather than sent twice.
+    pub superseded: u64,
+    /// Provider calls that panicked: a `send` counted as an ambiguous failure, a `status`
+    /// as unknown. The worker goes on.
+    pub provider_panics: u64,
 }
 
 /// A notification given up on, with the reason.
@@ -168,6 +176,8 @@ struct Counters {
     reports_dropped: AtomicU64,
     refused: AtomicU64,
     settle_failed: AtomicU64,
+    superseded: AtomicU64,
+    provider_panics: AtomicU64,
 }
 
 /// What the notifier and its workers share, behind one `Arc`: the provider, the id store,
@@ -354,6 +364,8 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             reports_dropped: get(&c.reports_dropped),
             refused: get(&c.refused),
             settle_failed: get(&c.settle_failed),
+            superseded: get(&c.superseded),
+            provider_panics: get(&c.provider_panics),
         }
     }
 
@@ -381,14 +393,28 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     }
 
     /// Stops accepting, lets the workers drain the queue until `deadline` from now, and
-    /// reports what was left. Idempotent by its shape: a second call reports nothing new.
+    /// reports what was left. Past the deadline no send and no retry starts; a send (or a
+    /// retry's pause) under way when it passes ends first, and `shutdown` returns once it
+    /// has. Idempotent by its shape: a second call, even one made while the first drains,
+    /// returns once the first is done and reports nothing new.
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        // Held until the workers are joined: a second call waits for the first, instead
+        // of reporting a drained queue while the first still drains it.
+        let mut workers = self.workers.lock();
         // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
         let drain_until = Instant::now().checked_add(deadline);
-        *self.state.deadline.lock() = drain_until;
+        if !workers.is_empty() {
+            *self.state.deadline.lock() = drain_until;
+        }
         drop(self.sender.write().take());
-        let workers = std::mem::take(&mut *self.workers.lock());
-        for worker in workers {
+        let me = std::thread::current().id();
+        for worker in std::mem::take(&mut *workers) {
+            // The last handle on a notifier dropped by its own worker (a provider that
+            // holds one) shuts it down from that worker, which cannot join itself: it
+            // ends its job, finds the queue closed, and stops.
+            if worker.thread().id() == me {
+                continue;
+            }
             // A worker that panicked has already lost its job; the rest are reported.
             let _ = worker.join();
         }
@@ -398,9 +424,19 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
 }
 
 impl<P: Provider, S: KeyStore<Outcome> + 'static> Drop for Notifier<P, S> {
+    /// A notifier dropped without [`shutdown`](Notifier::shutdown) shuts down with a zero
+    /// deadline: what is still queued is not sent, its ids are given back (a replay sends
+    /// them), and a `tracing` warning counts them, since no report reaches anyone.
     fn drop(&mut self) {
         if !self.workers.lock().is_empty() {
-            self.shutdown(Duration::ZERO);
+            let report = self.shutdown(Duration::ZERO);
+            if !report.drained {
+                idem_core::trace_event!(
+                    WARN,
+                    left = report.left.len(),
+                    "notifier dropped without shutdown: queued ones not sent, ids given back"
+                );
+            }
         }
     }
 }
@@ -413,19 +449,98 @@ fn work<P: Provider, S: KeyStore<Outcome>>(
     mut jitter: Jitter,
 ) {
     for job in jobs.iter() {
-        let past_deadline = state.deadline.lock().is_some_and(|d| Instant::now() >= d);
-        if past_deadline {
-            settled(state, "release", state.store.release(&job.lease));
-            state.left.lock().push(job.notification.message_id().to_string());
+        if past_deadline(state, Duration::ZERO) {
+            give_back(state, &job);
             continue;
         }
-        process(state, job, &mut jitter);
+        // A provider's panic is caught where the provider is called; one from anywhere
+        // else (a sleeper, a store) must not end the worker and strand the queue behind
+        // it. The job's outcome is then unknown: reported unresolved, its id left in
+        // flight until its lease runs out (a replay then asks the provider).
+        if panic::catch_unwind(AssertUnwindSafe(|| process(state, &job, &mut jitter))).is_err() {
+            idem_core::trace_event!(ERROR, "a worker's job panicked; reported unresolved");
+            unresolved(state, &job.notification);
+        }
     }
+}
+
+/// Whether the shutdown's deadline has passed, or will have after `pause`.
+fn past_deadline<P, S>(state: &NotifierState<P, S>, pause: Duration) -> bool {
+    let deadline = *state.deadline.lock();
+    deadline.is_some_and(|d| Instant::now().checked_add(pause).is_none_or(|end| end >= d))
+}
+
+/// Not sent, for the shutdown: the id is given back (a later replay sends it) and the
+/// message id listed in the shutdown's report.
+fn give_back<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, job: &Job) {
+    settled(state, "release", state.store.release(&job.lease));
+    state.left.lock().push(job.notification.message_id().to_string());
+}
+
+/// How a send attempt's lease check ended when it cannot go on.
+enum Held {
+    /// The lease holds (renewed if it had less than half left).
+    Yes(Lease),
+    /// A later submission recovered the id: it sends, not this job.
+    Superseded,
+    /// The id store failed: nothing may be sent without knowing the id is this job's.
+    StoreFailed(StoreError),
+}
+
+/// Checks, before a send, that the id is still this job's: a lease with less than half
+/// its length left is renewed.
+///
+/// RACE (a queued message's lease runs out): a message that waits in the queue, or
+/// between retries, past its lease can be recovered by a resubmission; its worker then
+/// asks the provider (not delivered yet) and sends, and this job, sent too, pings twice.
+/// The renewal is refused once the id was recovered, so only one of the two sends. Test:
+/// `a_message_queued_past_its_lease_is_sent_once`.
+fn held<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, lease: &Lease) -> Held {
+    let half = state.store.lease() / 2;
+    if state.config.clock().now().saturating_add(half) < lease.expires_at() {
+        return Held::Yes(lease.clone());
+    }
+    match state.store.renew(lease) {
+        Ok(renewed) => Held::Yes(renewed),
+        Err(StoreError::LeaseLost { .. }) => Held::Superseded,
+        Err(error) => Held::StoreFailed(error),
+    }
+}
+
+/// Calls the provider's `send`; a panic counts as an ambiguous failure (it may have
+/// delivered), counted and traced.
+fn send<P: Provider, S>(state: &NotifierState<P, S>, n: &Notification) -> Result<(), SendError> {
+    panic::catch_unwind(AssertUnwindSafe(|| state.provider.send(n))).unwrap_or_else(|_| {
+        add(&state.counters.provider_panics);
+        idem_core::trace_event!(ERROR, "the provider's send panicked; taken as ambiguous");
+        Err(SendError::Ambiguous("the provider's send panicked".to_string()))
+    })
+}
+
+/// Asks the provider about a message; a panic counts as `Unknown`, counted and traced.
+fn status<P: Provider, S>(state: &NotifierState<P, S>, n: &Notification) -> DeliveryStatus {
+    let status =
+        panic::catch_unwind(AssertUnwindSafe(|| state.provider.status(n))).unwrap_or_else(|_| {
+            add(&state.counters.provider_panics);
+            DeliveryStatus::Unknown
+        });
+    idem_core::trace_event!(WARN, ?status, "asked the provider");
+    status
+}
+
+/// What a job's attempts have come to so far.
+struct Attempts {
+    /// The latest lease (renewed as it goes).
+    lease: Lease,
+    /// Set once an attempt may have delivered; then a dead letter is final.
+    may_have_delivered: bool,
+    /// The last failure's reason.
+    last: String,
 }
 
 fn process<P: Provider, S: KeyStore<Outcome>>(
     state: &NotifierState<P, S>,
-    job: Job,
+    job: &Job,
     jitter: &mut Jitter,
 ) {
     let n = &job.notification;
@@ -436,67 +551,107 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
         message_id = n.message_id(),
         channel = %n.channel()
     );
+    let resend = state.config.unknown() == UnknownPolicy::Resend;
+    let mut tried =
+        Attempts { lease: job.lease.clone(), may_have_delivered: false, last: "".into() };
     if job.recovering {
         idem_core::trace_event!(WARN, "recover: asking the provider before sending");
         // An earlier attempt lost its lease: it may have delivered. Ask first.
-        match state.provider.status(n) {
-            DeliveryStatus::Delivered => return finish(state, &job, Outcome::Delivered),
+        match status(state, n) {
+            DeliveryStatus::Delivered => return finish(state, &tried.lease, Outcome::Delivered),
             DeliveryStatus::NotDelivered => {}
-            DeliveryStatus::Unknown if state.config.unknown() == UnknownPolicy::Resend => {}
-            DeliveryStatus::Unknown => return unresolved(state, job),
+            DeliveryStatus::Unknown if resend => tried.may_have_delivered = true,
+            DeliveryStatus::Unknown => return unresolved(state, n),
         }
     }
     let policy = state.config.retry();
-    let mut last = String::new();
-    // Set once an attempt may have delivered; then a dead letter is final.
-    let mut may_have_delivered = job.recovering && state.config.unknown() == UnknownPolicy::Resend;
     for attempt in 0..policy.attempts_max {
         if attempt > 0 {
             add(&state.counters.retries);
         }
-        match state.provider.send(n) {
-            Ok(()) => return finish(state, &job, Outcome::Delivered),
-            Err(SendError::Permanent(reason)) => {
-                return dead(state, &job, reason, may_have_delivered);
-            }
-            Err(SendError::Transient(reason)) => last = reason,
-            Err(SendError::Ambiguous(reason)) => match ambiguous(state, n) {
-                DeliveryStatus::Delivered => return finish(state, &job, Outcome::Delivered),
-                DeliveryStatus::NotDelivered => last = reason,
-                DeliveryStatus::Unknown if state.config.unknown() == UnknownPolicy::Resend => {
-                    may_have_delivered = true;
-                    last = reason
-                }
-                DeliveryStatus::Unknown => return unresolved(state, job),
-            },
+        if !attempt_once(state, n, &mut tried) {
+            return;
         }
         if attempt + 1 < policy.attempts_max {
-            state.config.sleeper().sleep(policy.delay(attempt, jitter));
+            let pause = policy.delay(attempt, jitter);
+            // No retry starts past the shutdown's deadline (a pause under way ends first).
+            if past_deadline(state, pause) {
+                return stopped(state, job, &tried, attempt + 1);
+            }
+            state.config.sleeper().sleep(pause);
         }
     }
-    let reason = format!("gave up after {} attempts: {last}", policy.attempts_max);
-    dead(state, &job, reason, may_have_delivered);
+    let reason = format!("gave up after {} attempts: {}", policy.attempts_max, tried.last);
+    dead(state, n, &tried.lease, reason, tried.may_have_delivered);
 }
 
-/// Asks the provider about a send that got no answer.
-fn ambiguous<P: Provider, S: KeyStore<Outcome>>(
+/// One attempt: the lease checked, the send, and what its failure means. `false` once
+/// the job is settled (delivered, dead, unresolved or superseded).
+fn attempt_once<P: Provider, S: KeyStore<Outcome>>(
     state: &NotifierState<P, S>,
     n: &Notification,
-) -> DeliveryStatus {
-    let status = state.provider.status(n);
-    idem_core::trace_event!(WARN, ?status, "ambiguous send: asked the provider");
-    status
+    tried: &mut Attempts,
+) -> bool {
+    match held(state, &tried.lease) {
+        Held::Yes(lease) => tried.lease = lease,
+        Held::Superseded => {
+            add(&state.counters.superseded);
+            idem_core::trace_event!(WARN, "superseded: a resubmission recovered the id first");
+            return false;
+        }
+        Held::StoreFailed(error) => {
+            let reason = format!("the id store failed before a send: {error}");
+            dead(state, n, &tried.lease, reason, tried.may_have_delivered);
+            return false;
+        }
+    }
+    match send(state, n) {
+        Ok(()) => finish(state, &tried.lease, Outcome::Delivered),
+        Err(SendError::Permanent(reason)) => {
+            dead(state, n, &tried.lease, reason, tried.may_have_delivered);
+        }
+        Err(SendError::Transient(reason)) => {
+            tried.last = reason;
+            return true;
+        }
+        Err(SendError::Ambiguous(reason)) => match status(state, n) {
+            DeliveryStatus::Delivered => finish(state, &tried.lease, Outcome::Delivered),
+            DeliveryStatus::NotDelivered => {
+                tried.last = reason;
+                return true;
+            }
+            DeliveryStatus::Unknown if state.config.unknown() == UnknownPolicy::Resend => {
+                tried.may_have_delivered = true;
+                tried.last = reason;
+                return true;
+            }
+            DeliveryStatus::Unknown => unresolved(state, n),
+        },
+    }
+    false
 }
 
-fn finish<P: Provider, S: KeyStore<Outcome>>(
+/// A job whose retries the shutdown's deadline cut short: given back if nothing may have
+/// reached the user, else a final dead letter.
+fn stopped<P, S: KeyStore<Outcome>>(
     state: &NotifierState<P, S>,
     job: &Job,
-    outcome: Outcome,
+    tried: &Attempts,
+    attempts: u32,
 ) {
+    if tried.may_have_delivered {
+        let reason = format!("stopped by shutdown after {attempts} attempts: {}", tried.last);
+        return dead(state, &job.notification, &tried.lease, reason, true);
+    }
+    settled(state, "release", state.store.release(&tried.lease));
+    state.left.lock().push(job.notification.message_id().to_string());
+}
+
+fn finish<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, lease: &Lease, outcome: Outcome) {
     let delivered = outcome == Outcome::Delivered;
     // LeaseLost: another submission recovered the id meanwhile; it asks the provider
     // before sending, so nothing is sent twice. Counted and traced, nothing more.
-    settled(state, "complete", state.store.complete(&job.lease, outcome));
+    settled(state, "complete", state.store.complete(lease, outcome));
     // Counted after the store write: a caller who sees the count sees the stored outcome.
     if delivered {
         add(&state.counters.sent);
@@ -504,24 +659,40 @@ fn finish<P: Provider, S: KeyStore<Outcome>>(
 }
 
 /// Gives up on a message. Final (stored as dead-lettered) if an attempt may have
-/// delivered it; otherwise the id is given back, so a resubmission sends it again.
-fn dead<P: Provider, S: KeyStore<Outcome>>(
+/// delivered it; otherwise the id is given back, so a resubmission sends it again. The
+/// stored reason is cut to what the store keeps (the list keeps it whole): a final dead
+/// letter the store refused would stay in flight, and be resent after its lease.
+fn dead<P, S: KeyStore<Outcome>>(
     state: &NotifierState<P, S>,
-    job: &Job,
+    notification: &Notification,
+    lease: &Lease,
     reason: String,
     may_have_delivered: bool,
 ) {
     idem_core::trace_event!(WARN, %reason, may_have_delivered, "dead letter");
-    let notification = job.notification.clone();
-    let letter = DeadLetter { notification, reason: reason.clone(), may_have_delivered };
-    report(state, &state.dead, letter);
     let settle = if may_have_delivered {
-        state.store.complete(&job.lease, Outcome::DeadLettered(reason))
+        let kept = kept_reason(&reason, state.store.result_bytes_max());
+        state.store.complete(lease, Outcome::DeadLettered(kept))
     } else {
-        state.store.release(&job.lease)
+        state.store.release(lease)
     };
+    let notification = notification.clone();
+    report(state, &state.dead, DeadLetter { notification, reason, may_have_delivered });
     settled(state, "dead letter", settle);
     add(&state.counters.dead_lettered);
+}
+
+/// `reason` cut (at a character boundary) so that its stored outcome (one tag byte and
+/// the text) fits in `bytes_max`, if the store has a limit.
+fn kept_reason(reason: &str, bytes_max: Option<usize>) -> String {
+    let Some(room) = bytes_max.map(|max| max.saturating_sub(1)) else {
+        return reason.to_string();
+    };
+    let mut end = reason.len().min(room);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason[..end].to_string()
 }
 
 /// Counts and traces a settle the id store refused or failed: the id stays in flight
@@ -537,18 +708,14 @@ fn settled<P, S>(state: &NotifierState<P, S>, op: &'static str, result: Result<(
 
 /// Leaves the id pending (its lease runs out; a replay then asks the provider again) and
 /// reports the notification.
-fn unresolved<P: Provider, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, job: Job) {
+fn unresolved<P, S>(state: &NotifierState<P, S>, notification: &Notification) {
     idem_core::trace_event!(WARN, "unresolved: the provider cannot say; left pending");
     add(&state.counters.unresolved);
-    report(state, &state.unresolved, job.notification);
+    report(state, &state.unresolved, notification.clone());
 }
 
 /// Appends to a report list, dropping (and counting) the oldest entry past `reports_max`.
-fn report<P: Provider, S: KeyStore<Outcome>, T>(
-    state: &NotifierState<P, S>,
-    list: &Mutex<VecDeque<T>>,
-    entry: T,
-) {
+fn report<P, S, T>(state: &NotifierState<P, S>, list: &Mutex<VecDeque<T>>, entry: T) {
     let mut list = list.lock();
     if list.len() >= state.config.reports_max() {
         list.pop_front();

@@ -292,6 +292,28 @@ fn a_recovery_resent_under_resend_that_fails_for_good_may_have_delivered() {
     assert_eq!(s.notifier.provider().deliveries(&n), 1, "never sent again");
 }
 
+/// Under `Resend`, a recovery the provider says was not delivered, whose one send is
+/// then refused for good, reached nobody: its dead letter says so, and the id is given
+/// back, so a resubmission (the address fixed) is sent.
+#[test]
+fn a_recovery_the_provider_says_was_not_delivered_gives_its_id_back_when_refused() {
+    let s = setup(SimulatedProvider::new(), |c| c.unknown(UnknownPolicy::Resend));
+    let n = note("m1");
+    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
+    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
+        panic!("fresh id")
+    };
+    s.clock.advance(LEASE);
+    s.notifier.provider().inject(ProviderFault::Permanent);
+    assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Recovering);
+    wait_until("the dead letter", WAIT, || s.notifier.stats().dead_lettered == 1);
+    let dead = s.notifier.dead_letters();
+    assert!(!dead[0].may_have_delivered, "the provider said not delivered: {dead:?}");
+    assert_eq!(s.notifier.submit(n.clone()).expect("resubmit"), Submitted::Accepted);
+    drain(&s.notifier);
+    assert_eq!(s.notifier.provider().deliveries(&n), 1, "sent once the address was fixed");
+}
+
 #[test]
 fn concurrent_duplicates_from_many_threads_deliver_once() {
     let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c.workers(2));
@@ -528,7 +550,8 @@ fn a_retry_policy_of_maximal_durations_neither_panics_nor_overflows() {
     s.notifier.provider().inject(ProviderFault::Throttle);
     let n = note("m1");
     s.notifier.submit(n.clone()).expect("submit");
-    drain(&s.notifier);
+    // No deadline: a shutdown with a finite one starts no retry whose pause outlasts it.
+    assert!(s.notifier.shutdown(Duration::MAX).drained);
     assert_eq!(s.notifier.provider().deliveries(&n), 1);
     let waits = s.sleeps.0.lock().expect("lock").clone();
     assert_eq!(waits.len(), 2, "two backoffs (the second doubles MAX), recorded, not slept");

@@ -1,6 +1,7 @@
 //! idem-notify's integration tests: one binary, one module per concern.
 
 mod behaviour;
+mod hostile;
 mod model;
 
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use idem_core::{ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_notify::{
-    Channel, Config, ConfigBuilder, Notification, Notifier, Outcome, RetryPolicy,
+    Channel, Config, ConfigBuilder, Notification, Notifier, Outcome, Provider, RetryPolicy,
     SimulatedProvider, Sleeper,
 };
 
@@ -26,17 +27,19 @@ impl Sleeper for Recorder {
 
 pub(crate) type TestNotifier = Notifier<SimulatedProvider, Arc<MemoryStore<Outcome>>>;
 
-pub(crate) struct Setup {
-    pub(crate) notifier: TestNotifier,
+pub(crate) struct Setup<P: Provider = SimulatedProvider> {
+    pub(crate) notifier: Notifier<P, Arc<MemoryStore<Outcome>>>,
     pub(crate) clock: Arc<ManualClock>,
     pub(crate) store: Arc<MemoryStore<Outcome>>,
     pub(crate) sleeps: Arc<Recorder>,
 }
 
-pub(crate) fn setup(
-    provider: SimulatedProvider,
+/// A notifier over `provider` on a memory store, the store and the notifier on one
+/// manual clock, retries recorded rather than slept.
+pub(crate) fn setup<P: Provider>(
+    provider: P,
     tune: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
-) -> Setup {
+) -> Setup<P> {
     let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
     let store = Arc::new(MemoryStore::with_clock(
         StoreConfig::builder().lease(LEASE).build().expect("valid"),
@@ -49,7 +52,8 @@ pub(crate) fn setup(
         attempts_max: 4,
         seed: 7,
     };
-    let builder = Config::builder().workers(1).retry(retry).sleeper(sleeps.clone());
+    let builder =
+        Config::builder().workers(1).retry(retry).sleeper(sleeps.clone()).clock(clock.clone());
     let config = tune(builder).build().expect("valid config");
     let notifier = Notifier::start(provider, store.clone(), config).expect("workers start");
     Setup { notifier, clock, store, sleeps }

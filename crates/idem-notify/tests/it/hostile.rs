@@ -1,0 +1,227 @@
+//! Providers and callers that misbehave: a provider that panics, one whose sends wait
+//! while the message's lease runs out in the queue, a second `shutdown` during the first,
+//! and a notifier whose last handle is dropped by its own worker.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak, mpsc};
+use std::time::Duration;
+
+use idem_core::StoreConfig;
+use idem_notify::{
+    Config, DeliveryStatus, Notification, Notifier, Outcome, Provider, RetryPolicy, SendError,
+    SubmitError, Submitted, UnknownPolicy,
+};
+use idem_store_sqlite::SqliteStore;
+
+use crate::{LEASE, WAIT, note, setup};
+
+/// What the scripted provider does and saw, shared with the test.
+#[derive(Default)]
+struct Script {
+    /// Deliveries per message id (no dedup: a second send is a second ping).
+    deliveries: Mutex<HashMap<String, u32>>,
+    /// What `status` answers: `None` for the truth, from the deliveries.
+    status: Option<DeliveryStatus>,
+    /// Told when a send of `hold` starts; the send then waits for `open`.
+    started: Mutex<Option<mpsc::Sender<()>>>,
+    open: (Mutex<bool>, Condvar),
+    /// `status` calls (each ambiguous send, each recovery asks once).
+    statuses: AtomicU32,
+    /// A notifier this provider holds a handle on (upgraded during each send).
+    notifier: OnceLock<Weak<Notifier<Scripted, Arc<idem_core::MemoryStore<idem_notify::Outcome>>>>>,
+}
+
+/// The provider the notifier owns; the test keeps the `Script`.
+struct Scripted(Arc<Script>);
+
+impl Provider for Scripted {
+    fn send(&self, n: &Notification) -> Result<(), SendError> {
+        let script = &self.0;
+        assert_ne!(n.message_id(), "boom", "a provider that panics");
+        // Held for the whole send: if the test drops its own handle meanwhile, the last
+        // handle goes with this send, on the worker.
+        let _handle = script.notifier.get().and_then(Weak::upgrade);
+        if n.message_id().starts_with("flaky") {
+            return Err(SendError::Transient("busy".into()));
+        }
+        if n.message_id().starts_with("vague") {
+            return Err(SendError::Ambiguous(format!("no answer: {}", "x".repeat(1_000))));
+        }
+        if n.message_id().starts_with("hold") {
+            if let Some(started) = script.started.lock().expect("lock").as_ref() {
+                let _ = started.send(());
+            }
+            let (open, opened) = &script.open;
+            let mut is_open = open.lock().expect("lock");
+            while !*is_open {
+                is_open = opened.wait(is_open).expect("lock");
+            }
+        }
+        *script.deliveries.lock().expect("lock").entry(n.message_id().into()).or_default() += 1;
+        Ok(())
+    }
+
+    fn status(&self, n: &Notification) -> DeliveryStatus {
+        self.0.statuses.fetch_add(1, Ordering::SeqCst);
+        self.0.status.unwrap_or_else(|| match self.0.delivered(n.message_id()) {
+            0 => DeliveryStatus::NotDelivered,
+            _ => DeliveryStatus::Delivered,
+        })
+    }
+}
+
+impl Script {
+    fn new(status: Option<DeliveryStatus>) -> (Arc<Self>, mpsc::Receiver<()>) {
+        let (started, starts) = mpsc::channel();
+        let script = Self { status, started: Mutex::new(Some(started)), ..Self::default() };
+        (Arc::new(script), starts)
+    }
+
+    fn delivered(&self, id: &str) -> u32 {
+        self.deliveries.lock().expect("lock").get(id).copied().unwrap_or(0)
+    }
+
+    fn open(&self) {
+        *self.open.0.lock().expect("lock") = true;
+        self.open.1.notify_all();
+    }
+}
+
+/// The crate's setup (a manual clock shared by the store and the notifier), with this
+/// provider.
+fn scripted(script: &Arc<Script>, workers: usize) -> crate::Setup<Scripted> {
+    setup(Scripted(script.clone()), |c| c.workers(workers))
+}
+
+#[test]
+fn a_message_queued_past_its_lease_is_sent_once() {
+    // The provider's status lags (it says not delivered), so only the lease stands
+    // between a queued message and a resubmission's recovery.
+    let (script, starts) = Script::new(Some(DeliveryStatus::NotDelivered));
+    let s = scripted(&script, 1);
+    s.notifier.submit(note("hold")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the worker holds the first message");
+    assert_eq!(s.notifier.submit(note("m1")).expect("submit"), Submitted::Accepted);
+    s.clock.advance(LEASE); // m1's lease runs out while it waits in the queue
+    assert_eq!(s.notifier.submit(note("m1")).expect("submit"), Submitted::Recovering);
+    script.open();
+    assert!(s.notifier.shutdown(WAIT).drained);
+    assert_eq!(script.delivered("m1"), 1, "a queued message and its recovery both sent");
+    assert_eq!(s.notifier.stats().superseded, 1);
+}
+
+#[test]
+fn a_panicking_provider_neither_ends_its_worker_nor_strands_the_queue() {
+    let (script, _starts) = Script::new(Some(DeliveryStatus::Unknown));
+    let s = scripted(&script, 1);
+    for id in ["boom", "m2", "m3"] {
+        assert_eq!(s.notifier.submit(note(id)).expect("submit"), Submitted::Accepted);
+    }
+    crate::wait_until("the queue drained", WAIT, || script.delivered("m3") == 1);
+    assert_eq!(s.notifier.submit(note("m4")).expect("still accepting"), Submitted::Accepted);
+    assert!(s.notifier.shutdown(WAIT).drained);
+    assert_eq!((script.delivered("m2"), script.delivered("m4")), (1, 1));
+    let stats = s.notifier.stats();
+    // The panicking send may have delivered, and the provider cannot say: unresolved.
+    assert_eq!((stats.provider_panics, stats.unresolved), (1, 1), "{stats:?}");
+    assert_eq!(s.notifier.unresolved()[0].message_id(), "boom");
+}
+
+#[test]
+fn a_second_shutdown_returns_once_the_first_has_drained() {
+    let (script, starts) = Script::new(None);
+    let s = Arc::new(scripted(&script, 1));
+    for id in ["hold", "m2", "m3"] {
+        s.notifier.submit(note(id)).expect("submit");
+    }
+    starts.recv_timeout(WAIT).expect("the worker holds the first message");
+    let first = {
+        let s = s.clone();
+        std::thread::spawn(move || s.notifier.shutdown(Duration::MAX))
+    };
+    // Once the first has closed the queue, a second shutdown comes.
+    crate::wait_until("the first shutdown", WAIT, || {
+        matches!(s.notifier.submit(note("late")), Err(SubmitError::ShutDown))
+    });
+    let (done, second) = mpsc::channel();
+    let (s2, script2) = (s.clone(), script.clone());
+    std::thread::spawn(move || {
+        let report = s2.notifier.shutdown(Duration::from_secs(60));
+        let _ = done.send((report, script2.delivered("m3")));
+    });
+    // Opened once the second has answered, or has waited long enough to show it waits.
+    let early = second.recv_timeout(Duration::from_millis(200)).ok();
+    script.open();
+    let (report, m3_at_return) = early.unwrap_or_else(|| second.recv().expect("answered"));
+    assert!(report.drained && report.left.is_empty(), "{report:?}");
+    assert_eq!(m3_at_return, 1, "the second shutdown said drained before the queue was");
+    assert!(first.join().expect("first").drained);
+}
+
+#[test]
+fn a_notifier_dropped_by_its_own_worker_stops_cleanly() {
+    let (script, starts) = Script::new(None);
+    let s = scripted(&script, 1);
+    let notifier = Arc::new(s.notifier);
+    script.notifier.set(Arc::downgrade(&notifier)).map_err(|_| ()).expect("set once");
+    notifier.submit(note("hold")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the worker holds the message");
+    drop(notifier); // the worker's send now holds the last handle
+    script.open();
+    // The worker drops the last handle: its shutdown skips joining itself (a join would
+    // panic inside the send, and the provider would count a panic), and the worker stops.
+    crate::wait_until("the notifier, its provider and worker gone", WAIT, || {
+        Arc::strong_count(&script) == 1
+    });
+    assert_eq!(script.delivered("hold"), 1);
+    assert_eq!(script.statuses.load(Ordering::SeqCst), 0, "the send went wrong (a panic?)");
+}
+
+#[test]
+fn a_retry_whose_pause_outlasts_the_shutdown_deadline_is_not_started() {
+    let (script, starts) = Script::new(None);
+    let hour = Duration::from_secs(3_600);
+    let retry = RetryPolicy { base: hour, cap: hour, attempts_max: 3, seed: 7 };
+    let s = Arc::new(setup(Scripted(script.clone()), |c| c.retry(retry)));
+    s.notifier.submit(note("hold")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the worker holds the first message");
+    s.notifier.submit(note("flaky1")).expect("submit");
+    let shutdown = {
+        let s = s.clone();
+        std::thread::spawn(move || s.notifier.shutdown(Duration::from_secs(30)))
+    };
+    crate::wait_until("the shutdown", WAIT, || {
+        matches!(s.notifier.submit(note("late")), Err(SubmitError::ShutDown))
+    });
+    script.open();
+    let report = shutdown.join().expect("shutdown");
+    assert_eq!(report.left, ["flaky1"], "its retry would start an hour past the deadline");
+    assert!(s.sleeps.0.lock().expect("lock").is_empty(), "no pause was begun");
+    assert_eq!(s.notifier.stats().dead_lettered, 0);
+}
+
+#[test]
+fn a_final_dead_letter_whose_reason_the_store_cannot_keep_is_stored_cut() {
+    let dir = idem_testkit::scratch_dir("notify-reason");
+    let store = SqliteStore::<Outcome>::open(&dir.join("ids.db"), StoreConfig::default())
+        .expect("open")
+        .with_result_bytes_max(64);
+    let (script, _) = Script::new(Some(DeliveryStatus::Unknown));
+    let retry = RetryPolicy { attempts_max: 1, ..RetryPolicy::default() };
+    let config = Config::builder().retry(retry).unknown(UnknownPolicy::Resend).build();
+    let notifier = Notifier::start(Scripted(script.clone()), store, config.expect("valid"))
+        .expect("workers start");
+    notifier.submit(note("vague1")).expect("submit");
+    crate::wait_until("the dead letter", WAIT, || notifier.stats().dead_lettered == 1);
+    let dead = notifier.dead_letters();
+    assert!(dead[0].may_have_delivered && dead[0].reason.len() > 1_000, "{dead:?}");
+    assert_eq!(notifier.stats().settle_failed, 0, "the store refused the outcome");
+    // Final: a resubmission is answered with it, cut to what the store keeps.
+    let again = notifier.submit(note("vague1")).expect("resubmit");
+    let Submitted::Duplicate(Outcome::DeadLettered(kept)) = again else {
+        panic!("not answered with the dead letter: {again:?}")
+    };
+    assert!(kept.len() < 64 && dead[0].reason.starts_with(&kept), "{kept:?}");
+    assert!(notifier.shutdown(WAIT).drained);
+}
