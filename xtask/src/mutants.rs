@@ -2430,6 +2430,43 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "it", "hostile::a_final_dead_letter_whose_reason"),
     },
     Mutant {
+        name: "pool-panicking-manager-call-keeps-its-slot",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "            state.counters.discarded += 1;\n        }\n        \
+               state.give_free(slot);\n    }",
+        to: "            state.counters.discarded += 1;\n        }\n    }",
+        check: test("idem-pool", "", "it", "hostile::a_connect_that_panics"),
+    },
+    Mutant {
+        name: "pool-maintenance-panic-ends-maintenance",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "if panic::catch_unwind(AssertUnwindSafe(|| lender.maintain())).is_err() {",
+        to: "if { lender.maintain(); false } {",
+        check: test("idem-pool", "", "it", "hostile::a_maintenance_round"),
+    },
+    Mutant {
+        name: "pool-replaced-error-dropped-under-the-lock",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "drop(state);\n                drop(replaced);\n                Err(())",
+        to: "drop(replaced);\n                drop(state);\n                Err(())",
+        check: test("idem-pool", "", "it", "hostile::an_error_whose_drop"),
+    },
+    Mutant {
+        name: "pool-handoff-lends-past-its-lifetime",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "if self.expired(&state.slots[granted.slot()], now) {",
+        to: "if false {",
+        check: test("idem-pool", "", "it", "hostile::a_connection_handed_on"),
+    },
+    Mutant {
+        name: "pool-grant-spends-a-woken-waiters-wake",
+        file: "crates/idem-pool/src/state.rs",
+        from: "if was_woken {\n                    self.pass_on_wake();\n                \
+               }\n            }\n            None => self.free.push(slot),",
+        to: "}\n            None => self.free.push(slot),",
+        check: test("idem-pool", "", "lib", "state::tests::a_grant_to"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

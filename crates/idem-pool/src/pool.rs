@@ -1,6 +1,7 @@
 //! The pool: checkout, return, close and maintenance.
 
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 
 use idem_core::Timestamp;
 
@@ -268,8 +269,31 @@ fn maintenance_loop<M: Manager>(
             }
         }
         match lender.upgrade() {
-            Some(lender) if !lender.state.lock().closed => lender.maintain(),
+            Some(lender) if !lender.state.lock().closed => {
+                // A manager or a connection's drop that panics must not end maintenance
+                // for good (idle expiry, leak counts and min_idle would stop): the round
+                // is cut short, its state already put back, and the next round runs.
+                if panic::catch_unwind(AssertUnwindSafe(|| lender.maintain())).is_err() {
+                    idem_core::trace_event!(ERROR, "a maintenance round panicked; next round");
+                }
+            }
             _ => return,
+        }
+    }
+}
+
+/// The error of the last failed connect or health check, as `state()` reports it.
+type LastError = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Runs a manager call `f`; if it panics, `restore` puts back the pool's state the call
+/// held (its slot) before the panic goes on to the caller: a panicking `connect`,
+/// `is_valid` or `has_broken` costs the pool no place.
+fn guarded<T>(f: impl FnOnce() -> T, restore: impl FnOnce()) -> T {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(value) => value,
+        Err(payload) => {
+            restore();
+            panic::resume_unwind(payload)
         }
     }
 }
@@ -432,11 +456,25 @@ impl<M: Manager> Lender<M> {
         }
     }
 
-    /// Records a failed connect: its error, and the pause before the next connect.
-    fn connect_failed(state: &mut State<M::Connection>, error: M::Error) {
-        state.last_error = Some(Arc::new(error));
+    /// Records a failed connect: its error, and the pause before the next connect. Returns
+    /// the error it replaced, for the caller to drop once it has let go of the lock.
+    #[must_use = "drop the replaced error after the lock"]
+    fn connect_failed(state: &mut State<M::Connection>, error: M::Error) -> Option<LastError> {
+        let replaced = state.last_error.replace(Arc::new(error));
         state.connect_backoff = (state.connect_backoff * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
         state.connect_after = Instant::now().checked_add(state.connect_backoff);
+        replaced
+    }
+
+    /// Empties the slot a manager call held when the call panicked, and hands it on (to
+    /// the longest waiter, or the free list), so the panic costs the pool no place.
+    fn slot_emptied(&self, slot: usize, discarded: bool) {
+        let mut state = self.state.lock();
+        state.slots[slot].phase = Phase::Empty;
+        if discarded {
+            state.counters.discarded += 1;
+        }
+        state.give_free(slot);
     }
 
     /// Records a successful connect: the next failure starts the backoff afresh.
@@ -535,7 +573,19 @@ impl<M: Manager> Lender<M> {
             Grant::Closed => Err(Error::Closed),
             Grant::Create { slot } => Ok(Waited::Create(slot)),
             Grant::Conn(granted) => {
-                let (conn, lent) = state.lend(granted.slot(), self.now());
+                let now = self.now();
+                if self.expired(&state.slots[granted.slot()], now) {
+                    // Handed on past its lifetime (or idle time): closed, not lent; the
+                    // slot is this waiter's to connect into.
+                    let s = &mut state.slots[granted.slot()];
+                    let closed = s.conn.take();
+                    s.phase = Phase::Creating;
+                    state.counters.discarded += 1;
+                    drop(state);
+                    drop(closed);
+                    return Ok(Waited::Create(granted.slot()));
+                }
+                let (conn, lent) = state.lend(granted.slot(), now);
                 debug_assert_eq!(lent, granted);
                 drop(state);
                 Ok(match self.validated(conn, granted) {
@@ -553,15 +603,16 @@ impl<M: Manager> Lender<M> {
         id: LoanId,
     ) -> Result<PooledConnection<M>, ()> {
         if self.config.health_check == HealthCheck::OnCheckout
-            && let Err(error) = self.manager.is_valid(&mut conn)
+            && let Err(error) =
+                guarded(|| self.manager.is_valid(&mut conn), || self.slot_emptied(id.slot(), true))
         {
             let mut state = self.state.lock();
-            state.last_error = Some(Arc::new(error));
+            let replaced = state.last_error.replace(Arc::new(error));
             state.slots[id.slot()].phase = Phase::Empty;
             state.counters.discarded += 1;
             state.give_free(id.slot());
             drop(state);
-            drop(conn);
+            drop((conn, replaced));
             return Err(());
         }
         Ok(PooledConnection::new(self.clone(), conn, id))
@@ -569,7 +620,7 @@ impl<M: Manager> Lender<M> {
 
     /// Connects into the reserved slot `slot` and lends the new connection to the caller.
     fn create(self: &Arc<Self>, slot: usize) -> Result<PooledConnection<M>, ()> {
-        let result = self.manager.connect();
+        let result = guarded(|| self.manager.connect(), || self.slot_emptied(slot, false));
         let now = self.now();
         let mut state = self.state.lock();
         match result {
@@ -588,7 +639,7 @@ impl<M: Manager> Lender<M> {
                 Ok(PooledConnection::new(self.clone(), conn, id))
             }
             Err(error) => {
-                Self::connect_failed(&mut state, error);
+                let replaced = Self::connect_failed(&mut state, error);
                 state.slots[slot].phase = Phase::Empty;
                 // RACE (stranded slot): callers queued as waiters while this connect ran;
                 // under Fifo none of them may take a free slot, and no return will come
@@ -596,6 +647,8 @@ impl<M: Manager> Lender<M> {
                 // waiter, who connects into it once the backoff has passed. Loom model:
                 // `failed_connect_hands_the_slot_to_a_waiter`.
                 state.give_free(slot);
+                drop(state);
+                drop(replaced);
                 Err(())
             }
         }
@@ -603,7 +656,11 @@ impl<M: Manager> Lender<M> {
 
     /// Takes back the connection of loan `id`. `broken` discards it.
     pub(crate) fn give_back(&self, id: LoanId, mut conn: M::Connection, broken: bool) {
-        let broken = broken || self.manager.has_broken(&mut conn);
+        let broken = broken
+            || guarded(
+                || self.manager.has_broken(&mut conn),
+                || self.slot_emptied(id.slot(), true),
+            );
         let slot = id.slot();
         let mut state = self.state.lock();
         let s = &state.slots[slot];
@@ -683,7 +740,7 @@ impl<M: Manager> Lender<M> {
                 state.slots[slot].phase = Phase::Creating;
                 slot
             };
-            let result = self.manager.connect();
+            let result = guarded(|| self.manager.connect(), || self.slot_emptied(slot, false));
             let now = self.now();
             let mut state = self.state.lock();
             match result {
@@ -700,9 +757,11 @@ impl<M: Manager> Lender<M> {
                     state.give_idle(slot, conn, now, self.config.fairness);
                 }
                 Err(error) => {
-                    Self::connect_failed(&mut state, error);
+                    let replaced = Self::connect_failed(&mut state, error);
                     state.slots[slot].phase = Phase::Empty;
                     state.give_free(slot);
+                    drop(state);
+                    drop(replaced);
                     return;
                 }
             }

@@ -156,11 +156,33 @@ impl<C> State<C> {
         }
         match self.first_ungranted() {
             Some(waiter) => {
+                let was_woken = waiter.woken;
                 waiter.grant = Some(Grant::Create { slot });
                 waiter.cv.notify_one();
                 self.slots[slot].phase = Phase::Creating;
+                if was_woken {
+                    self.pass_on_wake();
+                }
             }
             None => self.free.push(slot),
+        }
+    }
+
+    /// A grant went to a waiter already woken to compete for an idle connection: it will
+    /// spend that wake-up on its grant, so another waiter is woken for the connection.
+    ///
+    /// RACE (a wake-up spent twice): under barging, a return wakes one waiter for the idle
+    /// connection; before it runs, a grant (an emptied slot to connect into, or a fair
+    /// hand-off) goes to that same waiter, the longest. Without this, the idle connection
+    /// sits beside a sleeping waiter until its timeout. Test:
+    /// `a_grant_to_a_woken_waiter_wakes_another_for_the_idle_connection`.
+    fn pass_on_wake(&mut self) {
+        if self.idle.is_empty() {
+            return;
+        }
+        if let Some(waiter) = self.waiters.iter_mut().find(|w| w.grant.is_none() && !w.woken) {
+            waiter.woken = true;
+            waiter.cv.notify_one();
         }
     }
 
@@ -197,12 +219,16 @@ impl<C> State<C> {
         }
         match self.waiters.iter_mut().find(|w| w.grant.is_none()) {
             Some(waiter) => {
+                let was_woken = waiter.woken;
                 waiter.grant = Some(Grant::Conn(LoanId::new(slot, next_generation)));
                 waiter.cv.notify_one();
                 self.counters.handoffs += 1;
                 let s = &mut self.slots[slot];
                 s.generation = next_generation;
                 s.phase = Phase::Granted;
+                if was_woken {
+                    self.pass_on_wake();
+                }
             }
             None => {
                 self.slots[slot].phase = Phase::Idle;
@@ -340,5 +366,32 @@ impl<C> State<C> {
         }
         let snapshot = self.snapshot();
         assert!(snapshot.size <= max_size && snapshot.idle + snapshot.in_use == snapshot.size);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(id: u64) -> Waiter {
+        let cv = Arc::new(Condvar::default());
+        Waiter { id, since: Instant::now(), cv, grant: None, woken: false }
+    }
+
+    #[test]
+    fn a_grant_to_a_woken_waiter_wakes_another_for_the_idle_connection() {
+        let mut state: State<u32> = State::new(3);
+        state.free.clear();
+        state.slots[0].phase = Phase::Lent;
+        state.slots[1].phase = Phase::Lent;
+        state.waiters.extend((0..3).map(waiter));
+        // A return under barging: idle, and the longest waiter woken to compete for it.
+        state.give_idle(0, 7, Timestamp::ZERO, Fairness::Barging);
+        assert_eq!(state.waiters.iter().filter(|w| w.woken).count(), 1);
+        // Before it runs, a broken return's emptied slot is granted to that same waiter.
+        state.slots[1].phase = Phase::Empty;
+        state.give_free(1);
+        let woken_for_idle = state.waiters.iter().any(|w| w.grant.is_none() && w.woken);
+        assert!(woken_for_idle, "an idle connection beside waiters none of which is woken");
     }
 }

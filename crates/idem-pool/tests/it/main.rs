@@ -2,6 +2,7 @@
 
 mod behaviour;
 mod connect;
+mod hostile;
 mod model;
 mod stress;
 #[cfg(feature = "tracing")]
@@ -41,6 +42,10 @@ pub(crate) struct TestManager {
     pub(crate) refuse_connect: AtomicBool,
     pub(crate) fail_checks: AtomicBool,
     pub(crate) broken: Mutex<HashSet<u64>>,
+    /// The next `connect`, health check or broken check panics (once each).
+    pub(crate) panic_connect: AtomicBool,
+    pub(crate) panic_check: AtomicBool,
+    pub(crate) panic_broken: AtomicBool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +57,7 @@ impl Manager for TestManager {
     type Error = TestError;
 
     fn connect(&self) -> Result<TestConn, TestError> {
+        assert!(!self.panic_connect.swap(false, Ordering::SeqCst), "a connect that panics");
         if self.refuse_connect.load(Ordering::SeqCst) {
             return Err(TestError("connection refused"));
         }
@@ -60,6 +66,7 @@ impl Manager for TestManager {
     }
 
     fn is_valid(&self, _: &mut TestConn) -> Result<(), TestError> {
+        assert!(!self.panic_check.swap(false, Ordering::SeqCst), "a health check that panics");
         if self.fail_checks.load(Ordering::SeqCst) {
             return Err(TestError("health check failed"));
         }
@@ -67,6 +74,7 @@ impl Manager for TestManager {
     }
 
     fn has_broken(&self, conn: &mut TestConn) -> bool {
+        assert!(!self.panic_broken.swap(false, Ordering::SeqCst), "a broken check that panics");
         self.broken.lock().expect("not poisoned").contains(&conn.id)
     }
 }

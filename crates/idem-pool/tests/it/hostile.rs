@@ -1,0 +1,146 @@
+//! Managers that misbehave: a `connect`, health check or broken check that panics, an
+//! error whose drop calls back into the pool, and a connection handed on past its
+//! lifetime. The pool keeps every place, never deadlocks, and lends nothing stale.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::sync::{OnceLock, mpsc};
+use std::time::Duration;
+
+use idem_pool::{Fairness, Manager, Pool};
+
+use crate::{WAIT_LIMIT, pool, wait_for_waiters, wait_until};
+
+#[test]
+fn a_connect_that_panics_costs_no_place() {
+    let (pool, _) = pool(1, |b| b);
+    pool.manager().panic_connect.store(true, Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| pool.get())).is_err(), "the panic goes on");
+    pool.assert_invariants();
+    let conn = pool.get().expect("the one place is still there");
+    assert_eq!((pool.state().in_use, pool.state().created), (1, 1));
+    drop(conn);
+}
+
+#[test]
+fn a_health_check_that_panics_costs_no_place() {
+    let (pool, _) = pool(1, |b| b);
+    drop(pool.get().expect("get"));
+    pool.manager().panic_check.store(true, Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| pool.get())).is_err(), "the panic goes on");
+    pool.assert_invariants();
+    assert_eq!(pool.state().discarded, 1, "the unchecked connection was closed");
+    assert_eq!(pool.get().expect("a new connection in its place").id, 1);
+}
+
+#[test]
+fn a_broken_check_that_panics_costs_no_place() {
+    let (pool, _) = pool(1, |b| b);
+    let conn = pool.get().expect("get");
+    pool.manager().panic_broken.store(true, Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(move || drop(conn))).is_err(), "the panic goes on");
+    pool.assert_invariants();
+    let loan = pool.get().expect("the place is back").into_loan();
+    let stale = loan.clone();
+    pool.manager().panic_broken.store(true, Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| loan.release())).is_err(), "the panic goes on");
+    assert!(!stale.release(), "the loan's place was taken back");
+    pool.assert_invariants();
+    assert_eq!(pool.get().expect("the place is back again").id, 2);
+    assert_eq!(pool.state().discarded, 2);
+}
+
+#[test]
+fn a_maintenance_round_that_panics_does_not_end_maintenance() {
+    let tick = Some(Duration::from_millis(2));
+    let (pool, _) = pool(2, |b| b.min_idle(1).maintenance_interval(tick));
+    let held = pool.get().expect("the idle one");
+    // The next round's fill of min_idle panics; the round after fills it.
+    pool.manager().panic_connect.store(true, Ordering::SeqCst);
+    wait_until("a refill after the panic", WAIT_LIMIT, || pool.state().idle == 1);
+    assert!(!pool.manager().panic_connect.load(Ordering::SeqCst), "the panic happened");
+    drop(held);
+    pool.assert_invariants();
+}
+
+#[test]
+fn a_connection_handed_on_past_its_lifetime_is_closed_not_lent() {
+    let life = Some(Duration::from_secs(10));
+    let (pool, clock) = pool(1, |b| b.fairness(Fairness::Fifo).max_lifetime(life));
+    let held = pool.get().expect("get");
+    assert_eq!(held.id, 0);
+    let (answer, answered) = mpsc::channel();
+    let waiter = pool.clone();
+    std::thread::spawn(move || {
+        let _ = answer.send(waiter.get_timeout(WAIT_LIMIT).map(|conn| conn.id));
+    });
+    wait_for_waiters(&pool, 1);
+    clock.advance(Duration::from_secs(60));
+    drop(held); // handed straight to the waiter, 60 s old
+    let id = answered.recv_timeout(WAIT_LIMIT).expect("answered").expect("a connection");
+    assert_eq!(id, 1, "the waiter was lent a connection past its lifetime");
+    assert_eq!((pool.state().created, pool.state().discarded), (2, 1));
+}
+
+/// An error that asks the pool for its state when dropped (a logging error, say).
+#[derive(Debug)]
+struct Telling;
+
+impl std::fmt::Display for Telling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("refused")
+    }
+}
+
+impl std::error::Error for Telling {}
+
+impl Drop for Telling {
+    fn drop(&mut self) {
+        if let Some(pool) = TELLING_POOL.get() {
+            let _ = pool.state();
+        }
+    }
+}
+
+/// Refuses every connect with a `Telling` error.
+#[derive(Debug)]
+struct Refusing;
+
+impl Manager for Refusing {
+    type Connection = ();
+    type Error = Telling;
+
+    fn connect(&self) -> Result<(), Telling> {
+        Err(Telling)
+    }
+
+    fn is_valid(&self, _: &mut ()) -> Result<(), Telling> {
+        Ok(())
+    }
+
+    fn has_broken(&self, _: &mut ()) -> bool {
+        false
+    }
+}
+
+static TELLING_POOL: OnceLock<Pool<Refusing>> = OnceLock::new();
+
+#[test]
+fn an_error_whose_drop_calls_the_pool_does_not_deadlock_it() {
+    let pool = Pool::builder()
+        .max_size(1)
+        .connection_timeout(Duration::from_millis(50))
+        .maintenance_interval(None)
+        .build(Refusing)
+        .expect("valid config");
+    TELLING_POOL.set(pool.clone()).expect("set once");
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        // Two failed connects: the second replaces (drops) the first's error.
+        for _ in 0..2 {
+            assert!(pool.get().is_err(), "every connect is refused");
+        }
+        let _ = done.send(());
+    });
+    finished.recv_timeout(WAIT_LIMIT).expect("deadlocked: an error was dropped under the lock");
+}
