@@ -170,8 +170,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "future-owner-not-woken",
         file: "crates/idem-future/src/cell.rs",
-        from: "        if before & OWNER != 0 {",
-        to: "        if false {",
+        from: "if claimed.0 & OWNER == 0 {",
+        to: "if claimed.0 & OWNER == 0 || true {",
         check: Check::Loom { package: "idem-future" },
     },
     Mutant {
@@ -795,16 +795,15 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-return-wakes-a-woken-waiter",
         file: "crates/idem-pool/src/state.rs",
-        from: ".find(|w| w.grant.is_none() && !w.woken)",
-        to: ".find(|w| w.grant.is_none())",
+        from: ".find(|w| w.grant.is_none() && !w.woken) {\n                waiter.woken = true;",
+        to: ".find(|w| w.grant.is_none()) {\n                waiter.woken = true;",
         check: Check::Loom { package: "idem-pool" },
     },
     Mutant {
         name: "notify-recovery-starts-not-delivered",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "let mut may_have_delivered = job.recovering && state.config.unknown() == \
-               UnknownPolicy::Resend;",
-        to: "let mut may_have_delivered = false;",
+        from: "DeliveryStatus::Unknown if resend => tried.may_have_delivered = true,",
+        to: "DeliveryStatus::Unknown if resend => {}",
         check: test("idem-notify", "", "it", "may_have_delivered"),
     },
     Mutant {
