@@ -2466,6 +2466,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-pool", "", "lib", "state::tests::a_grant_to"),
     },
     Mutant {
+        name: "payments-reconcile-takes-another-merchants-claims",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "if !self.owns(&claim.key) {",
+        to: "if false && !self.owns(&claim.key) {",
+        check: test("idem-payments", "", "it", "tenants::reconcile_leaves"),
+    },
+    Mutant {
+        name: "payments-lookup-panic-stops-the-batch",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "panic::catch_unwind(AssertUnwindSafe(|| self.gateway.lookup(&gateway_key)));",
+        to: "Ok::<_, ()>(self.gateway.lookup(&gateway_key));",
+        check: test("idem-payments", "", "it", "tenants::a_lookup_that_panics"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -54,6 +54,13 @@ const SHARDS: usize = 2;
 ///   is woken by the holder's complete or release, not by polling.
 /// * Deadlines are set from the precise clock; far from a deadline a check reads only a
 ///   cached clock (see [`MemoryStore::new`]), near it the precise one.
+/// * A result's `Clone` (for a replay or a lookup) and its `Drop` (when a sweep removes
+///   it, or a claim takes over an expired one) run under the shard's lock, as a value in
+///   any map behind a mutex would: they must not call this store (the lock is not
+///   re-entrant: the call waits for ever), and a `Drop` that panics during a sweep leaves
+///   the store's record count one too high (a full store then refuses one claim early,
+///   and `assert_invariants` says so). Plain data (a `String`, a `Vec`, a struct of them)
+///   does neither.
 ///
 /// ```
 /// use idem_core::{Claim, Fingerprint, KeyStore, MemoryStore, ScopedKey};

@@ -1,6 +1,7 @@
 //! The processor: claim the key, charge, store the outcome, replay it; reconcile what a
 //! crash or a lost answer left pending.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use std::fmt;
@@ -141,6 +142,10 @@ pub struct ReconcileReport {
     pub mismatched: Vec<MismatchedCharge>,
     /// Claims whose store operation failed; the rest of the batch went on.
     pub failed: Vec<FailedClaim>,
+    /// Pending claims of other merchants on a shared store: left alone, each merchant's
+    /// own processor (and gateway) settles its own. They take places in the batch, so a
+    /// store shared by many merchants wants a larger `batch_max`.
+    pub other_merchants: usize,
     /// The store could not list its pending claims (its error, as text): no claim was
     /// looked at in this pass, and every count and list above is empty.
     pub listing_failed: Option<String>,
@@ -379,6 +384,14 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
             }
         };
         for claim in pending {
+            // RACE (a shared store): another merchant's claim asked of this merchant's
+            // gateway is "never charged" there, and releasing it would let its client's
+            // retry charge again at its own gateway. Test:
+            // `reconcile_leaves_another_merchants_claims_alone`.
+            if !self.owns(&claim.key) {
+                report.other_merchants += 1;
+                continue;
+            }
             if let Err(error) = self.reconcile_one(&claim, &mut report) {
                 report
                     .failed
@@ -417,7 +430,10 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
             }
         };
         let gateway_key = GatewayKey::derive(&pending.key);
-        let outcome = match self.gateway.lookup(&gateway_key) {
+        // A gateway whose lookup panics could not answer: the claim stays pending (its
+        // lease runs out, a later pass asks again), and the batch goes on.
+        let looked = panic::catch_unwind(AssertUnwindSafe(|| self.gateway.lookup(&gateway_key)));
+        let outcome = match looked.unwrap_or(Lookup::Unknown) {
             Lookup::Charged(charge) if !matches_fingerprint(&charge, &pending.fingerprint) => {
                 report.mismatched.push(MismatchedCharge { key: pending.key.clone(), charge });
                 return Ok(());
@@ -437,6 +453,12 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         self.store.complete(&lease, outcome)?;
         report.completed += 1;
         Ok(())
+    }
+
+    /// Whether `key` is one of this merchant's (its scope is `merchant/customer`).
+    fn owns(&self, key: &ScopedKey) -> bool {
+        let scope = key.scope().as_str();
+        scope.strip_prefix(self.merchant.as_str()).is_some_and(|rest| rest.starts_with('/'))
     }
 
     /// Marks a charge refunded at the gateway. An assignment to a named target, so it is

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use idem_core::{KeyError, KeyStore, ManualClock, MemoryStore, StoreConfig, Timestamp};
 use idem_payments::{
-    Amount, Charge, ChargeField, ChargeId, Currency, Gateway, GatewayError, GatewayKey, Lookup,
-    PayError, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway, ValidationError,
+    Amount, Charge, ChargeField, ChargeId, Currency, Fault, Gateway, GatewayError, GatewayKey,
+    Lookup, PayError, PaymentOutcome, PaymentRequest, Processor, SimulatedGateway, ValidationError,
 };
 use proptest::prelude::*;
 
@@ -192,4 +194,70 @@ proptest! {
             seen.push(((merchant, customer), scoped, gateway_key));
         }
     }
+}
+
+/// A store two merchants share, on a manual clock.
+fn shared_store() -> (Arc<MemoryStore<PaymentOutcome>>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let config = StoreConfig::builder().lease(LEASE).build().expect("valid config");
+    (Arc::new(MemoryStore::with_clock(config, clock.clone())), clock)
+}
+
+#[test]
+fn reconcile_leaves_another_merchants_claims_alone() {
+    let (store, clock) = shared_store();
+    let gateway_b = Arc::new(SimulatedGateway::new().without_dedup());
+    let a = Processor::new("shop-a", Arc::new(SimulatedGateway::new()), store.clone());
+    let b = Processor::new("shop-b", gateway_b.clone(), store.clone());
+    let (a, b) = (a.expect("valid"), b.expect("valid"));
+    let request = request("cus_1", 500);
+    gateway_b.inject(Fault::ChargeThenTimeout);
+    let charged = b.pay(&key("k"), &request);
+    assert!(matches!(charged, Err(PayError::Pending(_))), "{charged:?}");
+    clock.advance(LEASE);
+    // shop-a's gateway never saw the key: releasing it would let the retry charge again.
+    let report = a.reconcile(10);
+    assert_eq!((report.other_merchants, report.released, report.completed), (1, 0, 0));
+    assert_eq!(b.reconcile(10).completed, 1, "its own merchant settles it");
+    assert!(b.pay(&key("k"), &request).expect("replayed").replayed);
+    let scoped = b.scoped_key(&key("k"), &request).expect("valid");
+    assert_eq!(gateway_b.charges(&GatewayKey::derive(&scoped)), 1);
+}
+
+/// A gateway whose first lookup panics; the rest is the simulated gateway's.
+struct PanickingOnce {
+    inner: SimulatedGateway,
+    panicked: AtomicBool,
+}
+
+impl Gateway for PanickingOnce {
+    fn charge(&self, key: &GatewayKey, request: &PaymentRequest) -> Result<Charge, GatewayError> {
+        self.inner.charge(key, request)
+    }
+
+    fn lookup(&self, key: &GatewayKey) -> Lookup {
+        assert!(self.panicked.swap(true, Ordering::SeqCst), "a lookup that panics");
+        self.inner.lookup(key)
+    }
+
+    fn set_refunded(&self, charge: ChargeId) -> bool {
+        self.inner.set_refunded(charge)
+    }
+}
+
+#[test]
+fn a_lookup_that_panics_leaves_its_claim_pending_and_the_batch_goes_on() {
+    let (store, clock) = shared_store();
+    let gateway =
+        PanickingOnce { inner: SimulatedGateway::new(), panicked: AtomicBool::new(false) };
+    let shop = Processor::new("shop", gateway, store).expect("valid");
+    for k in ["k1", "k2", "k3"] {
+        shop.gateway().inner.inject(Fault::ChargeThenTimeout);
+        assert!(matches!(shop.pay(&key(k), &request("cus_1", 500)), Err(PayError::Pending(_))));
+    }
+    clock.advance(LEASE);
+    let report = shop.reconcile(10);
+    assert_eq!((report.completed, report.unresolved.len()), (2, 1), "{report:?}");
+    clock.advance(LEASE);
+    assert_eq!(shop.reconcile(10).completed, 1, "the next pass settles the one left");
 }
