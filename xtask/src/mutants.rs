@@ -335,8 +335,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-bad-scope-detail-reaches-the-client",
         file: "crates/idem-http/src/layer.rs",
-        from: "invalid scope; the server's log \\\n                     says why",
-        to: "invalid scope: {error}; the server's log \\\n                     says why",
+        from: "invalid scope; the server's log says \\\n             why",
+        to: "invalid scope: {error}; the server's log says \\\n             why",
         check: test("idem-http", "", "it", "behaviour::an_invalid_scope"),
     },
     Mutant {
@@ -1956,8 +1956,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-lease-in-doubt-after-a-whole-lease",
         file: "crates/idem-http/src/run.rs",
-        from: "    lease * 3 / 8\n}",
-        to: "    lease\n}",
+        from: "    lease.min(FAR_FUTURE) * 3 / 8\n}",
+        to: "    lease.min(FAR_FUTURE)\n}",
         check: test("idem-http", "", "it", "runs::a_handler_cut_from_its_store"),
     },
     Mutant {
@@ -1970,8 +1970,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-failed-renewal-waits-a-whole-period",
         file: "crates/idem-http/src/run.rs",
-        from: "                next = tokio::time::Instant::now() + again;",
-        to: "                next = tokio::time::Instant::now() + every + again - again;",
+        from: "                next = later(tokio::time::Instant::now(), again);",
+        to: "                next = later(tokio::time::Instant::now(), every + again - again);",
         check: test("idem-http", "", "it", "runs::a_failed_renewal_tried_again"),
     },
     Mutant {
@@ -2478,6 +2478,20 @@ const CATALOGUE: &[Mutant] = &[
         from: "panic::catch_unwind(AssertUnwindSafe(|| self.gateway.lookup(&gateway_key)));",
         to: "Ok::<_, ()>(self.gateway.lookup(&gateway_key));",
         check: test("idem-payments", "", "it", "tenants::a_lookup_that_panics"),
+    },
+    Mutant {
+        name: "http-run-timers-overflow-on-a-huge-lease",
+        file: "crates/idem-http/src/run.rs",
+        from: "    lease.min(FAR_FUTURE) * 3 / 8",
+        to: "    lease * 3 / 8",
+        check: test("idem-http", "", "it", "limits::a_store_whose_leases"),
+    },
+    Mutant {
+        name: "http-scope-panic-ends-the-connection",
+        file: "crates/idem-http/src/layer.rs",
+        from: "match panic::catch_unwind(AssertUnwindSafe(|| (state.scope)(parts))) {",
+        to: "match Ok::<_, ()>((state.scope)(parts)) {",
+        check: test("idem-http", "", "it", "limits::a_scope_function_that_panics"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -434,37 +435,45 @@ fn scoped_key<St, F>(
 where
     F: Fn(&Parts) -> Option<String>,
 {
-    let Some(principal) = (state.scope)(parts) else {
-        let detail = "the server cannot tell whose key this is; authenticate first";
-        return Err(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "no-scope",
-            "No scope for the key",
-            detail,
-        ));
+    // A scope function that panics is a server bug, answered as an invalid scope: the
+    // panic stays in the server (it would otherwise end the connection unanswered).
+    let principal = match panic::catch_unwind(AssertUnwindSafe(|| (state.scope)(parts))) {
+        Ok(Some(principal)) => principal,
+        Ok(None) => {
+            let detail = "the server cannot tell whose key this is; authenticate first";
+            return Err(Problem::new(
+                StatusCode::BAD_REQUEST,
+                "no-scope",
+                "No scope for the key",
+                detail,
+            ));
+        }
+        Err(_) => return Err(bad_scope(&"the scope function panicked")),
     };
     match Scope::new(&principal) {
         Ok(scope) => Ok(ScopedKey::new(scope, key)),
         // The scope comes from the server, not the client: a server bug, said as such to
         // the client, with an id to quote; what is wrong with it (which says something of
         // the principal) goes to the operator only.
-        Err(error) => {
-            let id = error_id("scope");
-            let error = idem_core::ScopedKeyError::Scope(error);
-            idem_core::trace_event!(ERROR, error_id = %id, %error, "the scope function failed");
-            #[cfg(not(feature = "tracing"))]
-            let _ = error;
-            Err(Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "bad-scope",
-                "Invalid scope",
-                format!(
-                    "the server's scope function returned an invalid scope; the server's log \
-                     says why, under error id {id}"
-                ),
-            ))
-        }
+        Err(error) => Err(bad_scope(&idem_core::ScopedKeyError::Scope(error))),
     }
+}
+
+/// The answer to a scope function that failed (`error`, for the operator's log only).
+fn bad_scope(error: &dyn std::fmt::Display) -> Problem {
+    let id = error_id("scope");
+    idem_core::trace_event!(ERROR, error_id = %id, %error, "the scope function failed");
+    #[cfg(not(feature = "tracing"))]
+    let _ = error;
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "bad-scope",
+        "Invalid scope",
+        format!(
+            "the server's scope function returned an invalid scope; the server's log says \
+             why, under error id {id}"
+        ),
+    )
 }
 
 /// Reads the body, at most `max` bytes, hashing it as it arrives.

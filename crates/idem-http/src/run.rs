@@ -223,7 +223,19 @@ type Vouched = watch::Receiver<Option<tokio::time::Instant>>;
 /// the server's elapsed time over any lease, and keeps an eighth of a lease for a step
 /// the handler takes without yielding.
 fn vouched_for(lease: Duration) -> Duration {
-    lease * 3 / 8
+    // A lease too long to triple (a store told "never expire" with `Duration::MAX`)
+    // is cut first: the run never waits that long anyway.
+    lease.min(FAR_FUTURE) * 3 / 8
+}
+
+/// The longest wait the run's timers are given: thirty years. A store's lease may be as
+/// long as `Duration::MAX`, which no clock can add to an instant: such a lease panicked in
+/// the run's task before the handler ran, and left its key held for good.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3_600);
+
+/// `at` plus `by`, `by` cut to [`FAR_FUTURE`] so that the sum never overflows.
+fn later(at: tokio::time::Instant, by: Duration) -> tokio::time::Instant {
+    at + by.min(FAR_FUTURE)
 }
 
 /// Whether the run may go on: due once its lease is no longer vouched for.
@@ -245,7 +257,7 @@ fn next_report(vouched: &Vouched) -> Pin<Box<dyn Future<Output = bool> + Send>> 
 impl Doubt {
     fn new(vouched: Vouched, lease: Duration) -> Self {
         let grace = vouched_for(lease);
-        let until = vouched.borrow().map_or_else(tokio::time::Instant::now, |at| at + grace);
+        let until = vouched.borrow().map_or_else(tokio::time::Instant::now, |at| later(at, grace));
         let report = next_report(&vouched);
         Self { vouched, grace, timer: Box::pin(tokio::time::sleep_until(until)), report }
     }
@@ -264,7 +276,7 @@ impl Doubt {
             let Some(at) = *self.vouched.borrow_and_update() else {
                 return std::task::Poll::Ready(());
             };
-            let until = at + self.grace;
+            let until = later(at, self.grace);
             if tokio::time::Instant::now() >= until {
                 return std::task::Poll::Ready(());
             }
@@ -341,7 +353,7 @@ async fn keep_renewing<St, F>(
 {
     let every = (state.store.lease() / 4).max(Duration::from_millis(1));
     let again = (state.store.lease() / 16).max(Duration::from_millis(1));
-    let mut next = tokio::time::Instant::now() + every;
+    let mut next = later(tokio::time::Instant::now(), every);
     loop {
         tokio::time::sleep_until(next).await;
         let sent = tokio::time::Instant::now();
@@ -349,7 +361,7 @@ async fn keep_renewing<St, F>(
             Ok(_) => {
                 vouch.send_modify(|at| *at = at.map(|at| at.max(sent)));
                 state.counters.count(Count::LeasesRenewed);
-                next = sent + every;
+                next = later(sent, every);
             }
             Err(StoreError::LeaseLost { .. }) => {
                 vouch.send_replace(None);
@@ -366,7 +378,7 @@ async fn keep_renewing<St, F>(
                 crate::layer::count_store_error(&state.counters, "renew", &error);
                 // Soon again: the run stops once no renewal has vouched for the lease
                 // for three eighths of one.
-                next = tokio::time::Instant::now() + again;
+                next = later(tokio::time::Instant::now(), again);
             }
         }
     }

@@ -142,3 +142,44 @@ async fn the_store_at_its_limits_is_503_or_429_and_nothing_runs() {
         assert_eq!(runs(&counter), 0, "nothing ran");
     }
 }
+
+/// A store told its leases never run out (`Duration::MAX`, as `StoreConfig` allows): the
+/// run's timers are cut to thirty years, so the handler runs and its answer replays. The
+/// run's arithmetic once overflowed here, before the handler ran, and left the key held.
+#[tokio::test]
+async fn a_store_whose_leases_never_run_out_still_runs_and_replays() {
+    for lease in [Duration::MAX, Duration::from_secs(u64::MAX / 2)] {
+        let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
+        let config = idem_core::StoreConfig::builder().lease(lease).build().expect("valid");
+        let store = Arc::new(idem_core::MemoryStore::with_clock(config, clock));
+        let (router, counter) = app(store, crate::config(|c| c));
+        let first = send(&router, charge(Some("k1"), "x")).await;
+        assert_eq!((first.status, first.replayed), (201, false), "{lease:?}: {first:?}");
+        let again = send(&router, charge(Some("k1"), "x")).await;
+        assert_eq!((again.status, again.replayed), (201, true), "{lease:?}: {again:?}");
+        assert_eq!(runs(&counter), 1);
+    }
+}
+
+/// A scope function that panics (for one principal) is a server bug: that request is
+/// answered 500 `bad-scope` with only an error id, nothing is claimed, and the service
+/// goes on answering the others. The panic once ended the connection unanswered.
+#[tokio::test]
+async fn a_scope_function_that_panics_is_answered_as_a_bad_scope() {
+    let (store, _) = store();
+    let scope = |parts: &http::request::Parts| {
+        let tenant = crate::tenant(parts);
+        assert_ne!(tenant.as_deref(), Some("panics"), "a scope function that panics");
+        tenant
+    };
+    let layer = IdempotencyLayer::with_config(store.clone(), scope, crate::config(|c| c));
+    let (router, counter) = crate::app_with(layer.expect("the store fits"));
+    let mut request = charge(Some("k1"), "x");
+    request.headers_mut().insert("x-tenant", "panics".parse().expect("a header value"));
+    let refused = send(&router, request).await;
+    assert_eq!(refused.status, 500, "{refused:?}");
+    assert!(refused.body.contains("bad-scope") && !refused.body.contains("panic"));
+    assert_eq!((runs(&counter), store.len()), (0, 0), "nothing ran, nothing was claimed");
+    let answered = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((answered.status, answered.replayed), (201, false));
+}
