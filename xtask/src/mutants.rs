@@ -2494,6 +2494,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "limits::a_scope_function_that_panics"),
     },
     Mutant {
+        name: "notify-zero-seed-stands-for-one",
+        file: "crates/idem-notify/src/retry.rs",
+        from: "Self(if seed == 0 { ZERO_SEED_STANDS_FOR } else { seed })",
+        to: "Self(if seed == 0 { ZERO_SEED_STANDS_FOR.min(1) } else { seed })",
+        check: test("idem-notify", "", "lib", "retry::tests::neighbouring_seeds"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -46,10 +46,16 @@ impl RetryPolicy {
 #[derive(Debug, Clone)]
 pub struct Jitter(u64);
 
+/// What a seed of 0 (a state xorshift never leaves) is replaced by: far from the small
+/// seeds a notifier gives its workers (the policy's seed plus the worker's number), so
+/// that with a policy seed of 0 worker 0 does not draw worker 1's waits.
+const ZERO_SEED_STANDS_FOR: u64 = 0x9e37_79b9_7f4a_7c15;
+
 impl Jitter {
-    /// A source seeded with `seed` (0 is replaced by 1).
+    /// A source seeded with `seed` (0, which xorshift cannot use, is replaced by a fixed
+    /// odd constant).
     pub fn new(seed: u64) -> Self {
-        Self(seed.max(1))
+        Self(if seed == 0 { ZERO_SEED_STANDS_FOR } else { seed })
     }
 
     /// The next value.
@@ -74,5 +80,24 @@ pub struct ThreadSleeper;
 impl Sleeper for ThreadSleeper {
     fn sleep(&self, duration: Duration) {
         std::thread::sleep(duration);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Jitter;
+
+    /// A notifier seeds worker `i` with the policy's seed plus `i`: no two workers may draw
+    /// the same waits, at the ends of the range either (0 and 1, `MAX` and 0 after the
+    /// wrap, collided when 0 stood for 1).
+    #[test]
+    fn neighbouring_seeds_draw_different_waits() {
+        for seed in [0, 1, u64::MAX - 1, u64::MAX] {
+            let mut first = Jitter::new(seed);
+            let mut next = Jitter::new(seed.wrapping_add(1));
+            let mut last = Jitter::new(seed.wrapping_add(2));
+            let draws = [first.next_u64(), next.next_u64(), last.next_u64()];
+            assert!(draws[0] != draws[1] && draws[1] != draws[2], "seed {seed}: {draws:?}");
+        }
     }
 }
