@@ -102,17 +102,35 @@ fn bench_floor(c: &mut Criterion) {
     let _: usize = rt
         .block_on(async {
             let mut conn = conn.clone();
-            let keys: Vec<String> = idem_store_redis::redis::cmd("KEYS")
-                .arg(format!("{prefix}:raw:*"))
-                .query_async(&mut conn)
-                .await?;
-            if keys.is_empty() {
-                return Ok(0);
+            // A cursor, in chunks, freed off the server's thread (UNLINK): a run leaves
+            // hundreds of thousands of raw keys, and one KEYS and one DEL of them all
+            // outlasted the client's answer timeout.
+            let (mut cursor, mut deleted) = (0_u64, 0);
+            loop {
+                let (next, keys): (u64, Vec<String>) = idem_store_redis::redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(format!("{prefix}:raw:*"))
+                    .arg("COUNT")
+                    .arg(CLEANUP_CHUNK)
+                    .query_async(&mut conn)
+                    .await?;
+                if !keys.is_empty() {
+                    let unlink = idem_store_redis::redis::cmd("UNLINK").arg(keys).to_owned();
+                    deleted += unlink.query_async::<usize>(&mut conn).await?;
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            idem_store_redis::redis::cmd("DEL").arg(keys).query_async(&mut conn).await
+            Ok::<usize, idem_store_redis::redis::RedisError>(deleted)
         })
         .expect("the raw keys are deleted");
 }
+
+/// Raw keys deleted per command when the bench cleans up.
+const CLEANUP_CHUNK: usize = 10_000;
 
 criterion_group!(benches, bench_floor);
 criterion_main!(benches);
