@@ -450,7 +450,7 @@ fn work<P: Provider, S: KeyStore<Outcome>>(
 ) {
     for job in jobs.iter() {
         if past_deadline(state, Duration::ZERO) {
-            give_back(state, &job);
+            give_back(state, &job.notification, &job.lease);
             continue;
         }
         // A provider's panic is caught where the provider is called; one from anywhere
@@ -472,9 +472,13 @@ fn past_deadline<P, S>(state: &NotifierState<P, S>, pause: Duration) -> bool {
 
 /// Not sent, for the shutdown: the id is given back (a later replay sends it) and the
 /// message id listed in the shutdown's report.
-fn give_back<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, job: &Job) {
-    settled(state, "release", state.store.release(&job.lease));
-    state.left.lock().push(job.notification.message_id().to_string());
+fn give_back<P, S: KeyStore<Outcome>>(
+    state: &NotifierState<P, S>,
+    notification: &Notification,
+    lease: &Lease,
+) {
+    settled(state, "release", state.store.release(lease));
+    state.left.lock().push(notification.message_id().to_string());
 }
 
 /// How a send attempt's lease check ended when it cannot go on.
@@ -643,8 +647,7 @@ fn stopped<P, S: KeyStore<Outcome>>(
         let reason = format!("stopped by shutdown after {attempts} attempts: {}", tried.last);
         return dead(state, &job.notification, &tried.lease, reason, true);
     }
-    settled(state, "release", state.store.release(&tried.lease));
-    state.left.lock().push(job.notification.message_id().to_string());
+    give_back(state, &job.notification, &tried.lease);
 }
 
 fn finish<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, lease: &Lease, outcome: Outcome) {

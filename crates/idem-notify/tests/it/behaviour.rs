@@ -31,6 +31,14 @@ fn a_notification_is_delivered_once_and_duplicates_are_answered() {
     assert!(matches!(replay, Ok(Claim::Replay(Outcome::Delivered))));
 }
 
+/// The claim a worker of a crashed process took on `n`'s id and never settled.
+fn claim_as_a_crashed_attempt(s: &crate::Setup, n: &Notification) {
+    let key = idem_core::ScopedKey::parse(n.recipient(), n.message_id()).expect("key");
+    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(n)) else {
+        panic!("fresh id")
+    };
+}
+
 fn fingerprint_of(n: &Notification) -> idem_core::Fingerprint {
     idem_core::Fingerprint::builder("idem-notify/send")
         .str("channel", n.channel().name())
@@ -235,10 +243,7 @@ fn a_crash_after_sending_is_settled_by_status_on_replay() {
     let s = setup(SimulatedProvider::new().without_status(), |c| c);
     let n = note("m1");
     // A worker of a crashed process claimed the id, delivered, and died before recording.
-    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
-    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
-        panic!("fresh id")
-    };
+    claim_as_a_crashed_attempt(&s, &n);
     use idem_notify::Provider;
     s.notifier.provider().send(&n).expect("delivered");
     assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::DuplicateInFlight);
@@ -254,10 +259,7 @@ fn a_crash_after_sending_is_settled_by_status_on_replay() {
 fn a_crash_after_sending_with_status_completes_without_resending() {
     let s = setup(SimulatedProvider::new(), |c| c);
     let n = note("m1");
-    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
-    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
-        panic!("fresh id")
-    };
+    claim_as_a_crashed_attempt(&s, &n);
     use idem_notify::Provider;
     s.notifier.provider().send(&n).expect("delivered");
     s.clock.advance(LEASE);
@@ -274,10 +276,7 @@ fn a_crash_after_sending_with_status_completes_without_resending() {
 fn a_recovery_resent_under_resend_that_fails_for_good_may_have_delivered() {
     let s = setup(SimulatedProvider::new().without_status(), |c| c.unknown(UnknownPolicy::Resend));
     let n = note("m1");
-    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
-    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
-        panic!("fresh id")
-    };
+    claim_as_a_crashed_attempt(&s, &n);
     use idem_notify::Provider;
     s.notifier.provider().send(&n).expect("delivered by the crashed attempt");
     s.clock.advance(LEASE);
@@ -299,10 +298,7 @@ fn a_recovery_resent_under_resend_that_fails_for_good_may_have_delivered() {
 fn a_recovery_the_provider_says_was_not_delivered_gives_its_id_back_when_refused() {
     let s = setup(SimulatedProvider::new(), |c| c.unknown(UnknownPolicy::Resend));
     let n = note("m1");
-    let key = idem_core::ScopedKey::parse("user:1", "m1").expect("key");
-    let Ok(Claim::Acquired(_lost)) = s.store.claim(&key, &fingerprint_of(&n)) else {
-        panic!("fresh id")
-    };
+    claim_as_a_crashed_attempt(&s, &n);
     s.clock.advance(LEASE);
     s.notifier.provider().inject(ProviderFault::Permanent);
     assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Recovering);
