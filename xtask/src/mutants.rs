@@ -2501,6 +2501,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "lib", "retry::tests::neighbouring_seeds"),
     },
     Mutant {
+        name: "notify-recovered-id-given-back-on-a-full-queue",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "if !job.recovering {\n                    settled(&self.state,",
+        to: "if !job.recovering || true {\n                    settled(&self.state,",
+        check: test("idem-notify", "", "it", "hostile::a_recovered_id_refused"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

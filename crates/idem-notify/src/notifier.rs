@@ -314,8 +314,14 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                     ),
                     TrySendError::Disconnected(job) => (job, SubmitError::ShutDown),
                 };
-                // Nothing was sent: give the id back so a later submission is accepted.
-                settled(&self.state, "release", self.state.store.release(&job.lease));
+                // Nothing was sent by this submission: give the id back so a later one is
+                // accepted. Not a recovered id: an earlier attempt may have delivered, and
+                // nobody has asked the provider yet. Left to its lease, the next
+                // submission recovers it again and asks first (released, it would send
+                // blind).
+                if !job.recovering {
+                    settled(&self.state, "release", self.state.store.release(&job.lease));
+                }
                 Err(error)
             }
         }
@@ -450,7 +456,13 @@ fn work<P: Provider, S: KeyStore<Outcome>>(
 ) {
     for job in jobs.iter() {
         if past_deadline(state, Duration::ZERO) {
-            give_back(state, &job.notification, &job.lease);
+            // A recovered id is not given back before the provider was asked (see
+            // `try_submit`): listed, and left to its lease.
+            if job.recovering {
+                state.left.lock().push(job.notification.message_id().to_string());
+            } else {
+                give_back(state, &job.notification, &job.lease);
+            }
             continue;
         }
         // A provider's panic is caught where the provider is called; one from anywhere

@@ -225,3 +225,22 @@ fn a_final_dead_letter_whose_reason_the_store_cannot_keep_is_stored_cut() {
     assert!(kept.len() < 64 && dead[0].reason.starts_with(&kept), "{kept:?}");
     assert!(notifier.shutdown(WAIT).drained);
 }
+
+/// A resubmission that recovered an id (an earlier attempt may have delivered) and then
+/// found the queue full keeps the id in flight: given back, the next submission would be
+/// `Accepted` and send without asking the provider first.
+#[test]
+fn a_recovered_id_refused_by_a_full_queue_is_not_given_back() {
+    let (script, starts) = Script::new(None);
+    let s = setup(Scripted(script.clone()), |c| c.queue_capacity(1));
+    s.notifier.submit(note("hold")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the worker holds the first message");
+    assert_eq!(s.notifier.submit(note("m1")).expect("queued"), Submitted::Accepted);
+    s.clock.advance(LEASE);
+    let refused = s.notifier.submit(note("m1"));
+    assert!(matches!(refused, Err(SubmitError::QueueFull { .. })), "{refused:?}");
+    let again = s.notifier.submit(note("m1"));
+    assert!(matches!(again, Ok(Submitted::DuplicateInFlight)), "given back: {again:?}");
+    script.open();
+    assert!(s.notifier.shutdown(WAIT).drained);
+}
