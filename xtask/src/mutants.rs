@@ -6,8 +6,8 @@
 //! a broken tree is a missing check: the task fails and names the mutation.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::{Result, root};
 
@@ -2537,7 +2537,7 @@ pub(crate) fn run(args: &[String]) -> Result {
             }
         }
     }
-    let (mut survivors, mut unbuilt) = (Vec::new(), Vec::new());
+    let (mut survivors, mut unbuilt, mut hung) = (Vec::new(), Vec::new(), Vec::new());
     for mutant in &selected {
         let clock = Instant::now();
         let outcome = with_mutation(&tree, mutant, || passes(&tree, &scratch, mutant.check))?;
@@ -2545,20 +2545,28 @@ pub(crate) fn run(args: &[String]) -> Result {
             Outcome::Failed => "caught",
             Outcome::Passed => "SURVIVED",
             Outcome::DoesNotBuild => "UNBUILT",
+            Outcome::Hung => "HUNG",
         };
         println!("xtask: mutant {:<42} {verdict:<8} {:>5.1} s", mutant.name, seconds(clock));
         match outcome {
             Outcome::Failed => {}
             Outcome::Passed => survivors.push(mutant.name),
             Outcome::DoesNotBuild => unbuilt.push(mutant.name),
+            Outcome::Hung => hung.push(mutant.name),
         }
     }
     println!("xtask: {} mutations in {:.0} s", selected.len(), seconds(started));
-    match (survivors.is_empty(), unbuilt.is_empty()) {
-        (true, true) => Ok(()),
-        (false, _) => Err(format!("mutations survived: {survivors:?}")),
-        (true, false) => Err(format!("mutations that do not compile (fix them): {unbuilt:?}")),
+    if !survivors.is_empty() {
+        return Err(format!("mutations survived: {survivors:?}"));
     }
+    if !unbuilt.is_empty() {
+        return Err(format!("mutations that do not compile (fix them): {unbuilt:?}"));
+    }
+    if !hung.is_empty() {
+        let limit = CHECK_LIMIT.as_secs();
+        return Err(format!("checks that hung past {limit} s (give them a bound): {hung:?}"));
+    }
+    Ok(())
 }
 
 fn seconds(since: Instant) -> f64 {
@@ -2587,6 +2595,40 @@ enum Outcome {
     /// The tree does not build: a mutation that does not compile proves nothing about the
     /// check, so it is an error in the catalogue, never "caught".
     DoesNotBuild,
+    /// The check ran past `CHECK_LIMIT` and was killed: a test that hangs on a break (a
+    /// thread waiting for ever once an assertion failed) would spend the CI's whole budget
+    /// on one entry, so it is an error in the catalogue too: give the test a bound.
+    Hung,
+}
+
+/// How long one check's run (its build apart) may take before it is killed as hung. The
+/// slowest entries (the crash tests, the cluster) run for under two minutes.
+const CHECK_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs `command` (its output discarded) in a process group of its own, killed whole
+/// (cargo and the test binary under it) when it outlives `CHECK_LIMIT`.
+fn run_bounded(command: &mut Command) -> Result<Outcome> {
+    use std::os::unix::process::CommandExt;
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| format!("waiting for cargo: {e}"))? {
+            return Ok(if status.success() { Outcome::Passed } else { Outcome::Failed });
+        }
+        if started.elapsed() > CHECK_LIMIT {
+            // The group's id is the child's pid; a negative pid names the whole group.
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            let _ = child.wait();
+            return Ok(Outcome::Hung);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// Builds `check`'s test binary on the scratch tree, then runs it.
@@ -2608,7 +2650,7 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
     if let Check::Test { filter, .. } = check {
         run.args(["--", filter]);
     }
-    Ok(if succeeds(&mut run)? { Outcome::Passed } else { Outcome::Failed })
+    run_bounded(&mut run)
 }
 
 /// `cargo test` for `check` on the scratch tree, up to its test binary's arguments.
@@ -2749,6 +2791,8 @@ pub(crate) fn reach(names: &[String], seeds: u64) -> Result {
                 format!("not found in {seeds} seeds")
             }
             (Outcome::DoesNotBuild, _) => "UNBUILT".to_string(),
+            // sim_passes runs the worlds unbounded: idem-sim ends each by its own budget.
+            (Outcome::Hung, _) => "HUNG".to_string(),
         };
         println!("xtask: sim reach {:<46} {verdict:<24} {:>5.1} s", mutant.name, seconds(clock));
     }

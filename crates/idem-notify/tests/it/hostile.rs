@@ -16,6 +16,9 @@ use idem_store_sqlite::SqliteStore;
 
 use crate::{LEASE, WAIT, note, setup};
 
+/// The longest a held send waits for the test to open the script.
+const HOLD_MAX: Duration = Duration::from_secs(60);
+
 /// What the scripted provider does and saw, shared with the test.
 #[derive(Default)]
 struct Script {
@@ -52,11 +55,11 @@ impl Provider for Scripted {
             if let Some(started) = script.started.lock().expect("lock").as_ref() {
                 let _ = started.send(());
             }
+            // Bounded: a test whose assertion fails before it opens the script drops the
+            // notifier, which joins this worker; unbounded, the failure would be a hang.
             let (open, opened) = &script.open;
-            let mut is_open = open.lock().expect("lock");
-            while !*is_open {
-                is_open = opened.wait(is_open).expect("lock");
-            }
+            let is_open = open.lock().expect("lock");
+            let _ = opened.wait_timeout_while(is_open, HOLD_MAX, |open| !*open).expect("lock");
         }
         *script.deliveries.lock().expect("lock").entry(n.message_id().into()).or_default() += 1;
         Ok(())
