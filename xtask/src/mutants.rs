@@ -2508,6 +2508,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "it", "hostile::a_recovered_id_refused"),
     },
     Mutant {
+        name: "notify-shutdown-gives-back-a-recovered-id-never-asked",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "            if job.recovering {\n                state.left.lock().push(",
+        to: "            if job.recovering && false {\n                state.left.lock().push(",
+        check: test("idem-notify", "", "it", "hostile::a_recovering_job_the_shutdown_never"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

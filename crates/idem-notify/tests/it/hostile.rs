@@ -247,3 +247,35 @@ fn a_recovered_id_refused_by_a_full_queue_is_not_given_back() {
     script.open();
     assert!(s.notifier.shutdown(WAIT).drained);
 }
+
+/// A recovered id whose job the shutdown's deadline stops before it starts stays in
+/// flight: the attempt it recovered from may have delivered (here it did), and nobody has
+/// asked the provider. Given back, the next notifier on the store would send it again.
+#[test]
+fn a_recovering_job_the_shutdown_never_starts_keeps_its_id_in_flight() {
+    let (script, starts) = Script::new(None);
+    let s = scripted(&script, 1);
+    s.notifier.submit(note("hold")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the worker holds the first attempt");
+    s.clock.advance(LEASE); // the attempt outlives its lease while it sends
+    assert_eq!(s.notifier.submit(note("hold")).expect("submit"), Submitted::Recovering);
+    let notifier = Arc::new(s.notifier);
+    let shutdown = {
+        let notifier = notifier.clone();
+        std::thread::spawn(move || notifier.shutdown(Duration::ZERO))
+    };
+    // Probed with the held id: in flight until the queue closes, so nothing is queued.
+    crate::wait_until("the shutdown", WAIT, || {
+        matches!(notifier.submit(note("hold")), Err(SubmitError::ShutDown))
+    });
+    script.open();
+    let report = shutdown.join().expect("shutdown");
+    assert_eq!(report.left, ["hold"], "the recovering job is not sent, and said so");
+    assert_eq!(script.delivered("hold"), 1, "the first attempt delivered");
+    let next = Notifier::start(Scripted(script.clone()), s.store.clone(), Config::default())
+        .expect("workers start");
+    let again = next.submit(note("hold")).expect("submit");
+    assert_eq!(again, Submitted::DuplicateInFlight, "the id was given back: sent blind");
+    assert!(next.shutdown(WAIT).drained);
+    assert_eq!(script.delivered("hold"), 1);
+}
