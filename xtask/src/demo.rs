@@ -34,30 +34,33 @@ pub(crate) const SCENARIO_WIDTH: usize = 36;
 const DURABLE: &[&str] = &["idem-payments", "idem-notify"];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result {
+    const USAGE: &str = "usage: cargo xtask demo [--durable] [--check N] [--only CRATE]";
     let durable = args.iter().any(|a| a == "--durable");
-    let after_check = |i: usize| i > 0 && args[i - 1] == "--check";
-    if let Some((_, bad)) = args
-        .iter()
-        .enumerate()
-        .find(|(i, a)| !matches!(a.as_str(), "--durable" | "--check") && !after_check(*i))
-    {
+    let takes_value = |i: usize| i > 0 && matches!(args[i - 1].as_str(), "--check" | "--only");
+    if let Some((_, bad)) = args.iter().enumerate().find(|(i, a)| {
+        !matches!(a.as_str(), "--durable" | "--check" | "--only") && !takes_value(*i)
+    }) {
         return Err(format!(
-            "demo: unknown argument {bad:?}; valid: --durable, --check N; usage: cargo xtask \
-             demo [--durable] [--check N]"
+            "demo: unknown argument {bad:?}; valid: --durable, --check N, --only CRATE; {USAGE}"
         ));
     }
-    let rounds = match args.iter().position(|a| a == "--check") {
+    let value = |flag: &str| args.iter().position(|a| a == flag).map(|at| args.get(at + 1));
+    let rounds = match value("--check") {
         None => None,
-        Some(at) => {
-            Some(args.get(at + 1).and_then(|n| n.parse::<u32>().ok()).filter(|n| *n > 0).ok_or(
-                "demo: --check takes a number of rounds (at least 1); usage: cargo xtask demo \
-             [--durable] [--check N]",
-            )?)
-        }
+        Some(n) => Some(
+            n.and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| *n > 0)
+                .ok_or(format!("demo: --check takes a number of rounds (at least 1); {USAGE}"))?,
+        ),
     };
-    let crates = crates_with("examples/retry_storm.rs")?;
+    let mut crates = crates_with("examples/retry_storm.rs")?;
     if crates.is_empty() {
         return Err("no crate has examples/retry_storm.rs".into());
+    }
+    // One storm alone (the mutation catalogue's entries each break one crate's).
+    if let Some(only) = value("--only") {
+        let only = only.ok_or(format!("demo: --only takes a crate; {USAGE}"))?;
+        crates = one_storm(crates, only)?;
     }
     build(&crates)?;
     let mut rows = Vec::new();
@@ -95,6 +98,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result {
         );
     }
     Ok(())
+}
+
+/// `name`'s storm alone, if `name` is among the crates with one.
+fn one_storm(crates: Vec<String>, name: &str) -> Result<Vec<String>> {
+    if !crates.iter().any(|c| c == name) {
+        return Err(format!("demo: no storm in {name:?}; the storms: {crates:?}"));
+    }
+    Ok(vec![name.to_string()])
 }
 
 /// Builds every storm first, with cargo's own progress: a cold build takes minutes, and
@@ -314,6 +325,17 @@ fn legend(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::{Row, check};
+
+    #[test]
+    fn only_names_a_crate_with_a_storm() {
+        let crates = vec!["idem-pool".to_string(), "idem-http".to_string()];
+        assert_eq!(super::one_storm(crates.clone(), "idem-http"), Ok(vec!["idem-http".into()]));
+        let unknown = super::one_storm(crates, "idem-nothing").expect_err("refused");
+        assert!(unknown.contains("no storm in \"idem-nothing\"") && unknown.contains("idem-pool"));
+        let args = ["--only".to_string()];
+        let bare = super::run(&crate::root(), &args).expect_err("refused");
+        assert!(bare.contains("--only takes a crate"), "{bare}");
+    }
 
     fn row(krate: &str, naive: u64, idem: u64, repeats: u64, same: u64) -> Row {
         Row {

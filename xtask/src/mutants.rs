@@ -25,8 +25,9 @@ enum Check {
     ClusterRedis,
     /// `cargo xtask sim`: this many seeded worlds, stopping at the first that fails.
     Sim { seeds: u64 },
-    /// `cargo xtask demo --check 1`: every storm once, each row proving its point.
-    Demo,
+    /// `cargo xtask demo --check 1 --only <storm>`: that crate's storm once, its row
+    /// proving its point.
+    Demo { storm: &'static str },
 }
 
 /// One named break of the code.
@@ -2293,7 +2294,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-http/src/config.rs",
         from: "replay_headers: vec![http::header::CONTENT_TYPE, http::header::LOCATION],",
         to: "replay_headers: vec![http::header::LOCATION],",
-        check: Check::Demo,
+        check: Check::Demo { storm: "idem-http" },
     },
     Mutant {
         name: "demo-storm-time-never-enforced",
@@ -2314,14 +2315,14 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-pool/src/pool.rs",
         from: "            state.counters.stale_releases += 1;\n            drop(state);\n",
         to: "            drop(state);\n",
-        check: Check::Demo,
+        check: Check::Demo { storm: "idem-pool" },
     },
     Mutant {
         name: "pool-demo-finds-a-stale-release-of-a-parked-loan",
         file: "crates/idem-pool/src/pool.rs",
         from: "if s.generation != generation {",
         to: "if false {",
-        check: Check::Demo,
+        check: Check::Demo { storm: "idem-pool" },
     },
     Mutant {
         name: "pool-release-of-a-loan-whose-slot-is-idle-taken",
@@ -2515,11 +2516,18 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "it", "hostile::a_recovering_job_the_shutdown_never"),
     },
     Mutant {
+        name: "demo-only-takes-any-name",
+        file: "xtask/src/demo.rs",
+        from: "    if !crates.iter().any(|c| c == name) {",
+        to: "    if false {",
+        check: test("xtask", "", "bin", "demo::tests::only_names"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",
         to: "            None => {\n",
-        check: Check::Demo,
+        check: Check::Demo { storm: "idem-pool" },
     },
 ];
 
@@ -2647,8 +2655,8 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
     if let Check::Sim { seeds } = check {
         return sim_passes(tree, scratch, seeds).map(|(outcome, _)| outcome);
     }
-    if check == Check::Demo {
-        return demo_passes(tree, scratch);
+    if let Check::Demo { storm } = check {
+        return demo_passes(tree, scratch, storm);
     }
     if !succeeds(check_command(tree, scratch, check)?.arg("--no-run"))? {
         return Ok(Outcome::DoesNotBuild);
@@ -2716,22 +2724,22 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
             command.args(["xtask", "cluster", "--short", "--store", "redis"]);
         }
         Check::Sim { .. } => unreachable!("sim_passes runs the simulation"),
-        Check::Demo => unreachable!("demo_passes runs the demo"),
+        Check::Demo { .. } => unreachable!("demo_passes runs the demo"),
     }
     Ok(command)
 }
 
-/// Builds the storms on the scratch tree (release), then runs `cargo xtask demo --check 1`
-/// there, which reads them from the scratch target directory.
-fn demo_passes(tree: &Path, scratch: &Path) -> Result<Outcome> {
-    let mut build = crate::demo::build_command(&crate::crates_with("examples/retry_storm.rs")?);
+/// Builds `storm`'s crate's storm on the scratch tree (release), then runs `cargo xtask
+/// demo --check 1 --only <storm>` there, which reads it from the scratch target directory.
+fn demo_passes(tree: &Path, scratch: &Path, storm: &str) -> Result<Outcome> {
+    let mut build = crate::demo::build_command(&[storm.to_string()]);
     build.current_dir(tree).env("CARGO_TARGET_DIR", scratch.join("target"));
     build.env("CARGO_INCREMENTAL", "1");
     if !build.output().map_err(|e| format!("cannot start cargo: {e}"))?.status.success() {
         return Ok(Outcome::DoesNotBuild);
     }
     let ran = scratch_cargo(tree, scratch)
-        .args(["xtask", "demo", "--check", "1"])
+        .args(["xtask", "demo", "--check", "1", "--only", storm])
         .output()
         .map_err(|e| format!("cannot start cargo xtask demo: {e}"))?;
     Ok(if ran.status.success() { Outcome::Passed } else { Outcome::Failed })
