@@ -3,7 +3,9 @@
 //! or loom model that must catch it. The task copies the tree to a scratch directory, runs
 //! every check once on the unbroken copy (each must pass there), then applies each
 //! mutation in turn, runs its check, and restores the file. A check that still passes on
-//! a broken tree is a missing check: the task fails and names the mutation.
+//! a broken tree is a missing check: the task fails and names the mutation. So does a
+//! check that hangs on a broken tree (killed after `CHECK_LIMIT`): a test that hangs when
+//! it should fail would spend a CI run's whole budget on one entry.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
