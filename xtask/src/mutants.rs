@@ -94,7 +94,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "wallet-header-checksum-unchecked",
         file: "crates/idem-wallet/src/durable/format.rs",
-        from: "if checksum(&header[..8]) != word(8) {",
+        from: "if checksum(&header[..8]) != word(header, 8) {",
         to: "if false {",
         check: test("idem-crash", "", "wallet", "flipped_length"),
     },
@@ -2523,6 +2523,27 @@ const CATALOGUE: &[Mutant] = &[
         from: "    if !crates.iter().any(|c| c == name) {",
         to: "    if false {",
         check: test("xtask", "", "bin", "demo::tests::only_names"),
+    },
+    Mutant {
+        name: "wallet-log-opened-twice",
+        file: "crates/idem-wallet/src/durable/mod.rs",
+        from: "        file.try_lock().map_err(|e| match e {",
+        to: "        Ok::<(), std::fs::TryLockError>(()).map_err(|e| match e {",
+        check: test("idem-wallet", "", "it", "durable::a_log_open_in_one_wallet"),
+    },
+    Mutant {
+        name: "wallet-torn-payload-searched-for-records",
+        file: "crates/idem-wallet/src/durable/recovery.rs",
+        from: "    let from = from.unwrap_or(at + 1).min(bytes.len());",
+        to: "    let from = from.map_or(at + 1, |_| at + 1).min(bytes.len());",
+        check: test("idem-wallet", "", "it", "durable::a_torn_append_whose_payload"),
+    },
+    Mutant {
+        name: "wallet-second-cut-overwrites-the-first-side-file",
+        file: "crates/idem-wallet/src/durable/mod.rs",
+        from: "OpenOptions::new().write(true).create_new(true).open(&saved_to)",
+        to: "OpenOptions::new().write(true).create(true).truncate(true).open(&saved_to)",
+        check: test("idem-wallet", "", "it", "durable::cuts_at_one_offset"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -86,8 +86,12 @@
 //! a larger one is `ExceedsPendingTransferAmount`; a void names 0 or the pending amount
 //! (less is `PendingTransferHasDifferentAmount`). A second post or void answers
 //! `PendingTransferAlreadyPosted` / `AlreadyVoided` and moves nothing. A pending transfer
-//! with a timeout expires (by the injected clock) and can then not be posted. A closed
-//! account refuses a post but lets a void give its reservation back.
+//! with a timeout expires (by the injected clock) and can then not be posted. Unlike
+//! TigerBeetle, whose cluster expires them on its own, expiry is applied when the next
+//! transfer batch is decided (so a log replays it at the same point): until then a lookup
+//! shows the transfer pending and its amount reserved, and a post or void of it is
+//! refused as expired all the same. A closed account refuses a post but lets a void give
+//! its reservation back.
 //!
 //! # Queries
 //!
@@ -129,7 +133,9 @@ mod query;
 mod types;
 mod wallet;
 
-pub use durable::{Durable, DurableWallet, LogDevice, LogError, Recovery, TornTail};
+pub use durable::{
+    Durable, DurableWallet, LogDevice, LogError, Recovery, TORN_TAILS_MAX, TornTail,
+};
 pub use ledger::{BATCH_MAX, BatchError, Ledger, Limits, Remembered};
 pub use query::{
     AccountBalance, AccountFilter, AccountFilterFlags, FilterError, QUERY_LIMIT_MAX, QueryFilter,

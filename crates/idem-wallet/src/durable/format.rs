@@ -186,23 +186,37 @@ fn encode(batch: Batch, now_ms: u64, events: impl FnOnce(&mut Vec<u8>), results:
 
 /// Reads the record at `at`: the record and the offset after it, or why it is not one.
 pub(crate) fn read(bytes: &[u8], at: usize) -> Result<(Record, usize), Bad> {
-    let header = bytes.get(at..at + RECORD_HEADER).ok_or(Bad::ShortHeader)?;
-    let word =
-        |i: usize| u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]]);
-    if checksum(&header[..8]) != word(8) {
-        return Err(Bad::HeaderChecksum);
-    }
-    let len = word(0) as usize;
+    let len = header_len(bytes, at)?;
     if len > PAYLOAD_MAX {
         return Err(Bad::LengthTooLarge);
     }
     let start = at + RECORD_HEADER;
     let payload = bytes.get(start..start + len).ok_or(Bad::ShortPayload)?;
-    if checksum(payload) != word(4) {
+    if checksum(payload) != word(bytes, at + 4) {
         return Err(Bad::PayloadChecksum);
     }
     let record = decode(payload).ok_or(Bad::Undecodable)?;
     Ok((record, start + len))
+}
+
+/// The little-endian word at `at` (in bounds: the caller checked the header's length).
+fn word(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// The payload length the record header at `at` holds, once its checksum is checked.
+fn header_len(bytes: &[u8], at: usize) -> Result<usize, Bad> {
+    let header = bytes.get(at..at + RECORD_HEADER).ok_or(Bad::ShortHeader)?;
+    if checksum(&header[..8]) != word(header, 8) {
+        return Err(Bad::HeaderChecksum);
+    }
+    Ok(word(header, 0) as usize)
+}
+
+/// Where the record at `at` ends by its header's length, if that header's checksum holds
+/// (the length is then the writer's, whatever its payload holds).
+pub(crate) fn end_by_header(bytes: &[u8], at: usize) -> Option<usize> {
+    header_len(bytes, at).ok().map(|len| at + RECORD_HEADER + len)
 }
 
 /// Little-endian field reader over a checked payload.

@@ -38,6 +38,14 @@ pub enum LogError {
     /// An I/O error.
     #[error("log I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// Another wallet holds the log open (in this process or another: a second server, or
+    /// a restart that overlaps the old process). Two writers on one log would each answer
+    /// the same transfer id as created. Stop the other, or open another log.
+    #[error("the log {} is open in another wallet; stop it, or open another log", .path.display())]
+    Locked {
+        /// The log's path.
+        path: PathBuf,
+    },
     /// The file is not a wallet log of this format.
     #[error("not a wallet log of this format (bad file header)")]
     BadHeader,
@@ -83,6 +91,8 @@ pub enum LogError {
     /// writing it panicked (a bug: an internal check, a device that panicked). Nothing of
     /// the group was answered as done, the in-memory ledger was rebuilt from the synced
     /// log, and the writer stopped; reopening the log recovers every acknowledged batch.
+    /// The rebuild reads the log back: on a device that can no longer be read, the ledger
+    /// stays as the group left it and reads may show it; reopen before trusting a read.
     /// Its source says why: the device's I/O error, or the panic.
     #[error("the log writer failed: {0}; this batch may not be logged")]
     WriterFailed(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -179,7 +189,9 @@ pub struct TornTail {
     pub len: u64,
     /// Why the bytes there are not a record.
     pub reason: String,
-    /// The side file holding the cut bytes: `<log>.torn-<offset>`.
+    /// The side file holding the cut bytes: `<log>.torn-<offset>`, or `<log>.torn-<offset>.N`
+    /// when earlier cuts at that offset are kept already (at most [`TORN_TAILS_MAX`] per
+    /// offset).
     pub saved_to: PathBuf,
 }
 
@@ -311,7 +323,8 @@ impl DurableWallet {
     /// # Errors
     ///
     /// [`LogError`]: I/O, not a log, corruption (with its offset), a replay that decides
-    /// other results, or an inconsistent replay.
+    /// other results, or an inconsistent replay; [`LogError::Locked`] if another wallet
+    /// holds the log open (the file is locked for as long as the wallet lives).
     pub fn open(path: &Path) -> Result<Self, LogError> {
         Self::open_with(path, Limits::default(), Arc::new(SystemClock))
     }
@@ -329,11 +342,22 @@ impl DurableWallet {
         let file = file.map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot open the log {}: {e}", path.display()))
         })?;
+        // An exclusive lock for the life of the file (the writer's device): released when
+        // the wallet's writer closes it, or by the OS when the process dies.
+        file.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => LogError::Locked { path: path.to_path_buf() },
+            std::fs::TryLockError::Error(e) => LogError::Io(std::io::Error::new(
+                e.kind(),
+                format!("cannot lock the log {}: {e}", path.display()),
+            )),
+        })?;
         Self::open_on(path, file, limits, clock)
     }
 
     /// Opens the log on `device`, which holds the log at `path` (`path` names the side
-    /// file of a cut tail, and the directory to sync).
+    /// file of a cut tail, and the directory to sync). Nothing is locked here: the caller
+    /// keeps every other writer off the device ([`open_with`](Self::open_with) locks the
+    /// file).
     ///
     /// # Errors
     ///
@@ -460,8 +484,7 @@ fn cut<D: LogDevice>(
     bytes: &[u8],
     reason: &str,
 ) -> Result<TornTail, LogError> {
-    let saved_to = side_file(path, offset);
-    let mut side = File::create(&saved_to)?;
+    let (saved_to, mut side) = side_file(path, offset)?;
     side.write_all(bytes)?;
     side.sync_all()?;
     device.truncate(offset)?;
@@ -476,10 +499,34 @@ fn cut<D: LogDevice>(
     Ok(TornTail { offset, len: bytes.len() as u64, reason: reason.into(), saved_to })
 }
 
-fn side_file(path: &Path, offset: u64) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".torn-{offset}"));
-    path.with_file_name(name)
+/// Side files a log may keep for cuts at one offset (`<log>.torn-<offset>`, then
+/// `.torn-<offset>.1`, ...): the first append after a restart can tear at the same offset
+/// again, and an earlier cut's bytes are never overwritten. Past it, opening the log is
+/// refused (an I/O error that says so) until some are moved away.
+pub const TORN_TAILS_MAX: u32 = 1_000;
+
+/// A new side file for the tail cut at `offset`, created (never truncating one kept
+/// before), and its path. With `TORN_TAILS_MAX` kept already the cut is refused: nothing
+/// is cut that could not be kept.
+fn side_file(path: &Path, offset: u64) -> Result<(PathBuf, File), LogError> {
+    for n in 0..TORN_TAILS_MAX {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".torn-{offset}"));
+        if n > 0 {
+            name.push(format!(".{n}"));
+        }
+        let saved_to = path.with_file_name(name);
+        match OpenOptions::new().write(true).create_new(true).open(&saved_to) {
+            Ok(file) => return Ok((saved_to, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(LogError::Io(std::io::Error::other(format!(
+        "{TORN_TAILS_MAX} torn tails of {} cut at byte {offset} are kept already; move them \
+         away to let the log open",
+        path.display()
+    ))))
 }
 
 /// Syncs the directory holding `path`, so that a newly created log (or side file) stays.

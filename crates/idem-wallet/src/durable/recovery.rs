@@ -8,7 +8,9 @@
 //!   can leave): cut;
 //! * a record whose checksums hold somewhere after it (valid, or not a batch): corruption
 //!   in the middle, since that record was appended later and acknowledged records may sit
-//!   on both sides: the log is refused, naming the offset;
+//!   on both sides: the log is refused, naming the offset. When the bad record's header
+//!   holds (only its payload is short or fails its checksum), the search starts past the
+//!   record's end: its payload is a client's bytes, free to spell a record;
 //! * anything else: a torn tail, the last append cut short by a crash before its sync
 //!   returned, so never acknowledged: cut, and the bytes cut are kept beside the log and
 //!   reported, never dropped silently.
@@ -103,7 +105,16 @@ fn judge_tail(bytes: &[u8], at: usize, bad: Bad) -> Result<CutTail, LogError> {
     // is not the last append. An undecodable record counts too; its checksums say it was
     // written whole, and cutting it would drop it unseen.
     let whole = |y: usize| matches!(format::read(bytes, y), Ok(_) | Err(Bad::Undecodable));
-    if let Some(next) = (at + 1..bytes.len()).find(|&y| whole(y)) {
+    // A bad payload under a header whose checksum holds: the bytes up to the record's end
+    // are its own payload, which a client's transfer fields fill as it likes (they may
+    // spell a whole record), so the search starts past them. A torn last append (its
+    // payload past the end of the file) is then cut, never taken for corruption.
+    let from = match bad {
+        Bad::ShortPayload | Bad::PayloadChecksum => format::end_by_header(bytes, at),
+        _ => None,
+    };
+    let from = from.unwrap_or(at + 1).min(bytes.len());
+    if let Some(next) = (from..bytes.len()).find(|&y| whole(y)) {
         let reason = format!("{}; a valid record follows at byte {next}", bad.reason());
         return Err(LogError::Corrupt { offset, reason });
     }

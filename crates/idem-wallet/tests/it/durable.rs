@@ -370,3 +370,87 @@ fn a_reopened_log_answers_every_query_as_before() {
     assert_eq!(replayed, [R::Exists; 3]);
     assert_eq!(replayed.timestamps(), first.timestamps(), "the original timestamps");
 }
+
+/// Two wallets on one log would each answer the same transfer id `Created` (each replays
+/// its own ledger) and move the money twice. The second open is refused while the first
+/// lives; once the first is dropped its lock is gone with it.
+#[test]
+fn a_log_open_in_one_wallet_is_refused_to_a_second_until_the_first_is_dropped() {
+    let log = log_in("wallet-locked");
+    let first = DurableWallet::open(&log).expect("open");
+    first.create_accounts(&accounts()).expect("accounts").all_applied().expect("applied");
+    let second = DurableWallet::open(&log);
+    let Err(LogError::Locked { path }) = &second else {
+        panic!("a second wallet opened the log: {:?}", second.map(|w| w.recovery().clone()))
+    };
+    assert_eq!(path, &log);
+    let said = second.as_ref().map(|_| ()).expect_err("refused").to_string();
+    assert!(said.contains("open in another wallet") && said.contains("wallet.wal"), "{said}");
+    assert_eq!(first.create_transfers(&[t(9, 1, 2, 5)]).expect("logged"), vec![R::Created]);
+    drop(first);
+    let reopened = DurableWallet::open(&log).expect("the lock went with the first wallet");
+    assert_eq!(reopened.create_transfers(&[t(9, 1, 2, 5)]).expect("replay"), vec![R::Exists]);
+    assert_eq!(reopened.account(2).map(|a| a.credits_posted), Some(5));
+}
+
+/// A transfer's 128-bit fields are the client's to choose, and the log keeps them as they
+/// are: 96 bytes that can spell a whole record whose checksums hold. When a crash tears
+/// the append that holds them, the torn record's own payload is no later record: the tail
+/// is cut and reported, not refused as corruption (which would need a restore).
+#[test]
+fn a_torn_append_whose_payload_spells_a_record_is_cut_not_refused() {
+    let log = log_in("wallet-spelled");
+    let _ = acknowledged_log(&log);
+    let mut spelled = framed(&payload_of_kind(3)); // a close of no accounts, whole
+    spelled.resize(96, 0);
+    let field =
+        |i: usize| u128::from_le_bytes(spelled[i * 16..i * 16 + 16].try_into().expect("16"));
+    let crafted = Transfer {
+        id: field(0),
+        debit_account_id: field(1),
+        credit_account_id: field(2),
+        amount: field(3),
+        pending_id: field(4),
+        user_data_128: field(5),
+        ..t(0, 1, 2, 0)
+    };
+    let before = {
+        let wallet = DurableWallet::open(&log).expect("open");
+        let before = std::fs::metadata(&log).expect("log").len();
+        let _ = wallet.create_transfers(&[crafted]).expect("logged, whatever its answer");
+        before
+    };
+    let whole = std::fs::read(&log).expect("log");
+    std::fs::write(&log, &whole[..whole.len() - 10]).expect("a torn append");
+    let reopened = DurableWallet::open(&log).expect("a torn append is cut, not corruption");
+    let torn = reopened.recovery().torn_tail.clone().expect("cut and reported");
+    assert_eq!(torn.offset, before, "{torn:?}");
+    assert_eq!(reopened.create_transfers(&[t(10, 1, 2, 50)]).expect("replay"), vec![R::Exists]);
+}
+
+/// Every cut keeps its bytes aside: the first append after a restart can tear at the same
+/// offset again, and the second cut's side file must not overwrite the first's. With
+/// `TORN_TAILS_MAX` kept at one offset, the log is refused, not cut unseen.
+#[test]
+fn cuts_at_one_offset_keep_every_side_file_up_to_the_limit() {
+    let log = log_in("wallet-side-files");
+    let valid = acknowledged_log(&log);
+    let cut_once = |tail: &[u8]| {
+        let mut bytes = valid.clone();
+        bytes.extend_from_slice(tail);
+        std::fs::write(&log, &bytes).expect("a torn append");
+        DurableWallet::open(&log).map(|w| w.recovery().torn_tail.clone().expect("cut"))
+    };
+    let first = cut_once(b"first torn tail").expect("cut");
+    let second = cut_once(b"second torn tail").expect("cut");
+    assert_eq!((first.offset, second.offset), (valid.len() as u64, valid.len() as u64));
+    assert_ne!(first.saved_to, second.saved_to);
+    assert_eq!(std::fs::read(&first.saved_to).expect("kept"), b"first torn tail");
+    assert_eq!(std::fs::read(&second.saved_to).expect("kept"), b"second torn tail");
+    for n in 2..idem_wallet::TORN_TAILS_MAX {
+        std::fs::write(format!("{}.{n}", first.saved_to.display()), b"").expect("a side file");
+    }
+    let refused = cut_once(b"one more").expect_err("no room to keep the tail");
+    assert!(refused.to_string().contains("torn tails"), "{refused}");
+    assert!(std::fs::read(&log).expect("log").ends_with(b"one more"), "cut unseen");
+}
