@@ -1281,11 +1281,12 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "client-callers-key-overwritten",
         file: "crates/idem-client/src/intent.rs",
-        from: "        Some(own) => String::from_utf8_lossy(own.as_bytes()).into_owned(),",
-        to: "        Some(_) => {\n\
+        from: "        Some(own) => own\n",
+        to: "        Some(_) if true => {\n\
              \x20           headers.insert(name, intent.header());\n\
              \x20           intent.key().to_string()\n\
-             \x20       }",
+             \x20       }\n\
+             \x20       Some(own) => own\n",
         check: test("idem-client", "", "policy", ""),
     },
     Mutant {
@@ -2544,6 +2545,41 @@ const CATALOGUE: &[Mutant] = &[
         from: "OpenOptions::new().write(true).create_new(true).open(&saved_to)",
         to: "OpenOptions::new().write(true).create(true).truncate(true).open(&saved_to)",
         check: test("idem-wallet", "", "it", "durable::cuts_at_one_offset"),
+    },
+    Mutant {
+        name: "client-outer-retry-gets-a-new-intent",
+        file: "crates/idem-client/src/reqwest.rs",
+        from: "let intent = extensions.get_or_insert_with(Intent::new).clone();",
+        to: "let intent = extensions.get::<Intent>().cloned().unwrap_or_default();",
+        check: test("idem-client", "", "sockets", "an_outer_retry_of_a_call"),
+    },
+    Mutant {
+        name: "client-unfollowed-redirect-called-unsendable",
+        file: "crates/idem-client/src/reqwest.rs",
+        from: "if e.is_builder() && e.url().is_none_or(|url| *url == own_url) =>",
+        to: "if e.is_builder() && e.url().is_none_or(|url| *url != own_url) =>",
+        check: test("idem-client", "", "sockets", "an_answer_the_client_cannot_follow"),
+    },
+    Mutant {
+        name: "client-pause-ends-at-the-deadline",
+        file: "crates/idem-client/src/retry.rs",
+        from: "if tokio::time::Instant::now() + pause + TIMER_SLACK >= deadline {",
+        to: "if tokio::time::Instant::now() + pause + TIMER_SLACK * 0 >= deadline {",
+        check: test("idem-client", "", "policy", "a_pause_that_ends_at_the_deadline"),
+    },
+    Mutant {
+        name: "client-own-key-named-as-sent",
+        file: "crates/idem-client/src/intent.rs",
+        from: ".and_then(|text| idem_core::key_text_of_header(text).ok())",
+        to: ".map(str::to_string)",
+        check: test("idem-client", "", "policy", "the_key_an_error_names"),
+    },
+    Mutant {
+        name: "core-quoted-key-takes-any-escape",
+        file: "crates/idem-core/src/key.rs",
+        from: "                Some(c @ ('\"' | '\\\\')) => key.push(c),",
+        to: "                Some(c) => key.push(c),",
+        check: test("idem-http", "", "it", "header::"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -95,12 +95,18 @@ impl fmt::Debug for Intent {
 }
 
 /// Sets `intent`'s key as the request's `Idempotency-Key`, unless the caller set one of
-/// its own (kept as it is); returns the key as the caller knows it, for the errors that
-/// name it: the intent's own key, or the caller's header as text.
+/// its own (kept as it is); returns the key for the errors that name it: the intent's own
+/// key, or the key the caller's header names as a server reads it (a quoted value
+/// unquoted, so that `Intent::from_id` of it is the same key), or, if it names none, the
+/// header as text.
 pub(crate) fn key_to_send(headers: &mut http::HeaderMap, intent: &Intent) -> String {
     let name = http::HeaderName::from_static(idem_core::IDEMPOTENCY_KEY_HEADER);
     match headers.get(&name) {
-        Some(own) => String::from_utf8_lossy(own.as_bytes()).into_owned(),
+        Some(own) => own
+            .to_str()
+            .ok()
+            .and_then(|text| idem_core::key_text_of_header(text).ok())
+            .unwrap_or_else(|| String::from_utf8_lossy(own.as_bytes()).into_owned()),
         None => {
             headers.insert(name, intent.header());
             intent.key().to_string()

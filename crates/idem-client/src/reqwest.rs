@@ -10,8 +10,10 @@ use crate::retry::{Answer, Failed, attempts};
 use crate::{ClientError, Intent, RetryPolicy};
 
 /// Retries each request as one intent: the [`Intent`] in its extensions
-/// (`RequestBuilder::with_extension`), or else one made for this call, its key set as
-/// `Idempotency-Key` on every attempt (a key the request already carries is kept). The
+/// (`RequestBuilder::with_extension`), or else one made for this call and put there (so
+/// that a retry middleware outside this one, which runs the chain again with the same
+/// extensions, repeats the same intent), its key set as `Idempotency-Key` on every
+/// attempt (a key the request already carries is kept). The
 /// answer's extensions hold its [`Attempts`](crate::Attempts); an intent past its
 /// deadline, or answered 422, is a [`ClientError`] inside
 /// `reqwest_middleware::Error::Middleware`.
@@ -65,7 +67,9 @@ impl Middleware for IdempotentRetry {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let intent = extensions.get::<Intent>().cloned().unwrap_or_default();
+        // Kept in the extensions when made here: a retry middleware outside this one runs
+        // the chain again with the same extensions, and its tries are the same intent.
+        let intent = extensions.get_or_insert_with(Intent::new).clone();
         let key = crate::intent::key_to_send(request.headers_mut(), &intent);
         // A body is sent again only if it is bytes in memory (a stream is read once);
         // asked of the body itself, so no copy is made to find out.
@@ -74,11 +78,13 @@ impl Middleware for IdempotentRetry {
                 ClientError::<BoxError>::BodyNotReplayable,
             ));
         }
+        let own_url = request.url().clone();
         let send = || {
             // Checked above: the body is bytes in memory, the same on every attempt, so
             // the copy is made.
             let copy = request.try_clone();
             let (next, mut extensions) = (next.clone(), extensions.clone());
+            let own_url = own_url.clone();
             async move {
                 let Some(copy) = copy else {
                     return Err(Failed::Unsendable(BoxError::from(
@@ -87,8 +93,17 @@ impl Middleware for IdempotentRetry {
                 };
                 match next.run(copy, &mut extensions).await {
                     Ok(response) => Ok(response),
-                    Err(reqwest_middleware::Error::Reqwest(e)) if e.is_builder() => {
+                    // A builder error about this request: it was never sent. One about
+                    // another URL is a redirect reqwest will not follow (a scheme it
+                    // does not speak, a bad Location): the server answered, so it may
+                    // have acted.
+                    Err(reqwest_middleware::Error::Reqwest(e))
+                        if e.is_builder() && e.url().is_none_or(|url| *url == own_url) =>
+                    {
                         Err(Failed::Unsendable(Box::new(e) as BoxError))
+                    }
+                    Err(reqwest_middleware::Error::Reqwest(e)) if e.is_builder() => {
+                        Err(Failed::Unfollowed(Box::new(e) as BoxError))
                     }
                     Err(e) => Err(Failed::Unanswered(Box::new(e) as BoxError)),
                 }

@@ -2,6 +2,7 @@
 //! attempt timeout, all by the intent's deadline, judged by the [`RetryPolicy`].
 
 use std::future::Future;
+use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 
@@ -26,7 +27,16 @@ pub(crate) enum Failed<E> {
     Unanswered(E),
     /// The request could not be made at all (a malformed request): no retry mends it.
     Unsendable(E),
+    /// The server answered, and the answer could not be taken (a redirect the client
+    /// will not follow): the server may have acted, and a retry would get the same
+    /// answer. The outcome is unknown at once.
+    Unfollowed(E),
 }
+
+/// How late a timer may wake (tokio's timer wheel counts whole milliseconds): a pause
+/// that would end within this of the deadline is not begun, since the attempt after it
+/// would start past the deadline.
+const TIMER_SLACK: Duration = Duration::from_millis(2);
 
 /// The answer's status and headers, whatever the integration's response type.
 pub(crate) trait Answer {
@@ -58,13 +68,18 @@ where
     };
     let mut attempt = 0u32;
     loop {
-        attempt += 1;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if attempt > 0 && left.is_zero() {
+            // A pause that overran its timer: no attempt starts past the deadline.
+            return Err(unknown(attempt, "the deadline passed during the pause".into()));
+        }
+        attempt += 1;
         let bounded = tokio::time::timeout(policy.attempt_timeout().min(left), send()).await;
         let (last, told) = match bounded {
             Err(_) => (format!("no answer within {:?}", policy.attempt_timeout().min(left)), None),
             Ok(Err(Failed::Unsendable(error))) => return Err(ClientError::Request(error)),
             Ok(Err(Failed::Unanswered(error))) => (error.to_string(), None),
+            Ok(Err(Failed::Unfollowed(error))) => return Err(unknown(attempt, error.to_string())),
             Ok(Ok(answer)) => match policy.judge(answer.status(), answer.headers()) {
                 Verdict::Answer => {
                     let replayed = crate::policy::replayed(answer.headers());
@@ -77,7 +92,7 @@ where
             },
         };
         let pause = policy.pause(attempt, told, salt);
-        if tokio::time::Instant::now() + pause >= deadline {
+        if tokio::time::Instant::now() + pause + TIMER_SLACK >= deadline {
             return Err(unknown(attempt, last));
         }
         tokio::time::sleep(pause).await;

@@ -17,7 +17,9 @@ use crate::{ClientError, Intent, RetryPolicy};
 /// Wraps a client service so that each request is one intent, retried by the policy with
 /// one key: the [`Intent`] in the request's extensions, or else one made for the call (a
 /// key the request already carries is kept). The answer's extensions hold its
-/// [`Attempts`](crate::Attempts).
+/// [`Attempts`](crate::Attempts). A retry layer outside this one sends clones of the
+/// request, which never see an intent made inside: give the request its [`Intent`] when
+/// another layer may retry it, or each of that layer's tries is a new intent.
 ///
 /// A generic client's error cannot say whether the request left: every error of the
 /// wrapped service is taken as "no answer" and retried, to the deadline. A request that

@@ -270,3 +270,36 @@ async fn the_first_attempt_uses_the_service_made_ready() {
     assert_eq!((status.as_u16(), attempts.count), (201, 1));
     assert_eq!(seen.lock().expect("the log").len(), 1);
 }
+
+/// A pause that would end within a timer's granularity of the deadline is not begun: the
+/// timer may wake a millisecond late, and the attempt after it would start past the
+/// deadline. Here the server asks for 1 s and the deadline is 50 us after that.
+#[tokio::test(start_paused = true)]
+async fn a_pause_that_ends_at_the_deadline_is_not_begun() {
+    let (server, seen) = scripted(vec![Some((503, &[("retry-after", "1")])), Some((201, NONE))]);
+    let tight = RetryPolicy::builder()
+        .deadline(Duration::from_secs(1) + Duration::from_micros(50))
+        .pauses(Duration::from_nanos(1), Duration::from_nanos(1))
+        .build()
+        .expect("a valid policy");
+    let ended = send(server, tight, Some(Intent::new()), NONE).await;
+    assert!(matches!(ended, Err(ClientError::OutcomeUnknown { attempts: 1, .. })), "{ended:?}");
+    assert_eq!(seen.lock().expect("the log").len(), 1, "an attempt at the deadline");
+}
+
+/// A caller's own key in the draft's quoted form: the error names the key the server
+/// reads (unquoted), so that `Intent::from_id` of it is the same key, as the errors say.
+#[tokio::test(start_paused = true)]
+async fn the_key_an_error_names_is_the_key_the_server_reads() {
+    let (server, seen) = scripted(vec![Some((503, NONE))]);
+    let own = [("idempotency-key", r#" "order-\"7\"" "#)];
+    let ended = send(server.clone(), policy(), None, &own).await;
+    let Err(ClientError::OutcomeUnknown { key, .. }) = ended else { panic!("{ended:?}") };
+    assert_eq!(key, r#"order-"7""#);
+    let before = seen.lock().expect("the log").len();
+    let again = Intent::from_id(&key).expect("the error's key is a key");
+    let _ = send(server, policy(), Some(again), NONE).await;
+    let seen = seen.lock().expect("the log").clone();
+    let read = |s: &Seen| idem_core::key_text_of_header(s.key.as_deref().expect("a key"));
+    assert_eq!(read(&seen[0]), read(&seen[before]), "the same key, read as a server reads it");
+}

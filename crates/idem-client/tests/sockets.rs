@@ -246,3 +246,93 @@ async fn against_a_server_that_ignores_the_header_a_lost_answer_charges_twice() 
     assert_eq!(answer.status(), 201);
     assert_eq!(shop.gateway.totals().charges, 2, "the server did not keep its answer");
 }
+
+/// A server that keeps its answers by key, 500s included (as idem-http and Stripe do):
+/// the first request of a key charges and fails 500, every later one gets that 500
+/// replayed; it also answers `/redirect` with a 303 to an app's own scheme, after charging.
+async fn keeping_server() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let charged: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let keys = charged.clone();
+    let checkout = move |headers: HeaderMap| {
+        let keys = keys.clone();
+        async move {
+            let key = headers.get("idempotency-key").map(|v| v.to_str().unwrap_or("?").to_string());
+            let mut charged = keys.lock().expect("the keys");
+            let key = key.unwrap_or_default();
+            if charged.contains(&key) {
+                return (StatusCode::INTERNAL_SERVER_ERROR, [("idempotent-replayed", "true")])
+                    .into_response();
+            }
+            charged.push(key);
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    };
+    let redirect = || async { (StatusCode::SEE_OTHER, [("location", "shopapp://paid/ch_1")]) };
+    let app = axum::Router::new()
+        .route("/payments", axum::routing::post(checkout))
+        .route("/redirect", axum::routing::post(redirect));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let addr = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, charged)
+}
+
+/// A retry middleware outside this one (reqwest-retry's shape: it runs the chain again
+/// with the same extensions), retrying a 500: without an intent of the caller's, the one
+/// made for the call is kept in the extensions, so every outer try sends the same key.
+struct OuterRetry;
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for OuterRetry {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        for _ in 0..2 {
+            let copy = request.try_clone().expect("a body in memory");
+            let answer = next.clone().run(copy, extensions).await?;
+            if !answer.status().is_server_error() {
+                return Ok(answer);
+            }
+        }
+        next.run(request, extensions).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outer_retry_of_a_call_without_an_intent_sends_one_key() {
+    let (addr, charged) = keeping_server().await;
+    let handing_back_5xx = RetryPolicy::builder().retry_server_errors(false).build();
+    let handing_back_5xx = handing_back_5xx.expect("a valid policy");
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(OuterRetry)
+        .with(IdempotentRetry::new(handing_back_5xx))
+        .build();
+    let answer = client.post(format!("http://{addr}/payments")).body(ORDER).send().await;
+    assert_eq!(answer.expect("answered").status(), 500);
+    let charged = charged.lock().expect("the keys").clone();
+    assert_eq!(charged.len(), 1, "each outer try was a new intent: {charged:?}");
+}
+
+/// A redirect reqwest will not follow (to an app's own scheme, the end of a payment flow)
+/// comes after the server has acted: the outcome is unknown, never "could not be made".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_the_client_cannot_follow_is_an_unknown_outcome() {
+    let (addr, _) = keeping_server().await;
+    let refused = client(quick())
+        .post(format!("http://{addr}/redirect"))
+        .body(ORDER)
+        .with_extension(Intent::from_id("order-9").expect("a key"))
+        .send()
+        .await
+        .expect_err("reqwest does not follow it");
+    let typed = client_error(&refused);
+    let Some(ClientError::OutcomeUnknown { attempts: 1, key, .. }) = typed else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(key, "order-9");
+}

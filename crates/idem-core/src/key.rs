@@ -14,6 +14,81 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// idem-http sets it and idem-client reads it.
 pub const IDEMPOTENT_REPLAYED_HEADER: &str = "idempotent-replayed";
 
+/// Why an `Idempotency-Key` header value that opens with a quote is not an RFC 8941
+/// string (see [`key_text_of_header`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QuotedKeyError {
+    /// The closing quote is missing.
+    Unterminated,
+    /// A backslash escapes something other than `"` or `\`.
+    BadEscape,
+    /// Text follows the closing quote.
+    TextAfterQuote,
+    /// A character outside visible ASCII (and space).
+    NotAscii,
+}
+
+impl QuotedKeyError {
+    /// What is wrong, in a few words.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Unterminated => "no closing quote",
+            Self::BadEscape => "only \\\" and \\\\ escape",
+            Self::TextAfterQuote => "text after the closing quote",
+            Self::NotAscii => "a character outside visible ASCII",
+        }
+    }
+}
+
+impl fmt::Display for QuotedKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason())
+    }
+}
+
+impl std::error::Error for QuotedKeyError {}
+
+/// The key an `Idempotency-Key` header value names, as a server reads it: the content of
+/// an RFC 8941 string (`"order-1042"`, the IETF draft's form) or a bare value as it is
+/// (Stripe's form), spaces and tabs around it dropped. Where idem-http reads a request's
+/// key and idem-client names the key a caller set itself. Not yet validated as a key
+/// ([`IdempotencyKey::new`] does that).
+///
+/// ```
+/// assert_eq!(idem_core::key_text_of_header(r#" "order-\"1042\"" "#)?, r#"order-"1042""#);
+/// assert_eq!(idem_core::key_text_of_header("order-1042")?, "order-1042");
+/// assert!(idem_core::key_text_of_header(r#""order-1042"#).is_err());
+/// # Ok::<(), idem_core::QuotedKeyError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`QuotedKeyError`] if the value opens with a quote and is not an RFC 8941 string.
+pub fn key_text_of_header(value: &str) -> Result<String, QuotedKeyError> {
+    // RFC 8941 parsing drops spaces around a field value; HTTP drops tabs too.
+    let text = value.trim_matches([' ', '\t']);
+    let Some(rest) = text.strip_prefix('"') else { return Ok(text.to_string()) };
+    let mut key = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    loop {
+        match chars.next() {
+            None => return Err(QuotedKeyError::Unterminated),
+            Some('"') => break,
+            Some('\\') => match chars.next() {
+                Some(c @ ('"' | '\\')) => key.push(c),
+                _ => return Err(QuotedKeyError::BadEscape),
+            },
+            Some(c @ ' '..='~') => key.push(c),
+            Some(_) => return Err(QuotedKeyError::NotAscii),
+        }
+    }
+    if chars.next().is_some() {
+        return Err(QuotedKeyError::TextAfterQuote);
+    }
+    Ok(key)
+}
+
 /// Why a key or scope was refused. Its message says "key"; [`ScopedKey::parse`], which
 /// validates both parts, says which part with a [`ScopedKeyError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

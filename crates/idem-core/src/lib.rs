@@ -96,7 +96,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use fingerprint::{Fingerprint, FingerprintBuilder};
 pub use key::{
     IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER, IdempotencyKey, KEY_LEN_MAX, KeyError,
-    Scope, ScopedKey, ScopedKeyError,
+    QuotedKeyError, Scope, ScopedKey, ScopedKeyError, key_text_of_header,
 };
 pub use memory::{MemoryStore, StoreStats};
 pub use store::{

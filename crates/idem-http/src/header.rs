@@ -2,7 +2,7 @@
 //! draft's form) or a bare value (Stripe's form), read into a validated key.
 
 use http::HeaderMap;
-use idem_core::{IdempotencyKey, KeyError};
+use idem_core::{IdempotencyKey, KeyError, QuotedKeyError};
 
 /// The request header that carries the key (header names are case-insensitive).
 pub const IDEMPOTENCY_KEY: &str = idem_core::IDEMPOTENCY_KEY_HEADER;
@@ -54,33 +54,9 @@ pub fn parse_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, HeaderEr
         return Err(HeaderError::Repeated { count: extra + 1 });
     }
     let text = value.to_str().map_err(|_| HeaderError::NotAscii)?;
-    // RFC 8941 parsing drops spaces around a field value; HTTP drops tabs too.
-    let text = text.trim_matches([' ', '\t']);
-    let key = match text.strip_prefix('"') {
-        Some(quoted) => unquote(quoted)?,
-        None => text.to_string(),
-    };
+    let key = idem_core::key_text_of_header(text).map_err(|e| match e {
+        QuotedKeyError::NotAscii => HeaderError::NotAscii,
+        other => HeaderError::BadString { reason: other.reason() },
+    })?;
     IdempotencyKey::new(&key).map(Some).map_err(HeaderError::Key)
-}
-
-/// The content of an RFC 8941 string whose opening quote is already consumed.
-fn unquote(rest: &str) -> Result<String, HeaderError> {
-    let mut key = String::with_capacity(rest.len());
-    let mut chars = rest.chars();
-    loop {
-        match chars.next() {
-            None => return Err(HeaderError::BadString { reason: "no closing quote" }),
-            Some('"') => break,
-            Some('\\') => match chars.next() {
-                Some(c @ ('"' | '\\')) => key.push(c),
-                _ => return Err(HeaderError::BadString { reason: "only \\\" and \\\\ escape" }),
-            },
-            Some(c @ ' '..='~') => key.push(c),
-            Some(_) => return Err(HeaderError::NotAscii),
-        }
-    }
-    if chars.next().is_some() {
-        return Err(HeaderError::BadString { reason: "text after the closing quote" });
-    }
-    Ok(key)
 }
