@@ -102,14 +102,16 @@ where
     answered
 }
 
-/// The answer when the run ended before it answered (its handler panicked).
+/// The answer when the run ended before it answered: its handler panicked, or the store
+/// did while the handler's answer was being kept (the client cannot tell, and the words
+/// claim neither).
 fn unfinished() -> Problem {
     Problem::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         "handler-failed",
         "Handler failed",
-        "the handler failed before it answered; whether it acted is unknown. Retry with \
-         the same key: after its lease the retry checks before acting",
+        "the request's run failed before it answered; whether it acted is unknown. Retry \
+         with the same key: after its lease the retry checks before acting",
     )
 }
 
