@@ -95,13 +95,20 @@ pub enum AfterFailure {
     Stop,
 }
 
-/// The writer's limits, named. Both must be at least 1: [`GroupCommit::start`] refuses 0.
+/// The writer's limits, named. Both must be at least 1, and `queue_max` at most
+/// [`GroupLimits::QUEUE_MAX_LIMIT`]: [`GroupCommit::start`] refuses others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupLimits {
     /// Requests waiting for the writer; a caller past it waits to queue. Default 1024.
     pub queue_max: usize,
     /// Requests committed together at most. Default 64.
     pub group_max: usize,
+}
+
+impl GroupLimits {
+    /// The largest `queue_max`: the queue's places are allocated when the writer starts,
+    /// so a huge bound would take its memory at once (or abort the process).
+    pub const QUEUE_MAX_LIMIT: usize = 65_536;
 }
 
 impl Default for GroupLimits {
@@ -211,13 +218,25 @@ impl<S: Committer> GroupCommit<S> {
     /// # Errors
     ///
     /// [`std::io::ErrorKind::InvalidInput`] naming the limit if `queue_max` or
-    /// `group_max` is 0; the OS error if the thread cannot start.
+    /// `group_max` is 0 or `queue_max` is past [`GroupLimits::QUEUE_MAX_LIMIT`], or
+    /// if `name` holds a NUL byte (a thread's name cannot); the OS error if the thread
+    /// cannot start.
     pub fn start(name: &str, state: S, limits: GroupLimits) -> std::io::Result<Self> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
         for (setting, value) in [("queue_max", limits.queue_max), ("group_max", limits.group_max)] {
             if value == 0 {
-                let why = format!("GroupLimits::{setting} must be at least 1, got 0");
-                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+                return Err(invalid(format!("GroupLimits::{setting} must be at least 1, got 0")));
             }
+        }
+        if limits.queue_max > GroupLimits::QUEUE_MAX_LIMIT {
+            return Err(invalid(format!(
+                "GroupLimits::queue_max must be at most {}, got {}",
+                GroupLimits::QUEUE_MAX_LIMIT,
+                limits.queue_max
+            )));
+        }
+        if name.contains('\0') {
+            return Err(invalid(format!("the writer's name {name:?} holds a NUL byte")));
         }
         let (jobs, queue) = channel::<Job<S>>(limits.queue_max);
         let (room, counts) = (Arc::new(Room::default()), Arc::new(Counts::default()));
@@ -309,6 +328,13 @@ impl<S: Committer> GroupCommit<S> {
             requests_committed: self.counts.requests.load(Ordering::Relaxed),
         }
     }
+
+    /// The wake-ups held for async callers waiting for room in a full queue: one per
+    /// caller waiting (a caller that gave up, its future dropped, is let go when the next
+    /// one waits or the writer makes room).
+    pub fn waiting_for_room(&self) -> usize {
+        self.room.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
 }
 
 /// A request's answer as it arrived on its reply channel.
@@ -335,7 +361,13 @@ impl Room {
     /// A wake-up for the next time room is made or the writer stops.
     fn wait(&self) -> oneshot::Receiver<()> {
         let (wake, woken) = oneshot::channel();
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).push(wake);
+        let mut waiting = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        // The wake-ups of callers that gave up (their futures dropped) go first: while the
+        // writer is stuck on one group, callers that time out and try again would
+        // otherwise each leave one behind, without bound. What is kept is one per caller
+        // now waiting.
+        waiting.retain(|caller| !caller.is_closed());
+        waiting.push(wake);
         woken
     }
 
@@ -408,7 +440,10 @@ fn commit_group<S: Committer>(
         return Err(());
     }
     let mut pending = Pending(Vec::with_capacity(group.len()));
-    for job in group {
+    // Dropped before `pending` if a job panics: the jobs after it, never run, are answered
+    // `Failed` as the ones before it are (not `Stopped`: the writer goes on).
+    let mut unrun = Unrun(group.into_iter());
+    for job in unrun.0.by_ref() {
         pending.0.push(job(Some(state)));
     }
     let committed = state.commit().map_err(|why| CommitError::Failed(GroupFailure(Arc::new(why))));
@@ -479,13 +514,31 @@ impl<T> Drop for Reply<T> {
     }
 }
 
+/// The failure of a group one of whose jobs panicked.
+fn work_panicked() -> CommitError {
+    CommitError::Failed(GroupFailure(Arc::new(WorkPanicked)))
+}
+
+/// Jobs of a group not yet run: if the group unwinds (a job panicked), each is answered
+/// with the same failure as the jobs run before it.
+struct Unrun<S: Committer>(std::vec::IntoIter<Job<S>>);
+
+impl<S: Committer> Drop for Unrun<S> {
+    fn drop(&mut self) {
+        let panicked = work_panicked();
+        for job in self.0.by_ref() {
+            job(None)(Err(&panicked));
+        }
+    }
+}
+
 /// Finishers not yet run: if the group unwinds (a job panicked), each is answered with a
 /// failure instead of never.
 struct Pending(Vec<Finish>);
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let panicked = CommitError::Failed(GroupFailure(Arc::new(WorkPanicked)));
+        let panicked = work_panicked();
         for finish in self.0.drain(..) {
             finish(Err(&panicked));
         }

@@ -182,3 +182,22 @@ fn a_failed_group_keeps_the_committers_error_as_its_source() {
     }
     assert_eq!(chain, ["the group failed: disk full", "disk full"]);
 }
+
+/// The queue's places are allocated when the writer starts: a bound past
+/// `QUEUE_MAX_LIMIT` is refused by name (not a panic, or an abort on allocation), the
+/// limit itself accepted; a name a thread cannot take (a NUL byte) is refused too.
+#[test]
+fn a_queue_past_its_limit_or_a_name_with_a_nul_is_refused() {
+    let at = GroupLimits { queue_max: GroupLimits::QUEUE_MAX_LIMIT, group_max: 4 };
+    assert!(GroupCommit::start("at-limit", Log::default(), at).is_ok());
+    for queue_max in [GroupLimits::QUEUE_MAX_LIMIT + 1, usize::MAX] {
+        let past = GroupLimits { queue_max, group_max: 4 };
+        let refused = GroupCommit::start("past", Log::default(), past).expect_err("refused");
+        assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(refused.to_string().contains("queue_max must be at most"), "{refused}");
+    }
+    let named = GroupCommit::start("a\0b", Log::default(), GroupLimits::default());
+    let refused = named.expect_err("a NUL in the name");
+    assert_eq!(refused.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(refused.to_string().contains("NUL"), "{refused}");
+}

@@ -283,3 +283,49 @@ fn callers_past_the_limit_never_park_their_runtime_thread() {
     assert_eq!(stats.requests_committed, CALLERS as u64 + 1);
     assert!(stats.groups_committed < stats.requests_committed, "shared commits: {stats:?}");
 }
+
+/// A job that panics in the middle of its group: the jobs before it and after it are
+/// answered `Failed` alike (the writer goes on: never `Stopped`), the panicking one
+/// `Lost`; the next group commits.
+#[test]
+fn the_jobs_after_a_panicking_job_of_its_group_are_answered_failed() {
+    let (writer, held) = held(Log::default(), GroupLimits::default(), Then::Finish);
+    let mut before = pin!(writer.submit_async(noting("before")));
+    let mut panics = pin!(writer.submit_async(|_: &mut Log| -> u8 { panic!("a bug") }));
+    let mut after = pin!(writer.submit_async(noting("after")));
+    for queued in [poll_once(before.as_mut()).is_pending(), poll_once(panics.as_mut()).is_pending()]
+    {
+        assert!(queued, "queued behind the held group");
+    }
+    assert!(poll_once(after.as_mut()).is_pending(), "queued behind the held group");
+    let (log, first) = held.release();
+    assert_eq!(first, Ok(()));
+    let panicked = ready("the panicking job", panics);
+    assert_eq!(panicked, Err(CommitError::Lost));
+    let (before, after) = (ready("before", before), ready("after", after));
+    assert!(matches!(before, Err(CommitError::Failed(_))), "{before:?}");
+    assert_eq!(after.map_err(|e| e.to_string()), before.map_err(|e| e.to_string()));
+    assert_eq!(ready("the next group", pin!(writer.submit_async(noting("next")))), Ok("next"));
+    assert_eq!(worked(&log), ["held", "before", "next"], "the job after the panic never ran");
+}
+
+/// While the writer is stuck on one group, async callers that give up and try again do
+/// not pile up wake-ups: what waits for room is one per caller waiting now.
+#[test]
+fn callers_that_give_up_waiting_for_room_leave_nothing_behind() {
+    let limits = GroupLimits { queue_max: 1, group_max: 1 };
+    let (writer, held) = held(Log::default(), limits, Then::Finish);
+    let mut queued = pin!(writer.submit_async(noting("queued")));
+    assert!(poll_once(queued.as_mut()).is_pending(), "takes the queue's one place");
+    for _ in 0..10_000 {
+        let mut gave_up = pin!(writer.submit_async(noting("gave up")));
+        assert!(poll_once(gave_up.as_mut()).is_pending(), "waits for room");
+    }
+    let mut waiting = pin!(writer.submit_async(noting("waiting")));
+    assert!(poll_once(waiting.as_mut()).is_pending(), "waits for room");
+    assert_eq!(writer.waiting_for_room(), 1, "the callers that gave up left theirs");
+    let (_, first) = held.release();
+    assert_eq!(first, Ok(()));
+    assert_eq!(ready("queued", queued), Ok("queued"));
+    assert_eq!(ready("waiting", waiting), Ok("waiting"));
+}
