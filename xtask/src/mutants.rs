@@ -380,8 +380,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "sqlite-failed-sync-stops-the-writer",
         file: "crates/idem-store-sqlite/src/lib.rs",
-        from: "AfterFailure::Continue",
-        to: "AfterFailure::Stop",
+        from: "        let _ = self.conn.execute_batch(\"ROLLBACK\");\n        AfterFailure::Continue",
+        to: "        let _ = self.conn.execute_batch(\"ROLLBACK\");\n        AfterFailure::Stop",
         check: test("idem-crash", "", "sqlite_sync", "the_next_write_succeeds"),
     },
     Mutant {
@@ -2608,6 +2608,30 @@ const CATALOGUE: &[Mutant] = &[
         from: "        if name.contains('\\0') {",
         to: "        if name.is_empty() {",
         check: test("idem-durable", "", "it", "group_commit::a_queue_past_its_limit"),
+    },
+    Mutant {
+        name: "sqlite-op-behind-a-rolled-back-group-run-alone",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "        if self.conn.is_autocommit() {\n            // An earlier operation's",
+        to: "        if false {\n            // An earlier operation's",
+        check: test("idem-store-sqlite", "", "lib", "tests::an_operation_behind_one_that"),
+    },
+    Mutant {
+        name: "sqlite-clock-past-its-range-taken",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "    if now.as_millis() > CLOCK_MS_MAX {",
+        to: "    if now.as_millis() > u64::MAX - 1 {",
+        check: test("idem-store-sqlite", "", "lib", "tests::a_clock_past_what"),
+    },
+    Mutant {
+        name: "sqlite-capacity-before-the-quota",
+        file: "crates/idem-store-sqlite/src/lib.rs",
+        from: "    if recovered == 0 {\n        scope_quota(conn, key, config)?;\n    }\n",
+        to: "    if fresh == 1 && records >= config.capacity() as i64 {\n\
+             \x20       return Err(StoreError::StoreFull { capacity: config.capacity() });\n\
+             \x20   }\n\
+             \x20   if recovered == 0 {\n        scope_quota(conn, key, config)?;\n    }\n",
+        check: test("idem-store-sqlite", "", "lib", "tests::a_key_past_both"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -51,7 +51,7 @@ fn forget_write(key: &ScopedKey) -> impl WriteJob<Forgotten> {
 
 impl<R: Durable + Clone + Send> SqliteStore<R> {
     fn inspect_now(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
-        let now = self.clock.now();
+        let now = crate::now_of(self.clock.as_ref())?;
         read_record(&self.reader.lock(), key, now)
     }
 }

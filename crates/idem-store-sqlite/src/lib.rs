@@ -239,6 +239,11 @@ pub struct Durability {
     pub synchronous: i64,
 }
 
+/// Why a group failed whose transaction SQLite rolled back under one of its operations.
+const GROUP_ROLLED_BACK: &str = "an earlier operation of this group failed (an I/O error, a \
+                                 full disk) and SQLite rolled the group's transaction back: \
+                                 nothing of it happened";
+
 /// The writer's limits: operations queued for it, and operations in one transaction.
 const WRITER_LIMITS: GroupLimits = GroupLimits { queue_max: 4096, group_max: 1024 };
 
@@ -257,6 +262,12 @@ impl Committer for Writer {
     }
 
     fn commit(&mut self) -> rusqlite::Result<()> {
+        if self.conn.is_autocommit() {
+            // Rolled back by SQLite under an operation that failed: said as such, not as
+            // COMMIT's "no transaction is active".
+            let code = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT);
+            return Err(rusqlite::Error::SqliteFailure(code, Some(GROUP_ROLLED_BACK.into())));
+        }
         exec(&self.conn, "COMMIT", []).map(drop)
     }
 
@@ -280,12 +291,23 @@ impl Writer {
         op: impl FnOnce(&Connection, Timestamp, StoreConfig) -> Result<T, StoreError>,
         keep: impl FnOnce(&T) -> bool,
     ) -> Result<T, StoreError> {
-        let now = self.clock.now();
+        let now = now_of(self.clock.as_ref())?;
+        if self.conn.is_autocommit() {
+            // An earlier operation's failure (an I/O error, a full disk) made SQLite roll
+            // the group's transaction back. Run now, this one would begin a transaction of
+            // its own and commit it at its savepoint's release, outside the group, while
+            // its caller is answered the group's failure: it is not run.
+            return Err(StoreError::Storage(GROUP_ROLLED_BACK.into()));
+        }
         // Cached statements: parsed once per connection, not once per operation.
         exec(&self.conn, "SAVEPOINT op", []).map_err(storage)?;
         let result = op(&self.conn, now, self.config);
-        if !result.as_ref().is_ok_and(keep) {
-            exec(&self.conn, "ROLLBACK TO op", []).map_err(storage)?;
+        if !result.as_ref().is_ok_and(keep)
+            && let Err(rollback) = exec(&self.conn, "ROLLBACK TO op", [])
+        {
+            // The savepoint went with the whole transaction: the operation's own error
+            // says why (a rollback's "no such savepoint" would not).
+            return result.and(Err(storage(rollback)));
         }
         exec(&self.conn, "RELEASE op", []).map_err(storage)?;
         result
@@ -294,6 +316,27 @@ impl Writer {
 
 fn ms(t: Timestamp) -> i64 {
     i64::try_from(t.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The latest clock reading the store works with, in ms since the epoch (about 146
+/// million years): its deadlines are kept as `i64` ms, a "never" lease (`Duration::MAX`)
+/// as `i64::MAX`. Past it a finite lease's deadline would be cut to that maximum, and a
+/// reading at it would find every lease already run out: a live one taken over.
+const CLOCK_MS_MAX: u64 = i64::MAX as u64 / 2;
+
+/// The store's clock, read; a reading past [`CLOCK_MS_MAX`] is refused (a broken clock:
+/// deciding on it could hand one key to two owners).
+fn now_of(clock: &dyn Clock) -> Result<Timestamp, StoreError> {
+    let now = clock.now();
+    if now.as_millis() > CLOCK_MS_MAX {
+        let why = format!(
+            "the clock reads {} ms since the epoch, past the {CLOCK_MS_MAX} ms the store keeps \
+             deadlines for: fix the clock",
+            now.as_millis()
+        );
+        return Err(StoreError::Storage(why.into()));
+    }
+    Ok(now)
 }
 
 /// How long a statement waits for a lock another connection holds (another process's
@@ -500,12 +543,14 @@ fn claim(
     let Some((recovered, fresh)) = taken else {
         return inspect(conn, key, fingerprint, now, config.lease());
     };
+    // The scope's quota first, as the memory store: a key refused by both is refused by
+    // its scope (a sweep of the store would not admit it).
+    if recovered == 0 {
+        scope_quota(conn, key, config)?;
+    }
     if fresh == 1 && records >= config.capacity() as i64 {
         // The savepoint rolls the insert back.
         return Err(StoreError::StoreFull { capacity: config.capacity() });
-    }
-    if recovered == 0 {
-        scope_quota(conn, key, config)?;
     }
     let counted = if fresh == 1 { 1 } else { 0 };
     exec(
@@ -836,12 +881,104 @@ impl<R: Durable + Clone + Send> KeyStore<R> for SqliteStore<R> {
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
-        let now = self.clock.now();
+        let now = now_of(self.clock.as_ref())?;
         let Some(row) = self.read_row(key, fingerprint)? else { return Ok(KeyState::Absent) };
         row_state(key, row, now, self.lease)
     }
 
     fn result_bytes_max(&self) -> Option<usize> {
         Some(self.result_bytes_max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idem_core::ManualClock;
+
+    /// A writer on a fresh store file, outside its thread: the test drives its groups.
+    fn writer(tag: &str) -> (Writer, std::path::PathBuf) {
+        let path = idem_testkit::scratch_dir(tag).join("ids.db");
+        let conn = open_connection(&path).expect("a store");
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+        (Writer { conn, clock, config: StoreConfig::default() }, path)
+    }
+
+    fn key(name: &str) -> ScopedKey {
+        ScopedKey::parse("shop", name).expect("a key")
+    }
+
+    /// A write that fills the disk in the middle of a group (here `max_page_count`; an
+    /// I/O error or a real full disk alike) makes SQLite roll the group's transaction back
+    /// on its own. The operation after it is not run: run, it would commit alone at its
+    /// savepoint's release while its caller is answered the group's failure. The group
+    /// fails saying why, and nothing of it is stored.
+    #[test]
+    fn an_operation_behind_one_that_filled_the_disk_is_not_committed_alone() {
+        let (mut w, path) = writer("sqlite-full-mid-group");
+        let fp = Fingerprint::builder("pay").u64("amount", 1).finish();
+        w.begin().expect("begin");
+        let Ok(Claim::Acquired(big)) = claim_write(&key("big"), &fp)(&mut w) else {
+            panic!("claimed")
+        };
+        w.commit().expect("commit");
+        let pages: i64 = w.conn.query_row("PRAGMA page_count", [], |r| r.get(0)).expect("n");
+        w.conn.execute_batch(&format!("PRAGMA max_page_count = {}", pages + 4)).expect("set");
+        w.begin().expect("begin");
+        assert!(matches!(claim_write(&key("before"), &fp)(&mut w), Ok(Claim::Acquired(_))));
+        let huge = vec![7u8; 1 << 20];
+        let fill = move |c: &Connection, now, config| complete_row(c, &big, &huge, now, config);
+        let filled = in_savepoint(fill, |_| true)(&mut w);
+        assert!(filled.as_ref().is_err_and(|e| e.to_string().contains("full")), "{filled:?}");
+        let after = claim_write(&key("after"), &fp)(&mut w);
+        assert!(after.is_err(), "run outside the group: {after:?}");
+        let failed = w.commit().expect_err("the group is gone");
+        assert!(failed.to_string().contains("rolled the group's transaction back"), "{failed}");
+        assert_eq!(w.recover(), AfterFailure::Continue);
+        let look = Connection::open(&path).expect("a reader");
+        let stored: Vec<String> = look
+            .prepare("SELECT key FROM claims ORDER BY key")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .expect("the keys");
+        assert_eq!(stored, ["big"], "only what was committed before the group");
+    }
+
+    /// A new key past both its scope's quota and the store's capacity is refused by its
+    /// scope, as the memory store refuses it (a sweep of the store would not admit it).
+    #[test]
+    fn a_key_past_both_the_quota_and_the_capacity_is_refused_by_its_scope() {
+        let config = StoreConfig::builder().capacity(1).scope_in_flight_max(1).build();
+        let fp = Fingerprint::builder("pay").u64("amount", 1).finish();
+        let memory = idem_core::MemoryStore::<Vec<u8>>::new(config.clone().expect("valid"));
+        let (mut w, _) = writer("sqlite-quota-and-capacity");
+        w.config = config.expect("valid");
+        w.begin().expect("begin");
+        assert!(matches!(claim_write(&key("k1"), &fp)(&mut w), Ok(Claim::Acquired(_))));
+        assert!(matches!(memory.claim(&key("k1"), &fp), Ok(Claim::Acquired(_))));
+        let sqlite = claim_write(&key("k2"), &fp)(&mut w).map(|_| ()).map_err(|e| e.to_string());
+        let reference = memory.claim(&key("k2"), &fp).map(|_| ()).map_err(|e| e.to_string());
+        assert!(
+            reference.as_ref().is_err_and(|e| e.contains("in flight already")),
+            "{reference:?}"
+        );
+        assert_eq!(sqlite, reference);
+        w.commit().expect("commit");
+    }
+
+    /// Past `CLOCK_MS_MAX` every deadline would be cut to the largest one kept, and a
+    /// live lease taken over at once: the reading is refused; at it, leases hold.
+    #[test]
+    fn a_clock_past_what_the_store_keeps_is_refused() {
+        let fp = Fingerprint::builder("pay").u64("amount", 1).finish();
+        let (mut w, _) = writer("sqlite-far-clock");
+        w.clock = Arc::new(ManualClock::new(Timestamp::from_millis(CLOCK_MS_MAX)));
+        w.begin().expect("begin");
+        assert!(matches!(claim_write(&key("k"), &fp)(&mut w), Ok(Claim::Acquired(_))));
+        let again = claim_write(&key("k"), &fp)(&mut w);
+        assert!(matches!(again, Ok(Claim::InFlight { .. })), "{again:?}");
+        w.clock = Arc::new(ManualClock::new(Timestamp::from_millis(CLOCK_MS_MAX + 1)));
+        let refused = claim_write(&key("k"), &fp)(&mut w).expect_err("a broken clock");
+        assert!(refused.to_string().contains("fix the clock"), "{refused}");
+        w.commit().expect("commit");
     }
 }
