@@ -380,8 +380,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "sqlite-failed-sync-stops-the-writer",
         file: "crates/idem-store-sqlite/src/lib.rs",
-        from: "        let _ = self.conn.execute_batch(\"ROLLBACK\");\n        AfterFailure::Continue",
-        to: "        let _ = self.conn.execute_batch(\"ROLLBACK\");\n        AfterFailure::Stop",
+        from: "execute_batch(\"ROLLBACK\");\n        AfterFailure::Continue",
+        to: "execute_batch(\"ROLLBACK\");\n        AfterFailure::Stop",
         check: test("idem-crash", "", "sqlite_sync", "the_next_write_succeeds"),
     },
     Mutant {
