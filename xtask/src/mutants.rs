@@ -748,7 +748,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "redis-tokens-restart-at-one",
         file: "crates/idem-store-redis/src/scripts.rs",
-        from: "local token = last and tonumber(last) + 1 or now * 1000",
+        from: "local token = last and tonumber(last) + 1 or clock('server') * 1000",
         to: "local token = last and tonumber(last) + 1 or 1",
         check: test("idem-store-redis", "server-tests", "redis", "tokens_only_grow"),
     },
@@ -2632,6 +2632,52 @@ const CATALOGUE: &[Mutant] = &[
              \x20   }\n\
              \x20   if recovered == 0 {\n        scope_quota(conn, key, config)?;\n    }\n",
         check: test("idem-store-sqlite", "", "lib", "tests::a_key_past_both"),
+    },
+    Mutant {
+        name: "redis-calls-bounded-by-one-reply-only",
+        file: "crates/idem-store-redis/src/store.rs",
+        from: "    match tokio::time::timeout(limit, call).await {",
+        to: "    match tokio::time::timeout(Duration::MAX, call).await {",
+        check: test("idem-store-redis", "server-tests", "redis", "a_call_to_a_server_gone"),
+    },
+    Mutant {
+        name: "redis-token-base-from-the-given-clock",
+        file: "crates/idem-store-redis/src/scripts.rs",
+        from: "or clock('server') * 1000",
+        to: "or now * 1000",
+        check: test("idem-store-redis", "server-tests", "redis", "tokens_grow_after_a_drop"),
+    },
+    Mutant {
+        name: "redis-capacity-before-the-quota",
+        file: "crates/idem-store-redis/src/scripts.rs",
+        from: "  local quota = tonumber(ARGV[4])\n",
+        to: "  local n = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])\n\
+             \x20 if not replaced and n >= tonumber(ARGV[3]) then return {'full'} end\n\
+             \x20 local quota = tonumber(ARGV[4])\n",
+        check: test("idem-store-redis", "server-tests", "redis", "scope_quota_is_judged"),
+    },
+    Mutant {
+        name: "redis-result-limit-past-the-servers-taken",
+        file: "crates/idem-store-redis/src/server.rs",
+        from: "    if result_bytes_max as u64 > bulk_max {",
+        to: "    if result_bytes_max as u64 > u64::MAX - 1 {",
+        check: test("idem-store-redis", "server-tests", "redis", "a_result_limit_past"),
+    },
+    Mutant {
+        name: "pg-capacity-before-the-quota",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "(and the async store).\n            let taken = Taken::read(&row);\n",
+        to: "(and the async store).\n            let taken = Taken::read(&row);\n\
+             \x20           taken.within_capacity(config)?;\n",
+        check: test("idem-store-postgres", "server-tests", "postgres", "scope_quota_is_judg"),
+    },
+    Mutant {
+        name: "pg-async-capacity-before-the-quota",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "        let taken = Taken::read(&row);\n        if taken.needs_quota_check(config)",
+        to: "        let taken = Taken::read(&row);\n        taken.within_capacity(config)?;\n\
+             \x20       if taken.needs_quota_check(config)",
+        check: test("idem-store-postgres", "server-tests", "postgres", "scope_quota_is_judg"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

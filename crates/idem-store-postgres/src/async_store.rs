@@ -386,13 +386,15 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
             return decode_claim(key, rows::refused(&row, key, fingerprint, config)?);
         };
         // A refusal drops the transaction, which rolls the claim back.
+        // The scope's quota first, as the memory store: a key refused by both is refused
+        // by its scope (a sweep of the store would not admit it).
         let taken = Taken::read(&row);
-        taken.within_capacity(config)?;
         if taken.needs_quota_check(config) {
             let count = tx.prepare_cached(&st.scope_in_flight).await.map_err(pg)?;
             let row = tx.query_one(&count, &params.scope()).await.map_err(pg)?;
             rows::within_quota(&row, key, config)?;
         }
+        taken.within_capacity(config)?;
         tx.commit().await.map_err(pg)?;
         Ok(taken.into_claim(key))
     }

@@ -219,12 +219,13 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 return decode_claim(key, rows::refused(&row, key, fingerprint, config)?);
             };
             // A refusal drops the transaction, which rolls the claim back.
+            // The scope's quota first, as the memory store (and the async store).
             let taken = Taken::read(&row);
-            taken.within_capacity(config)?;
             if taken.needs_quota_check(config) {
                 let row = tx.query_one(&st.scope_in_flight, &params.scope()).map_err(pg)?;
                 rows::within_quota(&row, key, config)?;
             }
+            taken.within_capacity(config)?;
             tx.commit().map_err(pg)?;
             Ok(taken.into_claim(key))
         })

@@ -149,6 +149,29 @@ pub enum RedisError {
         /// How long the store waited.
         timeout_ms: u64,
     },
+    /// The store's largest result is past the largest argument the server takes
+    /// (`proto-max-bulk-len`): a result the store promised to keep would be refused at
+    /// `complete`.
+    #[error(
+        "result_bytes_max is {result_bytes_max} bytes, past the server's proto-max-bulk-len \
+         ({bulk_max}): lower RedisOptions::result_bytes_max, or raise proto-max-bulk-len"
+    )]
+    ResultsPastTheServer {
+        /// The store's largest result.
+        result_bytes_max: usize,
+        /// The server's `proto-max-bulk-len`.
+        bulk_max: u64,
+    },
+    /// No answer within the call's bound: the server is down, restarting or hung (the
+    /// connection manager may still be reconnecting). Whether the call took effect is
+    /// unknown, as for any storage failure.
+    #[error("redis: no answer within {after:?} ({call}); the call's outcome is unknown")]
+    TimedOut {
+        /// What was asked (a script's name, a connect).
+        call: &'static str,
+        /// The bound that ran out.
+        after: std::time::Duration,
+    },
     /// A script answered something this version does not read (another version's
     /// scripts on the same namespace, or a record changed by hand).
     #[error("unexpected reply from the server: {0}")]

@@ -14,7 +14,7 @@
 //! {P}:leases       sorted set: records in flight (finished = no), by lease deadline
 //! {P}:results      sorted set: finished records, by result deadline
 //! {P}:tokens       the last fencing token handed out (tokens only grow; a counter
-//!                  created afresh starts at the time in microseconds)
+//!                  created afresh starts at the server's time in microseconds)
 //! {P}:q:<scope>    per scope, how many records are in flight (the scope quota); removed
 //!                  when it reaches 0, so a scope with nothing in flight leaves no key
 //! ```
@@ -60,19 +60,22 @@ local member = ARGV[6]
 -- counts until a sweep: a claim of it takes that place instead of a new one.
 local replaced = f[1] or redis.call('ZSCORE', KEYS[3], member)
 if not recovered then
-  local records = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
-  if not replaced and records >= tonumber(ARGV[3]) then return {'full'} end
+  -- The scope's quota first, as the memory store: a key refused by both is refused by its
+  -- scope (a sweep of the store would not admit it).
   local quota = tonumber(ARGV[4])
   if quota > 0 and tonumber(redis.call('GET', KEYS[5]) or '0') >= quota then
     return {'quota'}
   end
+  local records = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[3])
+  if not replaced and records >= tonumber(ARGV[3]) then return {'full'} end
 end
 -- Tokens grow across the namespace's whole life: one past the last handed out, or, when
--- the counter is gone (the namespace dropped, a restart that forgot it), the time in
--- microseconds, above every token handed out before (fewer than 1,000 claims a
--- millisecond since the counter began).
+-- the counter is gone (the namespace dropped, a restart that forgot it), the server's
+-- time in microseconds, above every token handed out before (fewer than 1,000 claims a
+-- millisecond since the counter began). Always the server's: an injected clock (a test's)
+-- need not move, and a counter begun again at its time would repeat a token.
 local last = redis.call('GET', KEYS[4])
-local token = last and tonumber(last) + 1 or now * 1000
+local token = last and tonumber(last) + 1 or clock('server') * 1000
 redis.call('SET', KEYS[4], int(token))
 local until_ms = now + tonumber(ARGV[2])
 if replaced then

@@ -61,11 +61,22 @@ pub(crate) async fn check_primary(conn: &mut ConnectionManager) -> Result<(), Re
 }
 
 /// Reads the server's eviction policy and persistence, refusing a policy that can evict
-/// a key and, unless `restart_may_forget`, a server without an append-only file.
+/// a key and, unless `restart_may_forget`, a server without an append-only file; and its
+/// largest argument, refusing a `result_bytes_max` it would not take (a result the store
+/// promised to keep would be refused at `complete`, and the protocol error breaks the
+/// other calls in flight on the shared connection).
 pub(crate) async fn check(
     conn: &mut ConnectionManager,
     restart_may_forget: bool,
+    result_bytes_max: usize,
 ) -> Result<ServerDurability, RedisError> {
+    let bulk = config_get(conn, "proto-max-bulk-len").await?;
+    let bulk_max = bulk.parse::<u64>().map_err(|_| {
+        RedisError::Reply(format!("CONFIG GET proto-max-bulk-len: {bulk:?} is not a number"))
+    })?;
+    if result_bytes_max as u64 > bulk_max {
+        return Err(RedisError::ResultsPastTheServer { result_bytes_max, bulk_max });
+    }
     let policy = config_get(conn, "maxmemory-policy").await?;
     // Every other policy (allkeys-*, volatile-*) evicts keys: finished results carry a
     // TTL, so even volatile-* can evict a result before the TTL ends.

@@ -154,9 +154,12 @@ impl RedisOptions {
 /// [`AsyncKeyAdmin`](idem_core::AsyncKeyAdmin)) over one multiplexed connection that the
 /// `redis` crate's connection manager replaces when it breaks. Cloning shares it.
 ///
-/// A call waits at most [`RESPONSE_TIMEOUT`] for the server; a call whose connection
-/// failed under it is a [`StoreError::Storage`] and is never retried by the store (it may
-/// have taken effect): a claim left pending is recovered, as after any storage failure.
+/// A call waits at most [`RESPONSE_TIMEOUT`] for the server, reconnecting included (a
+/// down or hung server answers [`RedisError::TimedOut`](crate::RedisError::TimedOut)
+/// then); a call whose connection failed under it is a [`StoreError::Storage`] and is
+/// never retried by the store (it may have taken effect): a claim left pending is
+/// recovered, as after any storage failure. Connecting takes at most [`CONNECT_TIMEOUT`]
+/// to open the connection, then the response timeout for the server's checks.
 pub struct RedisStore<R> {
     conn: ConnectionManager,
     keys: Keys,
@@ -165,8 +168,24 @@ pub struct RedisStore<R> {
     clock: Option<Arc<dyn Clock>>,
     result_bytes_max: usize,
     replicas: Option<Replicas>,
+    /// The bound on each call's round trips, reconnecting included.
+    response_timeout: Duration,
     server: ServerDurability,
     _result: PhantomData<fn() -> R>,
+}
+
+/// `call` bounded by `limit` as a whole: the connection manager's own response timeout
+/// covers one reply, not its reconnects (six tries with backoff: 44 s against a port that
+/// accepts and never answers), so a down or hung server would hold the caller far past it.
+async fn bounded<T>(
+    what: &'static str,
+    limit: Duration,
+    call: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(RedisError::TimedOut { call: what, after: limit }.into()),
+    }
 }
 
 impl<R> Clone for RedisStore<R> {
@@ -179,6 +198,7 @@ impl<R> Clone for RedisStore<R> {
             clock: self.clock.clone(),
             result_bytes_max: self.result_bytes_max,
             replicas: self.replicas,
+            response_timeout: self.response_timeout,
             server: self.server.clone(),
             _result: PhantomData,
         }
@@ -241,21 +261,29 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         options.check_replicas().map_err(|e| StoreError::Storage(Box::new(e)))?;
         let keys = Keys::new(prefix)?;
         let client = redis::Client::open(url).map_err(redis_error)?;
+        let response_timeout = options.response_timeout.unwrap_or(RESPONSE_TIMEOUT);
         let manager = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(options.response_timeout.unwrap_or(RESPONSE_TIMEOUT)))
+            .set_response_timeout(Some(response_timeout))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let mut conn =
-            client.get_connection_manager_with_config(manager).await.map_err(redis_error)?;
-        server::check_primary(&mut conn).await?;
-        let server = if options.server_checked_by_operator {
-            ServerDurability::vouched()
-        } else {
-            server::check(&mut conn, options.restart_may_forget).await?
-        };
+        let opening = async { client.get_connection_manager_with_config(manager).await };
+        let opened =
+            bounded("connect", CONNECT_TIMEOUT, async { opening.await.map_err(redis_error) });
+        let mut conn = opened.await?;
         let scripts = Scripts::new();
-        for script in scripts.all() {
-            script.prepare_invoke().load_async(&mut conn).await.map_err(redis_error)?;
-        }
+        let server = bounded("the server's checks", response_timeout, async {
+            server::check_primary(&mut conn).await?;
+            let server = if options.server_checked_by_operator {
+                ServerDurability::vouched()
+            } else {
+                let most = options.result_bytes_max.unwrap_or(RESULT_BYTES_MAX_DEFAULT);
+                server::check(&mut conn, options.restart_may_forget, most).await?
+            };
+            for script in scripts.all() {
+                script.prepare_invoke().load_async(&mut conn).await.map_err(redis_error)?;
+            }
+            Ok(server)
+        });
+        let server = server.await?;
         Ok(Self {
             conn,
             keys,
@@ -264,6 +292,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             clock: options.clock,
             result_bytes_max: options.result_bytes_max.unwrap_or(RESULT_BYTES_MAX_DEFAULT),
             replicas: options.replicas,
+            response_timeout,
             server,
             _result: PhantomData,
         })
@@ -284,21 +313,11 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         let mut conn = self.conn.clone();
         let (mut cursor, mut deleted) = (0u64, 0usize);
         loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(self.keys.pattern())
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_error)?;
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor).arg("MATCH").arg(self.keys.pattern()).arg("COUNT").arg(1000);
+            let (next, batch): (u64, Vec<String>) = self.query("SCAN", &scan, &mut conn).await?;
             if !batch.is_empty() {
-                let n: usize = redis::cmd("DEL")
-                    .arg(&batch)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(redis_error)?;
+                let n: usize = self.query("DEL", redis::cmd("DEL").arg(&batch), &mut conn).await?;
                 deleted += n;
             }
             if next == 0 {
@@ -306,6 +325,17 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             }
             cursor = next;
         }
+    }
+
+    /// One command, bounded as a script is.
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        what: &'static str,
+        command: &redis::Cmd,
+        conn: &mut ConnectionManager,
+    ) -> Result<T, StoreError> {
+        let call = async { command.query_async(conn).await.map_err(redis_error) };
+        bounded(what, self.response_timeout, call).await
     }
 
     /// The time the scripts use: the injected clock's, or `server` (theirs).
@@ -335,15 +365,18 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
                 replies.next().and_then(|v| if let Value::Int(n) = v { Some(n) } else { None });
             Ok::<_, redis::RedisError>((first, acked))
         };
-        match send(&mut conn).await {
-            // The server lost its script cache (a restart): load it, send once more. A
-            // script the server did not know did not run, so nothing runs twice.
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                invocation.load_async(&mut conn).await.map_err(redis_error)?;
-                send(&mut conn).await.map_err(redis_error)
+        let call = async {
+            match send(&mut conn).await {
+                // The server lost its script cache (a restart): load it, send once more. A
+                // script the server did not know did not run, so nothing runs twice.
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    invocation.load_async(&mut conn).await.map_err(redis_error)?;
+                    send(&mut conn).await.map_err(redis_error)
+                }
+                other => other.map_err(redis_error),
             }
-            other => other.map_err(redis_error),
-        }
+        };
+        bounded("a script", self.response_timeout, call).await
     }
 
     /// `Ok` unless replicas were asked for and fewer acknowledged a change (`acked` is

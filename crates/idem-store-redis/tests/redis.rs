@@ -531,3 +531,120 @@ fn the_connect_checks_hold_over_resp3_and_in_any_order_of_options() {
         other => panic!("a wait past the response timeout was accepted: {other:?}"),
     }
 }
+
+/// A port that takes connections and never answers (a hung server, or the address of one
+/// restarting behind a proxy); closed when dropped.
+struct Silent {
+    port: u16,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Silent {
+    fn on(port: u16) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("the port again");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    break;
+                }
+                held.push(conn);
+            }
+        });
+        Self { port, stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Whether `answer` is the store's own "no answer within the bound".
+fn timed_out<T: std::fmt::Debug>(answer: &Result<T, StoreError>) -> bool {
+    let Err(StoreError::Storage(why)) = answer else { return false };
+    matches!(why.downcast_ref::<RedisError>(), Some(RedisError::TimedOut { .. }))
+}
+
+/// A call is bounded by the response timeout as a whole, reconnecting included: against
+/// a server gone (refused connections) and a port that accepts and never answers, each
+/// call ends at its bound, not after the connection manager's retries (9 s and 44 s).
+#[test]
+fn a_call_to_a_server_gone_or_silent_ends_within_the_response_timeout() {
+    let mut server = Server::start("redis-gone", &["--appendonly", "yes"]);
+    let options = RedisOptions::new().response_timeout(Duration::from_millis(300));
+    let store = run(RedisStore::<String>::connect_with(&server.url(), "p", config(), options));
+    let store = store.expect("connect");
+    let (k, request) = (key("k"), fp());
+    let call = |what: &str| {
+        let bounded =
+            async { tokio::time::timeout(Duration::from_secs(3), store.claim(&k, &request)).await };
+        run(bounded).unwrap_or_else(|_| panic!("{what}: no end within 3 s (its bound: 300 ms)"))
+    };
+    server.kill();
+    for _ in 0..2 {
+        let answer = call("gone");
+        assert!(answer.is_err(), "{answer:?}");
+    }
+    let _silent = Silent::on(server.port);
+    for _ in 0..2 {
+        let answer = call("silent");
+        assert!(timed_out(&answer), "{answer:?}");
+    }
+}
+
+/// Connecting to a port that never answers ends within the connect timeout and the
+/// response timeout, with the store's own error.
+#[test]
+fn connecting_to_a_silent_port_ends_within_its_bound() {
+    let silent = Silent::on(free_port());
+    let url = format!("redis://127.0.0.1:{}", silent.port);
+    let options = RedisOptions::new().response_timeout(Duration::from_millis(300));
+    let connect = RedisStore::<String>::connect_with(&url, "p", config(), options);
+    let bounded = async { tokio::time::timeout(Duration::from_secs(15), connect).await };
+    let answer = run(bounded).expect("ended within 15 s (its bounds: 5 s and 300 ms)");
+    assert!(timed_out(&answer.map(|_| ())), "the store's own timeout");
+}
+
+/// A counter begun afresh (the namespace dropped) starts at the server's time, whatever
+/// the injected clock reads: a clock that does not move must not repeat a token.
+#[test]
+fn tokens_grow_after_a_drop_on_a_clock_that_does_not_move() {
+    let clock = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1_000)));
+    let store = on_shared_server(config(), clock);
+    let Claim::Acquired(stale) = run(store.claim(&key("k"), &fp())).expect("claim") else {
+        panic!("fresh key")
+    };
+    assert!(run(store.0.drop_namespace()).expect("dropped") > 0);
+    let Claim::Acquired(owner) = run(store.claim(&key("k"), &fp())).expect("claim") else {
+        panic!("the dropped key is fresh")
+    };
+    assert!(owner.token() > stale.token(), "{owner:?} after {stale:?}");
+    let refused = run(store.complete(&stale, "stale".into()));
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+}
+
+/// A store whose largest result is past the server's largest argument is refused at
+/// connect (a result it promised to keep would fail at `complete`); at the limit, taken.
+#[test]
+fn a_result_limit_past_the_servers_bulk_limit_is_refused_at_connect() {
+    let server =
+        Server::start("redis-bulk", &["--appendonly", "yes", "--proto-max-bulk-len", "1mb"]);
+    let why = refusal(&server, RedisOptions::new());
+    assert!(why.contains("proto-max-bulk-len") && why.contains("1048576"), "{why}");
+    let at = RedisOptions::new().result_bytes_max(1 << 20);
+    let store = run(RedisStore::<String>::connect_with(&server.url(), "p", config(), at));
+    let store = store.expect("at the server's limit");
+    let Claim::Acquired(lease) = run(store.claim(&key("big"), &fp())).expect("claim") else {
+        panic!("fresh key")
+    };
+    run(store.complete(&lease, "x".repeat(1000 << 10))).expect("a result under the limit kept");
+}

@@ -574,6 +574,28 @@ pub fn scope_quota_refuses_past_the_limit<S: KeyStore<String>>(
     let _recovered = recover(&store, &key("a", "k2"), 1);
 }
 
+/// A new key past both its scope's quota and the store's capacity is refused by its
+/// scope: a sweep of the store would not admit it (and the caller is told which limit to
+/// wait for: 429 by the layer, not 503).
+pub fn scope_quota_is_judged_before_capacity<S: KeyStore<String>>(
+    make: &dyn Fn(StoreConfig, Arc<ManualClock>) -> S,
+) {
+    let config = StoreConfig::builder()
+        .lease(LEASE)
+        .result_ttl(TTL)
+        .capacity(2)
+        .scope_in_flight_max(1)
+        .build()
+        .expect("the suite's configuration is valid");
+    let store = make(config, Arc::new(ManualClock::new(START)));
+    let _a = acquire(&store, &key("a", "k1"), 1);
+    let _b = acquire(&store, &key("b", "k1"), 1);
+    match store.claim(&key("a", "k2"), &request(1)) {
+        Err(StoreError::ScopeQuota { scope, in_flight_max: 1 }) => assert_eq!(scope.as_str(), "a"),
+        other => panic!("expected ScopeQuota (the store is full too), got {other:?}"),
+    }
+}
+
 /// Generates one `#[test]` per conformance case for the async backend built by `$make`, a
 /// `fn(StoreConfig, Arc<ManualClock>) -> S` where `S: AsyncKeyStore<String> + AsyncKeyAdmin`:
 /// each case runs the same steps as for a sync backend, every call awaited on the suite's
@@ -606,7 +628,8 @@ macro_rules! conformance_tests {
             claim_wait_times_out, claim_wait_sees_completion, claim_wait_sees_release,
             racing_claimers_one_owner, pending_lists_expired_claims,
             lookup_follows_the_state_machine, lookup_changes_nothing,
-            scope_quota_refuses_past_the_limit, renew_extends_the_lease,
+            scope_quota_refuses_past_the_limit, scope_quota_is_judged_before_capacity,
+            renew_extends_the_lease,
             renew_of_a_lost_lease_is_refused, inspect_shows_every_state,
             forget_removes_a_finished_result, forget_refuses_a_live_holder,
             forget_of_a_pending_claim_fences_its_holder,
