@@ -1436,8 +1436,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-replay-hook-never-called",
         file: "crates/idem-http/src/layer.rs",
-        from: "(hook.0)(request, &mut parts);",
-        to: "let _ = (hook, request);",
+        from: "AssertUnwindSafe(|| (hook.0)(request, &mut parts))",
+        to: "AssertUnwindSafe(|| { let _ = (&hook, request, &parts); })",
         check: test("idem-http", "", "it", "features::the_replay_hook"),
     },
     Mutant {
@@ -1827,9 +1827,9 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "http-expiry-past-the-year-9999-dated",
-        file: "crates/idem-http/src/run.rs",
-        from: "if let Some(date) = expires.filter(|at| *at <= last)",
-        to: "if let Some(date) = expires",
+        file: "crates/idem-http/src/header.rs",
+        from: "    (at <= last).then(|| httpdate::fmt_http_date(at))",
+        to: "    Some(httpdate::fmt_http_date(at))",
         check: test("idem-http", "", "it", "features::a_kept_response"),
     },
     Mutant {
@@ -2168,8 +2168,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "sim-finds-a-replay-the-hook-never-saw",
         file: "crates/idem-http/src/layer.rs",
-        from: "(hook.0)(request, &mut parts);",
-        to: "let _ = (hook, request);",
+        from: "AssertUnwindSafe(|| (hook.0)(request, &mut parts))",
+        to: "AssertUnwindSafe(|| { let _ = (&hook, request, &parts); })",
         check: Check::Sim { seeds: 300 },
     },
     Mutant {
@@ -2678,6 +2678,43 @@ const CATALOGUE: &[Mutant] = &[
         to: "        let taken = Taken::read(&row);\n        taken.within_capacity(config)?;\n\
              \x20       if taken.needs_quota_check(config)",
         check: test("idem-store-postgres", "server-tests", "postgres", "scope_quota_is_judg"),
+    },
+    Mutant {
+        name: "http-nested-route-fingerprinted-by-its-stripped-path",
+        file: "crates/idem-http/src/layer.rs",
+        from: "parts.extensions.get::<axum::extract::OriginalUri>() {",
+        to: "parts.extensions.get::<axum::extract::OriginalUri>().filter(|_| false) {",
+        check: test("idem-http", "", "it", "routes::a_key_sent_to_another_nested"),
+    },
+    Mutant {
+        name: "http-replay-header-listed-twice-kept-twice",
+        file: "crates/idem-http/src/config.rs",
+        from: "            if !kept.contains(&name) {",
+        to: "            if kept.len() < usize::MAX {",
+        check: test("idem-http", "", "it", "routes::a_header_listed_twice"),
+    },
+    Mutant {
+        name: "http-meaning-panic-not-caught",
+        file: "crates/idem-http/src/layer.rs",
+        from: "catch_unwind(AssertUnwindSafe(|| meaning.0.meaning(parts, body)))\n\
+             \x20       .map_err(|_| meaning_panicked())?;",
+        to: "catch_unwind(AssertUnwindSafe(|| meaning.0.meaning(parts, body)))\n\
+             \x20       .unwrap_or_else(|p| std::panic::resume_unwind(p));",
+        check: test("idem-http", "", "it", "routes::a_meaning_or_a_replay_hook"),
+    },
+    Mutant {
+        name: "http-replay-hook-panic-not-caught",
+        file: "crates/idem-http/src/layer.rs",
+        from: "    if panic::catch_unwind(AssertUnwindSafe(|| (hook.0)(request, &mut parts)))",
+        to: "    if Ok::<(), ()>((hook.0)(request, &mut parts))",
+        check: test("idem-http", "", "it", "routes::a_meaning_or_a_replay_hook"),
+    },
+    Mutant {
+        name: "http-operator-dates-past-the-year-9999",
+        file: "crates/idem-http/src/operator.rs",
+        from: "date.and_then(crate::header::http_date).map_or(",
+        to: "date.map(httpdate::fmt_http_date).map_or(",
+        check: test("idem-http", "", "it", "operator::a_record_whose_result_never"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

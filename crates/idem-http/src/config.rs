@@ -275,7 +275,14 @@ impl ConfigBuilder {
     /// hop-by-hop ones) are refused at [`build`](Self::build).
     #[must_use]
     pub fn replay_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
-        self.config.replay_headers = names.into_iter().collect();
+        // Each name once: one listed twice would replay its values twice.
+        let mut kept: Vec<HeaderName> = Vec::new();
+        for name in names {
+            if !kept.contains(&name) {
+                kept.push(name);
+            }
+        }
+        self.config.replay_headers = kept;
         self
     }
 

@@ -15,6 +15,17 @@ pub const IDEMPOTENT_REPLAYED: &str = idem_core::IDEMPOTENT_REPLAYED_HEADER;
 /// expiry to the server's documentation.
 pub const IDEMPOTENCY_EXPIRES: &str = "idempotency-expires";
 
+/// The last instant an HTTP date can name, 9999-12-31T23:59:59Z, in seconds since 1970.
+const LAST_HTTP_DATE_SECS: u64 = 253_402_300_799;
+
+/// `at` as an HTTP date, or `None` past the year 9999, which an HTTP date cannot name (a
+/// store whose leases or results never run out, `Duration::MAX`, reaches it; `httpdate`
+/// would panic on it).
+pub(crate) fn http_date(at: std::time::SystemTime) -> Option<String> {
+    let last = std::time::UNIX_EPOCH + std::time::Duration::from_secs(LAST_HTTP_DATE_SECS);
+    (at <= last).then(|| httpdate::fmt_http_date(at))
+}
+
 /// Why an `Idempotency-Key` header was refused (answered 400 before anything was claimed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -459,6 +459,21 @@ where
     }
 }
 
+/// The answer to a fingerprint meaning that panicked.
+fn meaning_panicked() -> Problem {
+    let id = error_id("meaning");
+    idem_core::trace_event!(ERROR, error_id = %id, "the fingerprint meaning panicked");
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "bad-meaning",
+        "Meaning failed",
+        format!(
+            "the server failed to read the request's meaning; nothing was claimed or run; \
+             the server's log says why, under error id {id}"
+        ),
+    )
+}
+
 /// The answer to a scope function that failed (`error`, for the operator's log only).
 fn bad_scope(error: &dyn std::fmt::Display) -> Problem {
     let id = error_id("scope");
@@ -513,6 +528,17 @@ where
     Ok((read.freeze(), hasher.finalize().into()))
 }
 
+/// The path and query the request was sent to: behind axum's `Router::nest` the URI the
+/// layer sees has the nest's prefix stripped (`/orders/pay` and `/refunds/pay` both read
+/// `/pay`), so the one axum keeps as sent (`OriginalUri`) is read first.
+fn target(parts: &Parts) -> &str {
+    #[cfg(feature = "axum")]
+    if let Some(original) = parts.extensions.get::<axum::extract::OriginalUri>() {
+        return original.0.path_and_query().map_or("/", |p| p.as_str());
+    }
+    parts.uri.path_and_query().map_or("/", |p| p.as_str())
+}
+
 /// The request's fingerprint: method, path and query, the configured headers, the body.
 ///
 /// With a configured meaning, the meaning's SHA-256 stands for the body, under another
@@ -523,7 +549,7 @@ fn fingerprint(
     body: &Bytes,
     body_sha256: &[u8; 32],
 ) -> Result<Fingerprint, Problem> {
-    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let target = target(parts);
     let mut builder = Fingerprint::builder("idem-http/v1")
         .str("method", parts.method.as_str())
         .str("target", target);
@@ -535,7 +561,11 @@ fn fingerprint(
     let Some(meaning) = &config.meaning else {
         return Ok(builder.bytes("body-sha256", body_sha256).finish());
     };
-    let meant = meaning.0.meaning(parts, body).map_err(|error| {
+    // A meaning that panics is a server bug, answered with an error id (the panic would
+    // otherwise end the request unanswered).
+    let meant = panic::catch_unwind(AssertUnwindSafe(|| meaning.0.meaning(parts, body)))
+        .map_err(|_| meaning_panicked())?;
+    let meant = meant.map_err(|error| {
         let detail = format!("{error}; nothing was claimed or run");
         Problem::new(StatusCode::BAD_REQUEST, "body-not-understood", "Body not understood", detail)
     })?;
@@ -738,18 +768,25 @@ fn describes_the_body(name: &header::HeaderName) -> bool {
     name.as_str().starts_with("content-") || matches!(name.as_str(), "etag" | "digest")
 }
 
-/// The stored response, marked as a replay.
-/// The stored response, marked as a replay, through the configured replay hook.
+/// The stored response, marked as a replay, through the configured replay hook. A hook
+/// that panics is a server bug: the replay is sent as stored (the hook's changes, maybe
+/// half made, dropped), and the panic traced.
 fn replay<RB>(
     stored: StoredResponse,
     request: &Parts,
     config: &Config,
 ) -> Response<ResponseBody<RB>> {
-    let mut response: Response<ResponseBody<RB>> = stored.to_response();
-    response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
-    let Some(hook) = &config.on_replay else { return response };
-    let (mut parts, body) = response.into_parts();
-    (hook.0)(request, &mut parts);
+    let marked = |stored: &StoredResponse| {
+        let mut response: Response<ResponseBody<RB>> = stored.to_response();
+        response.headers_mut().insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+        response
+    };
+    let Some(hook) = &config.on_replay else { return marked(&stored) };
+    let (mut parts, body) = marked(&stored).into_parts();
+    if panic::catch_unwind(AssertUnwindSafe(|| (hook.0)(request, &mut parts))).is_err() {
+        idem_core::trace_event!(ERROR, "the replay hook panicked; the replay is sent as stored");
+        return marked(&stored);
+    }
     Response::from_parts(parts, body)
 }
 

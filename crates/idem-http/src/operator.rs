@@ -10,9 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
-use idem_core::{
-    AsyncKeyAdmin, Forgotten, KeyRecord, RecordState, ScopedKey, ScopedKeyError, Timestamp,
-};
+use idem_core::{AsyncKeyAdmin, Forgotten, KeyRecord, RecordState, ScopedKey, ScopedKeyError};
 use serde_json::{Value, json};
 
 use crate::layer::LayerState;
@@ -235,13 +233,12 @@ fn shown(record: &KeyRecord) -> Value {
         RecordState::Finished { expires_at } => ("finished", "expires_at", expires_at),
     };
     let mut shown = json!({ "state": state, "fingerprint": record.fingerprint.to_hex() });
-    shown[field] = Value::String(http_date(at));
+    // Past the year 9999 (a lease or result that never runs out) no HTTP date names it:
+    // `null`, beside the milliseconds.
+    let date = UNIX_EPOCH.checked_add(Duration::from_millis(at.as_millis()));
+    shown[field] = date.and_then(crate::header::http_date).map_or(Value::Null, Value::String);
     shown[format!("{field}_ms")] = Value::from(at.as_millis());
     shown
-}
-
-fn http_date(at: Timestamp) -> String {
-    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(at.as_millis()))
 }
 
 /// A query string's parameters, percent-decoded.

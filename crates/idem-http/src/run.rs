@@ -35,9 +35,6 @@ use crate::stored::StoredResponse;
 /// task reads the handler's body at most this far ahead of what the client took.
 pub(crate) const STREAM_FRAMES_BUFFERED: usize = 4;
 
-/// The last instant an HTTP date can name, 9999-12-31T23:59:59Z, in seconds since 1970.
-const LAST_HTTP_DATE_SECS: u64 = 253_402_300_799;
-
 /// What the run task sends back: the response, or the service's own error.
 type Reply<RB, E> = Result<Response<ResponseBody<RB>>, E>;
 
@@ -498,10 +495,9 @@ fn advertise_expiry<St, F>(state: &LayerState<St, F>, headers: &mut http::Header
 where
     St: AsyncKeyStore<StoredResponse>,
 {
-    let last = std::time::UNIX_EPOCH + Duration::from_secs(LAST_HTTP_DATE_SECS);
     let expires = std::time::SystemTime::now().checked_add(state.store.result_ttl());
-    if let Some(date) = expires.filter(|at| *at <= last)
-        && let Ok(date) = http::HeaderValue::from_str(&httpdate::fmt_http_date(date))
+    if let Some(date) = expires.and_then(crate::header::http_date)
+        && let Ok(date) = http::HeaderValue::from_str(&date)
     {
         headers.insert(crate::header::IDEMPOTENCY_EXPIRES, date);
     }

@@ -9,6 +9,7 @@ mod features;
 mod header;
 mod limits;
 mod operator;
+mod routes;
 mod runs;
 mod sockets;
 

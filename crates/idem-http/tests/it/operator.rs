@@ -225,3 +225,32 @@ async fn a_bad_forget_names_the_scope_then_the_key_then_the_reason() {
         assert!(answer.body.contains(says), "{query} should say {says}: {}", answer.body);
     }
 }
+
+/// A store whose results never run out (`Duration::MAX`, which `StoreConfig` takes):
+/// the deadline is past what an HTTP date can name, so the record shows it as `null`
+/// beside its milliseconds; a lookup and a forget are answered (they once panicked, the
+/// forget after it had taken effect).
+#[tokio::test]
+async fn a_record_whose_result_never_expires_is_shown_and_forgotten() {
+    let clock = Arc::new(idem_core::ManualClock::new(idem_core::Timestamp::from_millis(1)));
+    let never = idem_core::StoreConfig::builder().result_ttl(std::time::Duration::MAX).build();
+    let store = idem_core::MemoryStore::with_clock(never.expect("valid"), clock);
+    let layer = IdempotencyLayer::with_config(Arc::new(store), crate::tenant, config(|c| c));
+    let layer = layer.expect("fits");
+    let operator = layer.operator();
+    let serve = any(move |request: Request<Body>| {
+        let operator = operator.clone();
+        async move { operator.serve(request, "alice").await }
+    });
+    let router = Router::new()
+        .route("/charge", post(|| async { "charged" }))
+        .layer(layer)
+        .route("/admin/keys", serve);
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 200);
+    let looked = send(&router, admin("GET", "scope=t1&key=k1")).await;
+    assert_eq!(looked.status, 200, "{looked:?}");
+    let record = &json(&looked.body)["record"];
+    assert!(record["expires_at"].is_null() && record["expires_at_ms"].is_u64(), "{record}");
+    let forgotten = send(&router, admin("DELETE", "scope=t1&key=k1&reason=a%20test")).await;
+    assert_eq!(forgotten.status, 200, "{forgotten:?}");
+}
