@@ -2717,6 +2717,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "operator::a_record_whose_result_never"),
     },
     Mutant {
+        name: "payments-simulated-total-overflows",
+        file: "crates/idem-payments/src/simulated.rs",
+        from: "state.charged_minor.saturating_add(request.amount().minor());",
+        to: "state.charged_minor + request.amount().minor();",
+        check: test("idem-payments", "", "it", "conversions::the_largest_amount"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

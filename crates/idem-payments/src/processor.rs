@@ -359,9 +359,11 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         };
         match self.store.complete(lease, outcome.clone()) {
             Ok(()) => Ok(Payment { outcome, replayed: false }),
-            // Our lease ran out and someone recovered the key meanwhile. The gateway
-            // deduplicates by key, so the recoverer's lookup finds this same outcome;
-            // the caller may have it too.
+            // Our lease ran out during the gateway's call and someone recovered the key
+            // meanwhile. A gateway that deduplicates by key answers the recoverer with
+            // this same outcome; one that does not may have told a lookup made before
+            // this charge landed "not charged", and a retry then charges again: the
+            // gateway's calls must end well within the lease (docs/payments.md).
             Err(StoreError::LeaseLost { .. }) => Ok(Payment { outcome, replayed: false }),
             Err(other) => Err(other.into()),
         }

@@ -59,7 +59,8 @@ struct State {
 pub struct ChargeTotals {
     /// Real charges made (a repeat answered from the gateway's memory is not one).
     pub charges: u64,
-    /// Their amounts summed, in minor units, whatever their currencies.
+    /// Their amounts summed, in minor units, whatever their currencies (saturating at
+    /// `u64::MAX`).
     pub charged_minor: u64,
 }
 
@@ -211,7 +212,11 @@ impl Gateway for SimulatedGateway {
                     _ => {
                         state.next_id += 1;
                         *state.charges.entry(key.clone()).or_default() += 1;
-                        state.charged_minor += request.amount().minor();
+                        // Saturating: amounts up to `i64::MAX` minor units each, and a
+                        // panic here (its charge counted, its key not yet recorded) would
+                        // leave a charge that `lookup` says never happened.
+                        state.charged_minor =
+                            state.charged_minor.saturating_add(request.amount().minor());
                         Ok(Charge {
                             id: ChargeId(state.next_id),
                             customer: request.customer().to_string(),

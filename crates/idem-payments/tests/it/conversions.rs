@@ -53,3 +53,20 @@ fn an_amount_prints_in_its_currency() {
     assert_eq!(cent.in_currency(Currency::Usd).to_string(), "0.01 USD");
     assert_eq!(ChargeId(42).to_string(), "ch_42");
 }
+
+/// The largest amount charged three times through the simulated gateway: its running
+/// total saturates instead of overflowing (a panic there counted a charge whose key the
+/// gateway then did not know, and a reconcile released it).
+#[test]
+fn the_largest_amount_charged_three_times_is_counted_and_remembered() {
+    let store = idem_core::MemoryStore::new(idem_core::StoreConfig::default());
+    let gateway = idem_payments::SimulatedGateway::new();
+    let processor = idem_payments::Processor::new("shop", gateway, store).expect("a processor");
+    let largest = idem_payments::PaymentRequest::new("cus_1", i64::MAX, "USD").expect("valid");
+    for i in 0..3 {
+        let key = idem_core::IdempotencyKey::new(&format!("k{i}")).expect("a key");
+        processor.pay(&key, &largest).expect("charged");
+    }
+    let totals = processor.gateway().totals();
+    assert_eq!((totals.charges, totals.charged_minor), (3, u64::MAX));
+}
