@@ -2724,6 +2724,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-payments", "", "it", "conversions::the_largest_amount"),
     },
     Mutant {
+        name: "http-json-number-token-read-as-a-number",
+        file: "crates/idem-http/src/meaning.rs",
+        from: "        if holds_number_token(body) {",
+        to: "        if holds_number_token(body) && false {",
+        check: test("idem-http", "", "it", "routes::a_body_spelling_a_number"),
+    },
+    Mutant {
+        name: "http-json-number-token-escapes-read-as-letters",
+        file: "crates/idem-http/src/meaning.rs",
+        from: "text.push(if matches!(escaped, b'\"' | b'\\\\' | b'/') { escaped } else { 0 });",
+        to: "text.push(escaped);",
+        check: test("idem-http", "", "it", "routes::a_body_spelling_a_number"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

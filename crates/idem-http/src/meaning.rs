@@ -110,10 +110,60 @@ impl JsonMeaning {
     }
 }
 
+/// serde_json's own key for a number kept as written (`arbitrary_precision`, on here):
+/// an object whose one key is this string reads as that number, so
+/// `{"amount":{"$serde_json::private::Number":"100"}}` would mean `{"amount":100}`.
+const NUMBER_TOKEN: &[u8] = b"$serde_json::private::Number";
+
+/// Whether a string of `body` (JSON that parsed) reads, unescaped, as [`NUMBER_TOKEN`].
+fn holds_number_token(body: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(open) = body[at..].iter().position(|b| *b == b'"') {
+        let (mut i, mut text) = (at + open + 1, Vec::new());
+        while let Some(&b) = body.get(i) {
+            match b {
+                b'"' => break,
+                // `\uXXXX`: an ASCII code unit as itself, anything else as a byte the
+                // token does not hold.
+                b'\\' if body.get(i + 1) == Some(&b'u') => {
+                    let unit = body.get(i + 2..i + 6).and_then(|h| std::str::from_utf8(h).ok());
+                    let unit = unit.and_then(|h| u8::from_str_radix(h, 16).ok());
+                    text.push(unit.filter(u8::is_ascii).unwrap_or(0xff));
+                    i += 6;
+                }
+                // `\"`, `\\`, `\/` as themselves; `\n` and the other letters as the
+                // control characters they stand for.
+                b'\\' => {
+                    let escaped = body.get(i + 1).copied().unwrap_or(0xff);
+                    text.push(if matches!(escaped, b'"' | b'\\' | b'/') { escaped } else { 0 });
+                    i += 2;
+                }
+                _ => {
+                    text.push(b);
+                    i += 1;
+                }
+            }
+        }
+        if text == NUMBER_TOKEN {
+            return true;
+        }
+        at = i + 1;
+        if at >= body.len() {
+            return false;
+        }
+    }
+    false
+}
+
 impl Meaning for JsonMeaning {
     fn meaning(&self, _parts: &Parts, body: &[u8]) -> Result<Vec<u8>, MeaningError> {
         let value: Value = serde_json::from_slice(body)
             .map_err(|error| MeaningError(format!("the body must be JSON: {error}")))?;
+        if holds_number_token(body) {
+            let said = "the body holds serde_json's private number key, which would read as a \
+                        number: not a request this server takes";
+            return Err(MeaningError(said.into()));
+        }
         let mut out = Vec::with_capacity(body.len());
         self.write(&value, &mut out);
         Ok(out)

@@ -90,3 +90,30 @@ async fn a_meaning_or_a_replay_hook_that_panics_is_answered() {
     assert!(again.replayed && again.body == first.body, "{again:?}");
     assert_eq!(crate::runs(&runs), 1);
 }
+
+/// serde_json, keeping numbers as written, reads an object whose one key is its private
+/// number token as that number: such a body would be taken for `{"amount":100}` and
+/// answered with its replay. It is refused (400, nothing claimed), however the key is
+/// escaped; the same text as a value, or under `\n`, is a body like any other.
+#[tokio::test]
+async fn a_body_spelling_a_number_as_an_object_is_not_that_number() {
+    let (store, _) = store();
+    let (app, runs) =
+        crate::app(store, config(|c| c.fingerprint_meaning(idem_http::JsonMeaning::new())));
+    assert_eq!(send(&app, crate::charge(Some("k-1"), r#"{"amount":100}"#)).await.status, 201);
+    for spelled in [
+        r#"{"amount":{"$serde_json::private::Number":"100"}}"#,
+        r#"{"amount":{"\u0024serde_json::private::Numbe\u0072":"100"}}"#,
+    ] {
+        let refused = send(&app, crate::charge(Some("k-1"), spelled)).await;
+        assert_eq!(refused.status, 400, "{spelled}: {refused:?}");
+    }
+    let plain = [
+        ("k-2", r#"{"note":"$serde_json::private::Numbe"}"#),
+        ("k-3", r#"{"v":"$serde_jso\n::private::Number"}"#),
+    ];
+    for (key, body) in plain {
+        assert_eq!(send(&app, crate::charge(Some(key), body)).await.status, 201, "{body}");
+    }
+    assert_eq!(crate::runs(&runs), 3);
+}
