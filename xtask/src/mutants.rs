@@ -2738,6 +2738,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "routes::a_body_spelling_a_number"),
     },
     Mutant {
+        name: "client-redirect-loop-retried-to-the-deadline",
+        file: "crates/idem-client/src/reqwest.rs",
+        from: "                        if e.is_builder() || e.is_redirect() =>",
+        to: "                        if e.is_builder() =>",
+        check: test("idem-client", "", "sockets", "an_answer_the_client_cannot_follow"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

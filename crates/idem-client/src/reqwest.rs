@@ -102,7 +102,11 @@ impl Middleware for IdempotentRetry {
                     {
                         Err(Failed::Unsendable(Box::new(e) as BoxError))
                     }
-                    Err(reqwest_middleware::Error::Reqwest(e)) if e.is_builder() => {
+                    // So is a chain of redirects past reqwest's policy (a loop): each
+                    // try would get the same answers.
+                    Err(reqwest_middleware::Error::Reqwest(e))
+                        if e.is_builder() || e.is_redirect() =>
+                    {
                         Err(Failed::Unfollowed(Box::new(e) as BoxError))
                     }
                     Err(e) => Err(Failed::Unanswered(Box::new(e) as BoxError)),

@@ -270,9 +270,11 @@ async fn keeping_server() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
         }
     };
     let redirect = || async { (StatusCode::SEE_OTHER, [("location", "shopapp://paid/ch_1")]) };
+    let in_a_loop = || async { (StatusCode::SEE_OTHER, [("location", "/loop")]) };
     let app = axum::Router::new()
         .route("/payments", axum::routing::post(checkout))
-        .route("/redirect", axum::routing::post(redirect));
+        .route("/redirect", axum::routing::post(redirect))
+        .route("/loop", axum::routing::post(in_a_loop).get(in_a_loop));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
     let addr = listener.local_addr().expect("bound");
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -318,21 +320,26 @@ async fn an_outer_retry_of_a_call_without_an_intent_sends_one_key() {
     assert_eq!(charged.len(), 1, "each outer try was a new intent: {charged:?}");
 }
 
-/// A redirect reqwest will not follow (to an app's own scheme, the end of a payment flow)
-/// comes after the server has acted: the outcome is unknown, never "could not be made".
+/// A redirect reqwest will not follow (to an app's own scheme, the end of a payment flow;
+/// or one of a loop, past reqwest's policy) comes after the server has acted: the outcome
+/// is unknown at once (each try would get the same answers), never "could not be made".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_the_client_cannot_follow_is_an_unknown_outcome() {
     let (addr, _) = keeping_server().await;
-    let refused = client(quick())
-        .post(format!("http://{addr}/redirect"))
-        .body(ORDER)
-        .with_extension(Intent::from_id("order-9").expect("a key"))
-        .send()
-        .await
-        .expect_err("reqwest does not follow it");
-    let typed = client_error(&refused);
-    let Some(ClientError::OutcomeUnknown { attempts: 1, key, .. }) = typed else {
-        panic!("{refused:?}")
-    };
-    assert_eq!(key, "order-9");
+    let short = RetryPolicy::builder().deadline(Duration::from_secs(2)).build();
+    let short = short.expect("a valid policy");
+    for path in ["redirect", "loop"] {
+        let refused = client(short)
+            .post(format!("http://{addr}/{path}"))
+            .body(ORDER)
+            .with_extension(Intent::from_id("order-9").expect("a key"))
+            .send()
+            .await
+            .expect_err("reqwest does not follow it");
+        let typed = client_error(&refused);
+        let Some(ClientError::OutcomeUnknown { attempts: 1, key, .. }) = typed else {
+            panic!("{path}: {refused:?}")
+        };
+        assert_eq!(key, "order-9");
+    }
 }
