@@ -2745,6 +2745,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-client", "", "sockets", "an_answer_the_client_cannot_follow"),
     },
     Mutant {
+        name: "pg-tokens-restart-at-one-after-a-drop",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "             FROM {schema}.tokens WHERE NOT is_called;",
+        to: "             FROM {schema}.tokens WHERE NOT is_called AND false;",
+        check: test("idem-store-postgres", "server-tests", "postgres", "tokens_grow_across"),
+    },
+    Mutant {
+        name: "pg-idle-transaction-held-for-ever",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "\"-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}\",",
+        to: "\"-c statement_timeout={ms}\",",
+        check: test("idem-store-postgres", "server-tests", "postgres", "the_stores_sessions"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

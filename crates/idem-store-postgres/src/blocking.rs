@@ -192,6 +192,21 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         self.with_client(|client| client.batch_execute(&drop).map_err(pg))
     }
 
+    /// A setting of the store's sessions as the server reports it (`current_setting`):
+    /// `statement_timeout` and `idle_in_transaction_session_timeout` are the store's own
+    /// (5 s each), whatever the server's defaults. For an operator, and a test that holds
+    /// the store to them.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Storage`] if the server refuses (an unknown setting) or fails.
+    pub fn session_setting(&self, name: &str) -> Result<String, StoreError> {
+        self.with_client(|client| {
+            let row = client.query_one("SELECT current_setting($1)", &[&name]).map_err(pg)?;
+            Ok(row.get(0))
+        })
+    }
+
     /// Replaces a connection the server closed with a new one (one attempt, bounded by
     /// the connect timeout).
     fn reconnect_if_closed(&self, client: &mut Client) -> Result<(), StoreError> {

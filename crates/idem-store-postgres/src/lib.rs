@@ -266,7 +266,8 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 const MIGRATION_LOCK_ID: i64 = 4242;
 
 /// The connection settings both stores open their own connections with: `url`'s, a
-/// connect timeout of [`STATEMENT_TIMEOUT`], that statement timeout as a startup option,
+/// connect timeout of [`STATEMENT_TIMEOUT`], that statement timeout (and the same idle in
+/// transaction timeout) as a startup option,
 /// and the application name `idem:<schema>` (unless `url` names one), which names the
 /// store's sessions in `pg_stat_activity`.
 /// Checks the namespace name first.
@@ -277,7 +278,14 @@ fn session_config(url: &str, schema: &str) -> Result<tokio_postgres::Config, Sto
     // The statement timeout as a startup option too, after the URL's own options (the
     // later setting wins): a pooler that cannot carry session settings refuses it at
     // connect, where the store can say so, rather than failing later on a statement.
-    let timeout = format!("-c statement_timeout={}", STATEMENT_TIMEOUT.as_millis());
+    // And a transaction left open by a session that stopped answering (a process paused
+    // between its claim and its commit, a link cut) is ended by the server after as long,
+    // instead of holding its row locks (the record count's among them) for as long as the
+    // session lives: every other claim would wait on them, each to its statement timeout.
+    let timeout = format!(
+        "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}",
+        ms = STATEMENT_TIMEOUT.as_millis()
+    );
     let options = match config.get_options() {
         Some(own) => format!("{own} {timeout}"),
         None => timeout,
@@ -384,7 +392,11 @@ const MIGRATION_LOCK_SQL: &str = "SELECT pg_advisory_xact_lock($1)";
 const MIGRATION_LOCK_PARAMS: [Param<'static>; 1] = [&MIGRATION_LOCK_ID];
 
 /// The migration: the namespace, its version row, the token sequence, the claims and
-/// their expiry indexes, each created if absent. Run under [`MIGRATION_LOCK_SQL`].
+/// their expiry indexes, each created if absent. Run under [`MIGRATION_LOCK_SQL`]. A
+/// token sequence never used starts at the server's time in microseconds: a namespace
+/// dropped and made again (`drop_schema`) hands out tokens above every one handed out
+/// before it (fewer than a million claims a second since), so an old holder's lease
+/// stays refused.
 fn migration_sql(schema: &str) -> String {
     format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
@@ -393,6 +405,9 @@ fn migration_sql(schema: &str) -> String {
          INSERT INTO {schema}.meta (id, version, records) VALUES (1, {PG_SCHEMA_VERSION}, 0) ON
              CONFLICT (id) DO NOTHING;
          CREATE SEQUENCE IF NOT EXISTS {schema}.tokens;
+         SELECT setval('{schema}.tokens',
+             (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, false)
+             FROM {schema}.tokens WHERE NOT is_called;
          CREATE TABLE IF NOT EXISTS {schema}.claims (
              scope TEXT NOT NULL,
              key TEXT NOT NULL,

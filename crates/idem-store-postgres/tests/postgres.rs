@@ -592,3 +592,38 @@ fn a_blocking_forget_waits_for_a_renewal_in_flight_and_sees_it() {
     });
     assert!(matches!(forgotten, Forgotten::HolderLive { .. }), "{forgotten:?}");
 }
+
+/// Tokens only grow, also across a namespace dropped and made again: a new token sequence
+/// starts at the server's time in microseconds, so a lease from before the drop is
+/// refused, never taken for the new owner's (both were token 1 before).
+#[test]
+fn tokens_grow_across_a_dropped_namespace() {
+    let namespace = Namespace::new();
+    let config = StoreConfig::default();
+    let store: PgStore<String> = PgStore::connect(&url(), &namespace.0, config).expect("store");
+    let Claim::Acquired(stale) = store.claim(&key("k"), &fp()).expect("claim") else {
+        panic!("acquired")
+    };
+    store.drop_schema().expect("drop");
+    let again: PgStore<String> = PgStore::connect(&url(), &namespace.0, config).expect("store");
+    let Claim::Acquired(owner) = again.claim(&key("k"), &fp()).expect("claim") else {
+        panic!("the dropped key is fresh")
+    };
+    assert!(owner.token() > stale.token(), "{owner:?} after {stale:?}");
+    let refused = store.complete(&stale, "stale".into());
+    assert!(matches!(refused, Err(StoreError::LeaseLost { .. })), "{refused:?}");
+    again.complete(&owner, "owner".into()).expect("the owner completes");
+    assert_eq!(again.claim(&key("k"), &fp()).expect("replay"), Claim::Replay("owner".into()));
+}
+
+/// A session whose transaction stops answering (here: left open by hand, as a process
+/// paused between its claim and its commit leaves it) is ended by the server after the
+/// statement timeout, so it cannot hold the namespace's row locks for as long as it lives.
+#[test]
+fn the_stores_sessions_end_a_transaction_left_idle() {
+    let namespace = Namespace::new();
+    let store: PgStore<String> =
+        PgStore::connect(&url(), &namespace.0, StoreConfig::default()).expect("store");
+    let shown = store.session_setting("idle_in_transaction_session_timeout").expect("shown");
+    assert_eq!(shown, "5s", "the store's sessions leave an idle transaction open for ever");
+}
