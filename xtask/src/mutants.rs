@@ -338,8 +338,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-bad-scope-detail-reaches-the-client",
         file: "crates/idem-http/src/layer.rs",
-        from: "invalid scope; the server's log says \\\n             why",
-        to: "invalid scope: {error}; the server's log says \\\n             why",
+        from: "format!(\"{what}; the server's log says why, under error id {id}\");",
+        to: "format!(\"{what}: {error}; the server's log says why, under error id {id}\");",
         check: test("idem-http", "", "it", "behaviour::an_invalid_scope"),
     },
     Mutant {
@@ -2631,7 +2631,7 @@ const CATALOGUE: &[Mutant] = &[
              \x20       return Err(StoreError::StoreFull { capacity: config.capacity() });\n\
              \x20   }\n\
              \x20   if recovered == 0 {\n        scope_quota(conn, key, config)?;\n    }\n",
-        check: test("idem-store-sqlite", "", "lib", "tests::a_key_past_both"),
+        check: test("idem-store-sqlite", "", "it", "scope_quota_is_judged"),
     },
     Mutant {
         name: "redis-calls-bounded-by-one-reply-only",

@@ -459,36 +459,31 @@ where
     }
 }
 
-/// The answer to a fingerprint meaning that panicked.
-fn meaning_panicked() -> Problem {
-    let id = error_id("meaning");
-    idem_core::trace_event!(ERROR, error_id = %id, "the fingerprint meaning panicked");
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "bad-meaning",
-        "Meaning failed",
-        format!(
-            "the server failed to read the request's meaning; nothing was claimed or run; \
-             the server's log says why, under error id {id}"
-        ),
-    )
-}
-
 /// The answer to a scope function that failed (`error`, for the operator's log only).
 fn bad_scope(error: &dyn std::fmt::Display) -> Problem {
-    let id = error_id("scope");
-    idem_core::trace_event!(ERROR, error_id = %id, %error, "the scope function failed");
+    let what = "the server's scope function returned an invalid scope";
+    server_fault(("scope", "bad-scope", "Invalid scope"), what, error)
+}
+
+/// The answer to a fingerprint meaning that panicked.
+fn meaning_panicked() -> Problem {
+    let what = "the server failed to read the request's meaning; nothing was claimed or run";
+    server_fault(("meaning", "bad-meaning", "Meaning failed"), what, &"it panicked")
+}
+
+/// A 500 for a fault of the server's own code (`op`, answered as problem `kind` with
+/// `title`): `what` for the client with an error id, `error` for the operator's log only.
+fn server_fault(
+    (op, kind, title): (&'static str, &'static str, &'static str),
+    what: &str,
+    error: &dyn std::fmt::Display,
+) -> Problem {
+    let id = error_id(op);
+    idem_core::trace_event!(ERROR, error_id = %id, %error, "{op}: the server's code failed");
     #[cfg(not(feature = "tracing"))]
     let _ = error;
-    Problem::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "bad-scope",
-        "Invalid scope",
-        format!(
-            "the server's scope function returned an invalid scope; the server's log says \
-             why, under error id {id}"
-        ),
-    )
+    let detail = format!("{what}; the server's log says why, under error id {id}");
+    Problem::new(StatusCode::INTERNAL_SERVER_ERROR, kind, title, detail)
 }
 
 /// Reads the body, at most `max` bytes, hashing it as it arrives.

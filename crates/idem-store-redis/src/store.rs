@@ -265,18 +265,18 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         let manager = ConnectionManagerConfig::new()
             .set_response_timeout(Some(response_timeout))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
-        let opening = async { client.get_connection_manager_with_config(manager).await };
-        let opened =
-            bounded("connect", CONNECT_TIMEOUT, async { opening.await.map_err(redis_error) });
-        let mut conn = opened.await?;
+        let opening = client.get_connection_manager_with_config(manager);
+        let mut conn =
+            bounded("connect", CONNECT_TIMEOUT, async { opening.await.map_err(redis_error) })
+                .await?;
+        let result_bytes_max = options.result_bytes_max.unwrap_or(RESULT_BYTES_MAX_DEFAULT);
         let scripts = Scripts::new();
         let server = bounded("the server's checks", response_timeout, async {
             server::check_primary(&mut conn).await?;
             let server = if options.server_checked_by_operator {
                 ServerDurability::vouched()
             } else {
-                let most = options.result_bytes_max.unwrap_or(RESULT_BYTES_MAX_DEFAULT);
-                server::check(&mut conn, options.restart_may_forget, most).await?
+                server::check(&mut conn, options.restart_may_forget, result_bytes_max).await?
             };
             for script in scripts.all() {
                 script.prepare_invoke().load_async(&mut conn).await.map_err(redis_error)?;
@@ -290,7 +290,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             scripts: Arc::new(scripts),
             config,
             clock: options.clock,
-            result_bytes_max: options.result_bytes_max.unwrap_or(RESULT_BYTES_MAX_DEFAULT),
+            result_bytes_max,
             replicas: options.replicas,
             response_timeout,
             server,

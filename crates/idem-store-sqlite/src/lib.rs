@@ -943,28 +943,6 @@ mod tests {
         assert_eq!(stored, ["big"], "only what was committed before the group");
     }
 
-    /// A new key past both its scope's quota and the store's capacity is refused by its
-    /// scope, as the memory store refuses it (a sweep of the store would not admit it).
-    #[test]
-    fn a_key_past_both_the_quota_and_the_capacity_is_refused_by_its_scope() {
-        let config = StoreConfig::builder().capacity(1).scope_in_flight_max(1).build();
-        let fp = Fingerprint::builder("pay").u64("amount", 1).finish();
-        let memory = idem_core::MemoryStore::<Vec<u8>>::new(config.clone().expect("valid"));
-        let (mut w, _) = writer("sqlite-quota-and-capacity");
-        w.config = config.expect("valid");
-        w.begin().expect("begin");
-        assert!(matches!(claim_write(&key("k1"), &fp)(&mut w), Ok(Claim::Acquired(_))));
-        assert!(matches!(memory.claim(&key("k1"), &fp), Ok(Claim::Acquired(_))));
-        let sqlite = claim_write(&key("k2"), &fp)(&mut w).map(|_| ()).map_err(|e| e.to_string());
-        let reference = memory.claim(&key("k2"), &fp).map(|_| ()).map_err(|e| e.to_string());
-        assert!(
-            reference.as_ref().is_err_and(|e| e.contains("in flight already")),
-            "{reference:?}"
-        );
-        assert_eq!(sqlite, reference);
-        w.commit().expect("commit");
-    }
-
     /// Past `CLOCK_MS_MAX` every deadline would be cut to the largest one kept, and a
     /// live lease taken over at once: the reading is refused; at it, leases hold.
     #[test]
