@@ -2759,6 +2759,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-postgres", "server-tests", "postgres", "the_stores_sessions"),
     },
     Mutant {
+        name: "mutants-hung-check-waited-for",
+        file: "xtask/src/mutants.rs",
+        from: "> limit {\n            // The group's id",
+        to: "> limit && false {\n            // The group's id",
+        check: test("xtask", "", "bin", "mutants::tests::a_run_past_its_limit"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",
@@ -2857,8 +2864,8 @@ enum Outcome {
 const CHECK_LIMIT: Duration = Duration::from_secs(600);
 
 /// Runs `command` (its output discarded) in a process group of its own, killed whole
-/// (cargo and the test binary under it) when it outlives `CHECK_LIMIT`.
-fn run_bounded(command: &mut Command) -> Result<Outcome> {
+/// (cargo and the test binary under it) when it outlives `limit`.
+fn run_bounded(command: &mut Command, limit: Duration) -> Result<Outcome> {
     use std::os::unix::process::CommandExt;
     let mut child = command
         .stdout(Stdio::null())
@@ -2871,7 +2878,7 @@ fn run_bounded(command: &mut Command) -> Result<Outcome> {
         if let Some(status) = child.try_wait().map_err(|e| format!("waiting for cargo: {e}"))? {
             return Ok(if status.success() { Outcome::Passed } else { Outcome::Failed });
         }
-        if started.elapsed() > CHECK_LIMIT {
+        if started.elapsed() > limit {
             // The group's id is the child's pid; a negative pid names the whole group.
             let group = format!("-{}", child.id());
             let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
@@ -2901,7 +2908,7 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
     if let Check::Test { filter, .. } = check {
         run.args(["--", filter]);
     }
-    run_bounded(&mut run)
+    run_bounded(&mut run, CHECK_LIMIT)
 }
 
 /// cargo on the scratch tree, building into its own target directory (`loom` checks
@@ -3080,6 +3087,19 @@ fn copy_tree(scratch: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A check that runs past its limit is killed, with what it started (a shell and its
+    /// child here, as cargo and its test binary), and reported hung; one that ends is not.
+    #[test]
+    fn a_run_past_its_limit_is_killed_and_reported_hung() {
+        let mut hangs = Command::new("sh");
+        hangs.args(["-c", "sleep 5; true"]);
+        let hung = run_bounded(&mut hangs, Duration::from_millis(300)).expect("started");
+        assert_eq!(hung, Outcome::Hung);
+        let mut ends = Command::new("sh");
+        ends.args(["-c", "exit 3"]);
+        assert_eq!(run_bounded(&mut ends, Duration::from_secs(30)).expect("ran"), Outcome::Failed);
+    }
 
     /// A catalogue entry whose text to break has moved or been duplicated cannot be
     /// applied; say so at `cargo test`, not only when someone runs the catalogue.
