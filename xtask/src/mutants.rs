@@ -2659,8 +2659,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "redis-result-limit-past-the-servers-taken",
         file: "crates/idem-store-redis/src/server.rs",
-        from: "    if result_bytes_max as u64 > bulk_max {",
-        to: "    if result_bytes_max as u64 > u64::MAX - 1 {",
+        from: "    if value_max > bulk_max {",
+        to: "    if result_bytes_max as u64 > bulk_max {",
         check: test("idem-store-redis", "server-tests", "redis", "a_result_limit_past"),
     },
     Mutant {

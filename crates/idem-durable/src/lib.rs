@@ -33,4 +33,4 @@ pub mod result;
 pub mod row;
 
 pub use codec::{CodecError, Durable};
-pub use result::{RESULT_BYTES_MAX_DEFAULT, decode_result, encode_result};
+pub use result::{RESULT_BYTES_MAX_DEFAULT, RESULT_PREFIX, decode_result, encode_result};

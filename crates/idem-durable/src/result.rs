@@ -26,8 +26,10 @@ pub const RESULT_BYTES_MAX_DEFAULT: usize = 2 << 20;
 /// The version byte in front of every stored result: 2, a checksummed result. (1 was a
 /// result without a checksum; backends refuse a store of that schema at open.)
 const RESULT_ENCODING_V2: u8 = 2;
-/// Version byte and checksum.
-const RESULT_PREFIX: usize = 5;
+/// The bytes a stored result takes beside its payload (at most `bytes_max` of
+/// [`encode_result`]): the version byte and the checksum. A store whose backend bounds one
+/// value (Redis's `proto-max-bulk-len`) must take `bytes_max` plus these.
+pub const RESULT_PREFIX: usize = 5;
 
 /// The checksum of `payload` as the result of `key`: CRC-32 over the scope, the key (each
 /// length-prefixed) and the payload, so a result read under another key, or with a byte

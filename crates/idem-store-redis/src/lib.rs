@@ -149,12 +149,13 @@ pub enum RedisError {
         /// How long the store waited.
         timeout_ms: u64,
     },
-    /// The store's largest result is past the largest argument the server takes
-    /// (`proto-max-bulk-len`): a result the store promised to keep would be refused at
-    /// `complete`.
+    /// The store's largest result, with the 5 bytes its encoding adds, is past the largest
+    /// argument the server takes (`proto-max-bulk-len`): a result the store promised to
+    /// keep would be refused at `complete`.
     #[error(
-        "result_bytes_max is {result_bytes_max} bytes, past the server's proto-max-bulk-len \
-         ({bulk_max}): lower RedisOptions::result_bytes_max, or raise proto-max-bulk-len"
+        "result_bytes_max is {result_bytes_max} bytes (and 5 of encoding), past the server's \
+         proto-max-bulk-len ({bulk_max}): lower RedisOptions::result_bytes_max, or raise \
+         proto-max-bulk-len"
     )]
     ResultsPastTheServer {
         /// The store's largest result.

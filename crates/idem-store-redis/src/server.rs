@@ -74,7 +74,9 @@ pub(crate) async fn check(
     let bulk_max = bulk.parse::<u64>().map_err(|_| {
         RedisError::Reply(format!("CONFIG GET proto-max-bulk-len: {bulk:?} is not a number"))
     })?;
-    if result_bytes_max as u64 > bulk_max {
+    // A result is sent as one value: its payload and the durable encoding's prefix.
+    let value_max = (result_bytes_max as u64).saturating_add(idem_durable::RESULT_PREFIX as u64);
+    if value_max > bulk_max {
         return Err(RedisError::ResultsPastTheServer { result_bytes_max, bulk_max });
     }
     let policy = config_get(conn, "maxmemory-policy").await?;

@@ -93,8 +93,9 @@ impl RedisOptions {
     }
 
     /// Skips reading the server's configuration, for a managed server that refuses
-    /// `CONFIG GET`: the operator vouches that `maxmemory-policy` is `noeviction` and
-    /// that the server persists as the deployment needs.
+    /// `CONFIG GET`: the operator vouches that `maxmemory-policy` is `noeviction`, that
+    /// the server persists as the deployment needs, and that its `proto-max-bulk-len`
+    /// takes the store's largest result plus 5 bytes of encoding.
     #[must_use]
     pub fn server_checked_by_operator(mut self) -> Self {
         self.server_checked_by_operator = true;

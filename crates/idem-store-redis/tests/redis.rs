@@ -640,11 +640,15 @@ fn a_result_limit_past_the_servers_bulk_limit_is_refused_at_connect() {
         Server::start("redis-bulk", &["--appendonly", "yes", "--proto-max-bulk-len", "1mb"]);
     let why = refusal(&server, RedisOptions::new());
     assert!(why.contains("proto-max-bulk-len") && why.contains("1048576"), "{why}");
-    let at = RedisOptions::new().result_bytes_max(1 << 20);
+    // A result is sent with the encoding's prefix: the limit is the server's less it.
+    let largest = (1 << 20) - idem_durable::RESULT_PREFIX;
+    let past = RedisOptions::new().result_bytes_max(largest + 1);
+    assert!(refusal(&server, past).contains("proto-max-bulk-len"), "one byte past");
+    let at = RedisOptions::new().result_bytes_max(largest);
     let store = run(RedisStore::<String>::connect_with(&server.url(), "p", config(), at));
     let store = store.expect("at the server's limit");
     let Claim::Acquired(lease) = run(store.claim(&key("big"), &fp())).expect("claim") else {
         panic!("fresh key")
     };
-    run(store.complete(&lease, "x".repeat(1000 << 10))).expect("a result under the limit kept");
+    run(store.complete(&lease, "x".repeat(largest))).expect("the largest result kept");
 }

@@ -487,6 +487,9 @@ fn cut<D: LogDevice>(
     let (saved_to, mut side) = side_file(path, offset)?;
     side.write_all(bytes)?;
     side.sync_all()?;
+    // The side file's name too, before the log loses the bytes: a power loss after the
+    // cut must not leave them in a file no directory names.
+    sync_directory(path)?;
     device.truncate(offset)?;
     idem_core::trace_event!(
         WARN,
