@@ -84,6 +84,7 @@ mod clock;
 mod fingerprint;
 mod key;
 mod memory;
+mod payload;
 mod store;
 mod sync;
 pub mod trace;
@@ -99,6 +100,7 @@ pub use key::{
     QuotedKeyError, Scope, ScopedKey, ScopedKeyError, key_text_of_header,
 };
 pub use memory::{MemoryStore, StoreStats};
+pub use payload::{PAYLOAD_DROPS_MAX, drop_panic_payload};
 pub use store::{
     Claim, ConfigError, FencingToken, KeyState, KeyStore, Lease, PendingClaim, StoreConfig,
     StoreConfigBuilder, StoreError, WAIT_PAUSE_FIRST, WAIT_PAUSE_MAX, next_wait_pause,

@@ -406,7 +406,7 @@ pub trait KeyStore<R>: Send + Sync {
     /// Extends the lease its holder still holds by a whole [`StoreConfig::lease`] from now
     /// (the store's clock), and returns the extended lease: same key, same token, a later
     /// [`Lease::expires_at`]. A holder whose work may outlast its lease renews it, say
-    /// every third of the lease, so no duplicate recovers the key while it still works. A
+    /// every quarter of the lease, so no duplicate recovers the key while it still works. A
     /// lease that ran out but was not taken over still renews (as it still completes).
     ///
     /// # Errors
@@ -418,7 +418,7 @@ pub trait KeyStore<R>: Send + Sync {
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
 
     /// How long a claim holds its key ([`StoreConfig::lease`]): a holder that renews
-    /// does so well within it (idem-http renews every third of it).
+    /// does so well within it (idem-http and idem-payments renew every quarter of it).
     fn lease(&self) -> Duration;
 
     /// How long a finished result is replayed ([`StoreConfig::result_ttl`]): what a

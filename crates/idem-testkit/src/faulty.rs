@@ -40,17 +40,75 @@ pub enum Op {
     Forget,
 }
 
-/// `inner`, except that the operations named by [`failing`](Self::failing) fail.
+/// `inner`, except that the operations named by [`failing`](Self::failing) fail, and each
+/// renewal runs [`before_renew`](Self::before_renew)'s hook first.
 #[derive(Debug)]
 pub struct Faulty<S> {
     inner: S,
     fails: Vec<(Op, &'static str)>,
+    before_renew: Option<RenewHook>,
+    before_claim: Option<ClaimHook>,
+}
+
+/// What runs before each renewal: it may hold the renewal (a store slow to answer) or
+/// fail it (an error returned instead of renewing).
+type RenewHookFn = dyn Fn(&Lease) -> Result<(), StoreError> + Send + Sync;
+
+struct RenewHook(Box<RenewHookFn>);
+
+/// What runs before each claim: it may fail it, or panic (a store with a bug).
+type ClaimHookFn = dyn Fn(&ScopedKey) -> Result<(), StoreError> + Send + Sync;
+
+struct ClaimHook(Box<ClaimHookFn>);
+
+impl std::fmt::Debug for ClaimHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClaimHook")
+    }
+}
+
+impl std::fmt::Debug for RenewHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RenewHook")
+    }
 }
 
 impl<S> Faulty<S> {
     /// `inner`, failing nothing yet.
     pub fn new(inner: S) -> Self {
-        Self { inner, fails: Vec::new() }
+        Self { inner, fails: Vec::new(), before_renew: None, before_claim: None }
+    }
+
+    /// Runs `hook` before each claim (and each of `claim_wait`'s): its error is the
+    /// claim's answer, and it may panic (a store with a bug).
+    #[must_use]
+    pub fn before_claim(
+        mut self,
+        hook: impl Fn(&ScopedKey) -> Result<(), StoreError> + Send + Sync + 'static,
+    ) -> Self {
+        self.before_claim = Some(ClaimHook(Box::new(hook)));
+        self
+    }
+
+    fn claiming(&self, key: &ScopedKey) -> Result<(), StoreError> {
+        self.check(Op::Claim)?;
+        self.before_claim.as_ref().map_or(Ok(()), |hook| (hook.0)(key))
+    }
+
+    /// Runs `hook` before each renewal of a lease: its error is the renewal's answer (the
+    /// lease not renewed), and it may block (a store that holds one lease's renewal).
+    #[must_use]
+    pub fn before_renew(
+        mut self,
+        hook: impl Fn(&Lease) -> Result<(), StoreError> + Send + Sync + 'static,
+    ) -> Self {
+        self.before_renew = Some(RenewHook(Box::new(hook)));
+        self
+    }
+
+    fn renewing(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.check(Op::Renew)?;
+        self.before_renew.as_ref().map_or(Ok(()), |hook| (hook.0)(lease))
     }
 
     /// Fails every `op` with [`StoreError::Storage`] saying `message`.
@@ -75,7 +133,7 @@ impl<S> Faulty<S> {
 
 impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
     fn claim(&self, key: &ScopedKey, fingerprint: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        self.check(Op::Claim)?;
+        self.claiming(key)?;
         self.inner.claim(key, fingerprint)
     }
 
@@ -90,7 +148,7 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
     }
 
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        self.check(Op::Renew)?;
+        self.renewing(lease)?;
         self.inner.renew(lease)
     }
 
@@ -126,7 +184,7 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
 
 impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
     async fn claim(&self, key: &ScopedKey, fp: &Fingerprint) -> Result<Claim<R>, StoreError> {
-        self.check(Op::Claim)?;
+        self.claiming(key)?;
         self.inner.claim(key, fp).await
     }
 
@@ -141,7 +199,7 @@ impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        self.check(Op::Renew)?;
+        self.renewing(lease)?;
         self.inner.renew(lease).await
     }
 
