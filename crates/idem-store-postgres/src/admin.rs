@@ -21,20 +21,21 @@ impl<R: Durable + Clone + Send> KeyAdmin for PgStore<R> {
     fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
         let params = self.settings.key(key);
         let record = &self.settings.statements.record;
-        let row = self.with_client(|c| c.query_opt(record, &params.record()).map_err(pg))?;
+        let row =
+            self.with_client(async |c| c.query_opt(record, &params.record()).await.map_err(pg))?;
         rows::record(row.as_ref(), key)
     }
 
     fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
         let (st, params) = (&self.settings.statements, self.settings.key(key));
-        let answer = self.with_client(|client| {
-            let mut tx = client.transaction().map_err(pg)?;
-            let row = tx.query_opt(&st.record_locked, &params.record()).map_err(pg)?;
+        let answer = self.with_client(async |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            let row = tx.query_opt(&st.record_locked, &params.record()).await.map_err(pg)?;
             let decision = rows::forget_judged(row.as_ref(), key)?;
             if let Forgotten::Removed(_) = decision {
-                tx.execute(&st.forget, &params.forget()).map_err(pg)?;
+                tx.execute(&st.forget, &params.forget()).await.map_err(pg)?;
             }
-            tx.commit().map_err(pg)?;
+            tx.commit().await.map_err(pg)?;
             Ok(decision)
         });
         idem_core::trace::forgotten(key, who, why, answer)
@@ -61,12 +62,13 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
 impl<R: Durable + Clone + Send + Sync> AsyncKeyAdmin for AsyncPgStore<R> {
     async fn inspect(&self, key: &ScopedKey) -> Result<Option<KeyRecord>, StoreError> {
         let params = self.settings.key(key);
-        let row = self.query_opt(&self.settings.statements.record, &params.record()).await?;
-        rows::record(row.as_ref(), key)
+        let record = params.record();
+        let row = self.query_opt(&self.settings.statements.record, &record);
+        rows::record(self.bounded(row).await?.as_ref(), key)
     }
 
     async fn forget(&self, key: &ScopedKey, who: &str, why: &str) -> Result<Forgotten, StoreError> {
-        let answer = self.forget_now(key).await;
+        let answer = self.bounded(self.forget_now(key)).await;
         idem_core::trace::forgotten(key, who, why, answer)
     }
 }

@@ -3,12 +3,14 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{
     BuildError, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod,
-    Runtime,
+    Runtime, TimeoutType, Timeouts,
 };
 use idem_core::{
     AsyncKeyStore, Claim, Clock, ConfigError, Fingerprint, KeyState, Lease, PendingClaim,
@@ -21,8 +23,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::rows::{self, Settings, Taken};
 use crate::{
-    Param, PgError, STATEMENT_TIMEOUT, Statements, check_schema_name, connect_failed, pg, rustls,
-    session_config,
+    CALL_WAIT_MAX_DEFAULT, Param, PgError, STATEMENT_TIMEOUT, Statements, check_schema_name,
+    connect_failed, pg, rustls, session_config,
 };
 
 /// Connections in the pool [`AsyncPgStore::connect`] builds.
@@ -42,6 +44,10 @@ pub const POOL_WAIT_MAX_DEFAULT: Duration = Duration::from_secs(10);
 /// * a wait for a free connection is bounded ([`POOL_WAIT_MAX_DEFAULT`],
 ///   [`AsyncPgStore::with_pool_wait_max`]): past it the call fails with
 ///   [`PgError::Busy`], naming the wait, and nothing was done;
+/// * a call as a whole ends within that wait and
+///   [`CALL_WAIT_MAX_DEFAULT`](crate::CALL_WAIT_MAX_DEFAULT)
+///   ([`AsyncPgStore::with_call_wait_max`]), whatever the server does: a server or a link
+///   that stops answering with its socket open is [`PgError::TimedOut`], not a hang;
 /// * a connection the server closed (a restart, an administrator's
 ///   `pg_terminate_backend`) is noticed by the pool when it is next handed out and
 ///   replaced by a new one; a call whose connection died under it fails with a typed
@@ -101,6 +107,7 @@ pub struct AsyncPgStore<R> {
     /// database's) and the limits.
     pub(crate) settings: Settings,
     pool_wait_max: Duration,
+    call_wait_max: Duration,
     _result: PhantomData<fn() -> R>,
 }
 
@@ -110,12 +117,68 @@ impl<R> fmt::Debug for AsyncPgStore<R> {
             .field("settings", &self.settings)
             .field("pool", &self.pool.status())
             .field("pool_wait_max", &self.pool_wait_max)
+            .field("call_wait_max", &self.call_wait_max)
             .finish_non_exhaustive()
     }
 }
 
+tokio::task_local! {
+    /// Set by `bounded` for the call it runs, and raised when that call runs out of time,
+    /// so that the connection the call holds leaves the pool as it is dropped.
+    static OUT_OF_TIME: Arc<AtomicBool>;
+}
+
+/// A pooled connection lent to one call. Dropped after its call ran out of time (the
+/// server or the link stopped answering), it is taken out of the pool and closed, not
+/// given back: given back, every later call that got it would wait its whole bound too,
+/// for as long as TCP keeps the silent connection open, while a new connection might be
+/// answered at once (a failover behind a proxy).
+pub(crate) struct Lent {
+    object: Option<Object>,
+    out_of_time: Option<Arc<AtomicBool>>,
+}
+
+impl Deref for Lent {
+    type Target = Object;
+
+    fn deref(&self) -> &Object {
+        self.object.as_ref().expect("lent until dropped")
+    }
+}
+
+impl DerefMut for Lent {
+    fn deref_mut(&mut self) -> &mut Object {
+        self.object.as_mut().expect("lent until dropped")
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        // ORDERING: raised and read on the call's own task (the flag is set before the
+        // call's future, which holds this, is dropped); no other thread reads it.
+        let late = self.out_of_time.as_ref().is_some_and(|flag| flag.load(Ordering::Relaxed));
+        if let (true, Some(object)) = (late, self.object.take()) {
+            drop(Object::take(object));
+        }
+    }
+}
+
 /// A connection from `pool`, waiting at most `wait` for one to be free.
+///
+/// A place free in the pool is taken first without waiting, and a connection opened in it
+/// if none is idle: the wait bounds a wait for others' connections, not the opening of
+/// one (bounded by the call's own bound). A zero wait, or one shorter than a connect,
+/// once cancelled every opening at its first step, and a pool whose connections the
+/// server had closed never opened another.
 async fn checkout(pool: &Pool, wait: Duration) -> Result<Object, StoreError> {
+    let at_once = Timeouts { wait: Some(Duration::ZERO), create: None, recycle: None };
+    match pool.timeout_get(&at_once).await {
+        Err(PoolError::Timeout(TimeoutType::Wait)) if !wait.is_zero() => {}
+        Err(PoolError::Timeout(TimeoutType::Wait)) => {
+            return Err(PgError::Busy { waited: wait }.into());
+        }
+        taken => return taken.map_err(pool_error),
+    }
     match tokio::time::timeout(wait, pool.get()).await {
         Ok(got) => got.map_err(pool_error),
         Err(_elapsed) => Err(PgError::Busy { waited: wait }.into()),
@@ -165,6 +228,21 @@ enum PoolOwner {
     Caller,
 }
 
+/// Refuses a caller's pool whose connections acknowledge a commit before it is on disk
+/// (`synchronous_commit=off`): a crash of the server would lose completions the store
+/// had reported done. The store's own connections ask for `on` at connect.
+async fn commits_synchronously(client: &Object) -> Result<(), StoreError> {
+    let setting = "SELECT current_setting('synchronous_commit')";
+    let row = client.query_one(setting, &[]).await.map_err(pg)?;
+    let value: String = row.get(0);
+    if value != "off" {
+        return Ok(());
+    }
+    let accepted = "on, local, remote_write or remote_apply: a completion the store reports \
+                    done must survive a crash of the server";
+    Err(PgError::Setting(ConfigError::new("synchronous_commit", value, accepted)).into())
+}
+
 /// Migrates `statements`' namespace under the migration lock, checks its version, and
 /// refuses a pool whose connections run statements without a timeout: the store's own
 /// without the one it set (a pooler dropped it), the caller's without any.
@@ -180,6 +258,8 @@ async fn migrate(pool: &Pool, statements: &Statements, owner: PoolOwner) -> Resu
                         (`options=-c statement_timeout=5000` in the URL, or a role's default)";
         let refused = ConfigError::new("statement_timeout", timeout_ms, accepted);
         return Err(PgError::Setting(refused).into());
+    } else {
+        commits_synchronously(&client).await?;
     }
     // Two processes migrating at once: serialise on an advisory lock.
     let tx = client.transaction().await.map_err(pg)?;
@@ -269,8 +349,15 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         owner: PoolOwner,
     ) -> Result<Self, StoreError> {
         let settings = Settings::new(schema, config, clock);
-        migrate(&pool, &settings.statements, owner).await?;
-        Ok(Self { pool, settings, pool_wait_max: POOL_WAIT_MAX_DEFAULT, _result: PhantomData })
+        let store = Self {
+            pool,
+            settings,
+            pool_wait_max: POOL_WAIT_MAX_DEFAULT,
+            call_wait_max: CALL_WAIT_MAX_DEFAULT,
+            _result: PhantomData,
+        };
+        store.bounded(migrate(&store.pool, &store.settings.statements, owner)).await?;
+        Ok(store)
     }
 
     /// Sets the largest stored result, in bytes of its encoding (default
@@ -290,6 +377,43 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         self
     }
 
+    /// Sets the longest a call waits for the server's answers, beyond its wait for a free
+    /// connection (default [`CALL_WAIT_MAX_DEFAULT`](crate::CALL_WAIT_MAX_DEFAULT), 12 s):
+    /// past both the call fails with [`PgError::TimedOut`] (a server or a link that stopped
+    /// answering, its socket still open). Such a call may or may not have taken effect,
+    /// like any call whose answer was lost: a claim it made is recovered after its lease,
+    /// never taken twice. Its connection is taken out of the pool and closed; the pool
+    /// opens a new one when a call needs it. Keep it above the statement
+    /// timeout (5 s), which bounds a statement that waits on a lock: a server that answers
+    /// is never cut off.
+    #[must_use]
+    pub fn with_call_wait_max(mut self, wait: Duration) -> Self {
+        self.call_wait_max = wait;
+        self
+    }
+
+    /// Runs `call` within the store's bounds: its wait for a connection and its wait for
+    /// the server's answers.
+    pub(crate) async fn bounded<T>(
+        &self,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let waited = self.pool_wait_max.saturating_add(self.call_wait_max);
+        let out_of_time = Arc::new(AtomicBool::new(false));
+        let call = OUT_OF_TIME.scope(out_of_time.clone(), call);
+        let mut call = std::pin::pin!(tokio::time::timeout(waited, call));
+        match call.as_mut().await {
+            Ok(answer) => answer,
+            Err(_elapsed) => {
+                // Raised before `call` (and the connection it holds) is dropped, at the
+                // end of this function: the connection leaves the pool (see `Lent`).
+                // ORDERING: read by `Lent::drop` on this same task.
+                out_of_time.store(true, Ordering::Relaxed);
+                Err(PgError::TimedOut { waited }.into())
+            }
+        }
+    }
+
     /// The pool the store runs on: for the caller's own statements, and for the
     /// transactions [`complete_in`](Self::complete_in) completes in.
     pub fn pool(&self) -> &Pool {
@@ -303,8 +427,11 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
     ///
     /// [`StoreError::Storage`] if the server refuses or fails.
     pub async fn drop_schema(&self) -> Result<(), StoreError> {
-        let client = self.connection().await?;
-        client.batch_execute(&self.settings.statements.drop_schema()).await.map_err(pg)
+        self.bounded(async {
+            let client = self.connection().await?;
+            client.batch_execute(&self.settings.statements.drop_schema()).await.map_err(pg)
+        })
+        .await
     }
 
     /// Completes `lease` with `result` inside the caller's transaction `tx` (a
@@ -332,14 +459,16 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
             let changed = tx.execute(complete, &params.completion()).await.map_err(pg)?;
             rows::settled(changed, lease)
         };
-        let done = done.await;
+        let done = self.bounded(done).await;
         idem_core::trace::settle("complete", lease, || done)
     }
 }
 
 impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
-    pub(crate) async fn connection(&self) -> Result<Object, StoreError> {
-        checkout(&self.pool, self.pool_wait_max).await
+    pub(crate) async fn connection(&self) -> Result<Lent, StoreError> {
+        let object = checkout(&self.pool, self.pool_wait_max).await?;
+        let out_of_time = OUT_OF_TIME.try_with(Arc::clone).ok();
+        Ok(Lent { object: Some(object), out_of_time })
     }
 
     /// Runs `statement` on a free connection; `None` if it returned no row.
@@ -388,13 +517,27 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         // A refusal drops the transaction, which rolls the claim back.
         // The scope's quota first, as the memory store: a key refused by both is refused
         // by its scope (a sweep of the store would not admit it).
-        let taken = Taken::read(&row);
+        let mut taken = Taken::read(&row);
         if taken.needs_quota_check(config) {
+            if taken.counts_under_lock() {
+                let lock = tx.prepare_cached(&st.count_locked).await.map_err(pg)?;
+                tx.query_one(&lock, &[]).await.map_err(pg)?;
+                taken.count_locked();
+            }
             let count = tx.prepare_cached(&st.scope_in_flight).await.map_err(pg)?;
             let row = tx.query_one(&count, &params.scope()).await.map_err(pg)?;
             rows::within_quota(&row, key, config)?;
         }
         taken.within_capacity(config)?;
+        // A lease cut short by a wait on the record count: renewed before the commit (see
+        // `Taken::lease_cut_short`).
+        if taken.lease_cut_short(config) {
+            let lease = taken.lease(key);
+            let renewal = self.settings.renewal(&lease);
+            let renew = tx.prepare_cached(&st.renew).await.map_err(pg)?;
+            let row = tx.query_opt(&renew, &renewal.renewal()).await.map_err(pg)?;
+            taken = taken.renewed_to(&rows::renewed(row, &lease)?);
+        }
         tx.commit().await.map_err(pg)?;
         Ok(taken.into_claim(key))
     }
@@ -443,17 +586,17 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyStore<R> for AsyncPgStore<R> {
         key: &ScopedKey,
         fingerprint: &Fingerprint,
     ) -> Result<Claim<R>, StoreError> {
-        let answer = self.claim_swept(key, fingerprint).await;
+        let answer = self.bounded(self.claim_swept(key, fingerprint)).await;
         idem_core::trace::claim(key, || answer)
     }
 
     async fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
-        let done = self.complete_now(lease, result).await;
+        let done = self.bounded(self.complete_now(lease, result)).await;
         idem_core::trace::settle("complete", lease, || done)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let done = self.release_now(lease).await;
+        let done = self.bounded(self.release_now(lease)).await;
         idem_core::trace::settle("release", lease, || done)
     }
 
@@ -461,7 +604,9 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyStore<R> for AsyncPgStore<R> {
     /// what the statement wrote, read back.
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         let params = self.settings.renewal(lease);
-        let row = self.query_opt(&self.settings.statements.renew, &params.renewal()).await?;
+        let renewal = params.renewal();
+        let renew = self.query_opt(&self.settings.statements.renew, &renewal);
+        let row = self.bounded(renew).await?;
         rows::renewed(row, lease)
     }
 
@@ -474,13 +619,14 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyStore<R> for AsyncPgStore<R> {
     }
 
     async fn sweep(&self) -> Result<usize, StoreError> {
-        self.sweep_now().await
+        self.bounded(self.sweep_now()).await
     }
 
     async fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
         let params = self.settings.pending(max);
-        let rows = self.query(&self.settings.statements.pending, &params.list()).await?;
-        rows::pending(&rows)
+        let list = params.list();
+        let rows = self.query(&self.settings.statements.pending, &list);
+        rows::pending(&self.bounded(rows).await?)
     }
 
     async fn lookup(
@@ -489,8 +635,9 @@ impl<R: Durable + Clone + Send + Sync> AsyncKeyStore<R> for AsyncPgStore<R> {
         fingerprint: &Fingerprint,
     ) -> Result<KeyState<R>, StoreError> {
         let params = self.settings.claim(key, fingerprint);
-        let row = self.query_one(&self.settings.statements.lookup, &params.inspect()).await?;
-        rows::looked_up(&row, key, fingerprint, &self.settings.config)
+        let inspect = params.inspect();
+        let row = self.query_one(&self.settings.statements.lookup, &inspect);
+        rows::looked_up(&self.bounded(row).await?, key, fingerprint, &self.settings.config)
     }
 
     fn result_bytes_max(&self) -> Option<usize> {

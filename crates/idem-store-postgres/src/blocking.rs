@@ -1,8 +1,9 @@
-//! [`PgStore`]: the store for threads, on the blocking `postgres` client with a small
-//! fixed set of its own connections.
+//! [`PgStore`]: the store for threads, on tokio-postgres with a small fixed set of its own
+//! connections, each driven by the calling thread on a runtime of its own.
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,28 +14,40 @@ use idem_core::{
 use idem_durable::Durable;
 use idem_durable::row::{claim_with_sweep, decode_claim};
 use parking_lot::{Condvar, Mutex};
-use postgres::{Client, NoTls};
+use tokio::runtime::Runtime;
+use tokio_postgres::{Client, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::rows::{self, Settings, Taken};
-use crate::{PgError, Statements, connect_failed, pg, rustls, session_config};
+use crate::{
+    CALL_WAIT_MAX_DEFAULT, PgError, STATEMENT_TIMEOUT, Statements, connect_failed, pg, rustls,
+    session_config,
+};
 
 /// The claimed-key store on PostgreSQL, for threads: each call blocks its thread until
-/// the server answers. For a tokio service, [`AsyncPgStore`](crate::AsyncPgStore).
+/// the server answers, or until [`CALL_WAIT_MAX_DEFAULT`] (see
+/// [`with_call_wait_max`](Self::with_call_wait_max)) has passed without an answer. For a
+/// tokio service, [`AsyncPgStore`](crate::AsyncPgStore).
 pub struct PgStore<R> {
-    clients: Mutex<Vec<Client>>,
+    /// The store's connections; `None` is a place whose connection is opened at its next
+    /// use (one dropped after a call that got no answer in time).
+    clients: Mutex<Vec<Option<Conn>>>,
     returned: Condvar,
     /// How to open a connection again after the server closed one.
     connector: Connector,
     /// The statements, the clock ([`PgStore::connect_with_clock`]'s or the database's)
     /// and the limits.
     pub(crate) settings: Settings,
+    call_wait_max: Duration,
     _result: PhantomData<fn() -> R>,
 }
 
 impl<R> fmt::Debug for PgStore<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PgStore").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("PgStore")
+            .field("settings", &self.settings)
+            .field("call_wait_max", &self.call_wait_max)
+            .finish_non_exhaustive()
     }
 }
 
@@ -45,33 +58,114 @@ const CLIENT_WAIT_MAX: Duration = Duration::from_secs(10);
 
 /// Where and how the store connects: the server's address, and TLS if asked for.
 struct Connector {
-    url: postgres::Config,
+    url: tokio_postgres::Config,
     tls: Option<MakeRustlsConnect>,
 }
 
-/// Opens one connection, with the store's statement timeout as a startup option.
-fn open_client(connector: &Connector) -> Result<Client, StoreError> {
+/// One connection: a tokio-postgres client, and the single-threaded runtime its
+/// connection's task runs on. The thread that makes a call drives that runtime for the
+/// call's length (as the blocking `postgres` client does): no hop to another thread, and
+/// a call that waits too long is dropped, with the connection, at its bound.
+struct Conn {
+    client: Client,
+    runtime: Runtime,
+}
+
+/// Opens one connection, with the store's statement timeout as a startup option; the
+/// whole of it (the TCP connect, TLS, the startup exchange) bounded by the statement
+/// timeout, so a port that accepts and never answers is an error, not a hang.
+fn open_client(connector: &Connector) -> Result<Conn, StoreError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(PgError::Runtime)?;
     let url = &connector.url;
-    let connected = match &connector.tls {
-        Some(tls) => url.connect(tls.clone()),
-        None => url.connect(NoTls),
+    let connect = async {
+        // The connection's task is spawned on this runtime: it runs whenever a call
+        // drives the runtime.
+        match &connector.tls {
+            Some(tls) => url.connect(tls.clone()).await.map(|(client, connection)| {
+                drop(tokio::spawn(connection));
+                client
+            }),
+            None => url.connect(NoTls).await.map(|(client, connection)| {
+                drop(tokio::spawn(connection));
+                client
+            }),
+        }
     };
-    // The statement timeout comes with the connection: a startup option (`session_config`).
-    connected.map_err(connect_failed)
+    let bounded = async { tokio::time::timeout(STATEMENT_TIMEOUT, connect).await };
+    let connected = panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(bounded)));
+    match connected {
+        Ok(Ok(Ok(client))) => Ok(Conn { client, runtime }),
+        Ok(Ok(Err(error))) => Err(connect_failed(error)),
+        // A name lookup may still run on the event loop's blocking thread: not waited for.
+        Ok(Err(_elapsed)) => {
+            runtime.shutdown_background();
+            Err(PgError::TimedOut { waited: STATEMENT_TIMEOUT }.into())
+        }
+        Err(_panicked) => {
+            runtime.shutdown_background();
+            Err(PgError::InsideAsyncTask.into())
+        }
+    }
+}
+
+/// A place taken from the store's set, given back when dropped: with its connection if
+/// the call kept it, else empty (opened again at its next use).
+struct Place<'a, R> {
+    store: &'a PgStore<R>,
+    conn: Option<Conn>,
+}
+
+impl<R> Drop for Place<'_, R> {
+    /// Puts the place back in the set (its connection, or `None` to open at its next use)
+    /// and wakes a waiter.
+    fn drop(&mut self) {
+        self.store.clients.lock().push(self.conn.take());
+        self.store.returned.notify_one();
+    }
+}
+
+/// Whether `conn` is known to be closed. Its connection's task runs only while a call
+/// drives its event loop, so a close the server sent since the last call (a restart, an
+/// administrator's `pg_terminate_backend`) may be noticed only by the next call on it,
+/// which then fails (as with the blocking `postgres` client); the one after opens a new
+/// connection.
+fn closed(conn: &Conn) -> bool {
+    conn.client.is_closed()
+}
+
+/// Closes `conn` without waiting for its event loop's threads (a name lookup still under
+/// way), and from any thread, an async task's included (dropping an event loop there
+/// would panic).
+fn close(conn: Conn) {
+    let Conn { client, runtime } = conn;
+    drop(client);
+    runtime.shutdown_background();
+}
+
+impl<R> Drop for PgStore<R> {
+    fn drop(&mut self) {
+        for conn in self.clients.get_mut().drain(..).flatten() {
+            close(conn);
+        }
+    }
 }
 
 /// Checks first that the connection kept the statement timeout it asked for at connect,
 /// then migrates `statements`' namespace under the migration lock and checks its version.
-fn migrate(client: &mut Client, statements: &Statements) -> Result<(), StoreError> {
+async fn migrate(client: &mut Client, statements: &Statements) -> Result<(), StoreError> {
     let schema = &statements.schema;
-    let timeout = client.simple_query(crate::STATEMENT_TIMEOUT_SETTING_SQL).map_err(pg)?;
+    let timeout = client.simple_query(crate::STATEMENT_TIMEOUT_SETTING_SQL).await.map_err(pg)?;
     crate::session_kept_its_timeout(crate::statement_timeout_ms(&timeout)?)?;
     // Two processes migrating at once: serialise on an advisory lock.
-    let mut tx = client.transaction().map_err(pg)?;
-    tx.execute(crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS).map_err(pg)?;
-    tx.batch_execute(&crate::migration_sql(schema)).map_err(pg)?;
-    let version = tx.query_one(&crate::version_sql(schema), &[]).map_err(pg)?;
-    tx.commit().map_err(pg)?;
+    let tx = client.transaction().await.map_err(pg)?;
+    let lock = (crate::MIGRATION_LOCK_SQL, &crate::MIGRATION_LOCK_PARAMS);
+    tx.execute(lock.0, lock.1).await.map_err(pg)?;
+    tx.batch_execute(&crate::migration_sql(schema)).await.map_err(pg)?;
+    let version = tx.query_one(&crate::version_sql(schema), &[]).await.map_err(pg)?;
+    tx.commit().await.map_err(pg)?;
     rows::check_version(schema, &version)
 }
 
@@ -128,19 +222,35 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         clock: Option<Arc<dyn Clock>>,
         tls: Option<MakeRustlsConnect>,
     ) -> Result<Self, StoreError> {
-        let url = postgres::Config::from(session_config(url, schema)?);
-        let connector = Connector { url, tls };
-        let mut clients =
-            (0..CLIENTS).map(|_| open_client(&connector)).collect::<Result<Vec<_>, _>>()?;
+        let connector = Connector { url: session_config(url, schema)?, tls };
         let settings = Settings::new(schema, config, clock);
-        migrate(&mut clients[0], &settings.statements)?;
-        Ok(Self {
+        let mut clients = Vec::with_capacity(CLIENTS);
+        for _ in 0..CLIENTS {
+            clients.push(Some(open_client(&connector)?));
+        }
+        let store = Self {
             clients: Mutex::new(clients),
             returned: Condvar::new(),
             connector,
             settings,
+            call_wait_max: CALL_WAIT_MAX_DEFAULT,
             _result: PhantomData,
-        })
+        };
+        store.with_client(async |client| migrate(client, &store.settings.statements).await)?;
+        Ok(store)
+    }
+
+    /// Sets the longest a call waits for the server's answers once it has a connection
+    /// (default [`CALL_WAIT_MAX_DEFAULT`], 12 s): past it the call fails with
+    /// [`PgError::TimedOut`] and its connection is closed (a server or a link that stopped
+    /// answering, its socket still open). Such a call may or may not have taken effect,
+    /// like any call whose answer was lost: a claim it made is recovered after its lease,
+    /// never taken twice. Keep it above the statement timeout (5 s), which bounds a
+    /// statement that waits on a lock: a server that answers is never cut off.
+    #[must_use]
+    pub fn with_call_wait_max(mut self, wait: Duration) -> Self {
+        self.call_wait_max = wait;
+        self
     }
 
     /// Sets the largest stored result, in bytes of its encoding (default
@@ -151,34 +261,67 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         self
     }
 
-    /// Runs `f` with a connection from the store's set, waiting for one if all are busy.
+    /// Runs `f` with a connection from the store's set, waiting for one if all are busy,
+    /// and for the server's answers at most [`with_call_wait_max`](Self::with_call_wait_max).
     /// A connection the server closed (a restart, an idle timeout) is opened again first;
     /// if the server is still away, that is the error, and the next call tries again.
-    /// An operation whose connection fails under it is not retried: it may have taken
-    /// effect, and its caller decides (a claim left pending is recovered, never redone).
+    /// An operation whose connection fails under it, or that got no answer in time, is not
+    /// retried: it may have taken effect, and its caller decides (a claim left pending is
+    /// recovered, never redone). A connection that got no answer in time is closed.
     pub(crate) fn with_client<T>(
         &self,
-        f: impl FnOnce(&mut Client) -> Result<T, StoreError>,
+        f: impl AsyncFnOnce(&mut Client) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut client = {
-            let mut clients = self.clients.lock();
-            let deadline = Instant::now() + CLIENT_WAIT_MAX;
-            loop {
-                if let Some(client) = clients.pop() {
-                    break client;
+        // The place goes back to the set however the call ends, a panic included.
+        let mut place = Place { store: self, conn: self.take_place()? };
+        let mut conn = match place.conn.take() {
+            Some(conn) if !closed(&conn) => conn,
+            other => {
+                if let Some(gone) = other {
+                    close(gone);
                 }
-                // Every client is busy: wait for one back, but not past the limit (a
-                // client comes back when its statement ends, bounded by the timeout).
-                if Instant::now() >= deadline {
-                    return Err(PgError::Busy { waited: CLIENT_WAIT_MAX }.into());
-                }
-                let _ = self.returned.wait_until(&mut clients, deadline);
+                open_client(&self.connector)?
             }
         };
-        let result = self.reconnect_if_closed(&mut client).and_then(|()| f(&mut client));
-        self.clients.lock().push(client);
-        self.returned.notify_one();
-        result
+        let Conn { client, runtime } = &mut conn;
+        let wait = self.call_wait_max;
+        let call = async { tokio::time::timeout(wait, f(client)).await };
+        // A thread that already drives a tokio runtime (an async task) cannot block on
+        // another: tokio panics, and the call is refused with the reason instead.
+        match panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(call))) {
+            Ok(Ok(answer)) => {
+                place.conn = Some(conn);
+                answer
+            }
+            // Closed here, the connection's socket is gone: whatever the server sends
+            // later reaches nobody. The place opens a new one at its next use.
+            Ok(Err(_elapsed)) => {
+                close(conn);
+                Err(PgError::TimedOut { waited: wait }.into())
+            }
+            Err(_panicked) => {
+                place.conn = Some(conn);
+                Err(PgError::InsideAsyncTask.into())
+            }
+        }
+    }
+
+    /// A place from the store's set (its connection, or `None` to open), waiting at most
+    /// `CLIENT_WAIT_MAX` while every connection is busy.
+    fn take_place(&self) -> Result<Option<Conn>, StoreError> {
+        let mut clients = self.clients.lock();
+        let deadline = Instant::now() + CLIENT_WAIT_MAX;
+        loop {
+            if let Some(place) = clients.pop() {
+                return Ok(place);
+            }
+            // Every connection is busy: wait for one back, but not past the limit (one
+            // comes back when its call ends, bounded by the call's wait).
+            if Instant::now() >= deadline {
+                return Err(PgError::Busy { waited: CLIENT_WAIT_MAX }.into());
+            }
+            let _ = self.returned.wait_until(&mut clients, deadline);
+        }
     }
 
     /// Drops the store's namespace and every table in it (`DROP SCHEMA ... CASCADE`): a
@@ -189,7 +332,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     /// [`StoreError::Storage`] if the server refuses or fails.
     pub fn drop_schema(&self) -> Result<(), StoreError> {
         let drop = self.settings.statements.drop_schema();
-        self.with_client(|client| client.batch_execute(&drop).map_err(pg))
+        self.with_client(async |client| client.batch_execute(&drop).await.map_err(pg))
     }
 
     /// A setting of the store's sessions as the server reports it (`current_setting`):
@@ -201,20 +344,11 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     ///
     /// [`StoreError::Storage`] if the server refuses (an unknown setting) or fails.
     pub fn session_setting(&self, name: &str) -> Result<String, StoreError> {
-        self.with_client(|client| {
-            let row = client.query_one("SELECT current_setting($1)", &[&name]).map_err(pg)?;
+        self.with_client(async |client| {
+            let setting = "SELECT current_setting($1)";
+            let row = client.query_one(setting, &[&name]).await.map_err(pg)?;
             Ok(row.get(0))
         })
-    }
-
-    /// Replaces a connection the server closed with a new one (one attempt, bounded by
-    /// the connect timeout).
-    fn reconnect_if_closed(&self, client: &mut Client) -> Result<(), StoreError> {
-        if !client.is_closed() {
-            return Ok(());
-        }
-        *client = open_client(&self.connector)?;
-        Ok(())
     }
 
     /// One claim in one transaction: the claim statement, then either the read that says
@@ -226,22 +360,32 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     ) -> Result<Claim<R>, StoreError> {
         let (st, config) = (&self.settings.statements, &self.settings.config);
         let params = self.settings.claim(key, fingerprint);
-        self.with_client(|client| {
-            let mut tx = client.transaction().map_err(pg)?;
-            let Some(row) = tx.query_opt(&st.claim, &params.claim()).map_err(pg)? else {
-                let row = tx.query_one(&st.inspect, &params.inspect()).map_err(pg)?;
-                tx.commit().map_err(pg)?;
+        self.with_client(async |client| {
+            let tx = client.transaction().await.map_err(pg)?;
+            let Some(row) = tx.query_opt(&st.claim, &params.claim()).await.map_err(pg)? else {
+                let row = tx.query_one(&st.inspect, &params.inspect()).await.map_err(pg)?;
+                tx.commit().await.map_err(pg)?;
                 return decode_claim(key, rows::refused(&row, key, fingerprint, config)?);
             };
             // A refusal drops the transaction, which rolls the claim back.
             // The scope's quota first, as the memory store (and the async store).
-            let taken = Taken::read(&row);
+            let mut taken = Taken::read(&row);
             if taken.needs_quota_check(config) {
-                let row = tx.query_one(&st.scope_in_flight, &params.scope()).map_err(pg)?;
-                rows::within_quota(&row, key, config)?;
+                if taken.counts_under_lock() {
+                    tx.query_one(&st.count_locked, &[]).await.map_err(pg)?;
+                    taken.count_locked();
+                }
+                let row = tx.query_one(&st.scope_in_flight, &params.scope()).await;
+                rows::within_quota(&row.map_err(pg)?, key, config)?;
             }
             taken.within_capacity(config)?;
-            tx.commit().map_err(pg)?;
+            if taken.lease_cut_short(config) {
+                let lease = taken.lease(key);
+                let renewal = self.settings.renewal(&lease);
+                let row = tx.query_opt(&st.renew, &renewal.renewal()).await.map_err(pg)?;
+                taken = taken.renewed_to(&rows::renewed(row, &lease)?);
+            }
+            tx.commit().await.map_err(pg)?;
             Ok(taken.into_claim(key))
         })
     }
@@ -250,8 +394,9 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     fn complete_now(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         let params = self.settings.completion(lease, &result)?;
         let complete = &self.settings.statements.complete;
-        let changed =
-            self.with_client(|client| client.execute(complete, &params.completion()).map_err(pg))?;
+        let changed = self.with_client(async |client| {
+            client.execute(complete, &params.completion()).await.map_err(pg)
+        })?;
         rows::settled(changed, lease)
     }
 
@@ -259,8 +404,9 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     fn release_now(&self, lease: &Lease) -> Result<(), StoreError> {
         let params = self.settings.release(lease);
         let release = &self.settings.statements.release;
-        let row =
-            self.with_client(|client| client.query_one(release, &params.fence()).map_err(pg))?;
+        let row = self.with_client(async |client| {
+            client.query_one(release, &params.fence()).await.map_err(pg)
+        })?;
         rows::settled(rows::deleted(&row), lease)
     }
 }
@@ -285,8 +431,9 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
     fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         let params = self.settings.renewal(lease);
         let renew = &self.settings.statements.renew;
-        let row =
-            self.with_client(|client| client.query_opt(renew, &params.renewal()).map_err(pg))?;
+        let row = self.with_client(async |client| {
+            client.query_opt(renew, &params.renewal()).await.map_err(pg)
+        })?;
         rows::renewed(row, lease)
     }
 
@@ -301,14 +448,17 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
     fn sweep(&self) -> Result<usize, StoreError> {
         let params = self.settings.sweep();
         let sweep = &self.settings.statements.sweep;
-        let row = self.with_client(|client| client.query_one(sweep, &params.list()).map_err(pg))?;
+        let row = self.with_client(async |client| {
+            client.query_one(sweep, &params.list()).await.map_err(pg)
+        })?;
         Ok(usize::try_from(rows::deleted(&row)).unwrap_or(usize::MAX))
     }
 
     fn pending(&self, max: usize) -> Result<Vec<PendingClaim>, StoreError> {
         let params = self.settings.pending(max);
         let pending = &self.settings.statements.pending;
-        let rows = self.with_client(|client| client.query(pending, &params.list()).map_err(pg))?;
+        let rows = self
+            .with_client(async |client| client.query(pending, &params.list()).await.map_err(pg))?;
         rows::pending(&rows)
     }
 
@@ -319,8 +469,9 @@ impl<R: Durable + Clone + Send> KeyStore<R> for PgStore<R> {
     ) -> Result<KeyState<R>, StoreError> {
         let params = self.settings.claim(key, fingerprint);
         let lookup = &self.settings.statements.lookup;
-        let row =
-            self.with_client(|client| client.query_one(lookup, &params.inspect()).map_err(pg))?;
+        let row = self.with_client(async |client| {
+            client.query_one(lookup, &params.inspect()).await.map_err(pg)
+        })?;
         rows::looked_up(&row, key, fingerprint, &self.settings.config)
     }
 

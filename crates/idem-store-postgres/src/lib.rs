@@ -10,12 +10,14 @@
 //!   takes from the caller. Its [`complete_in`](AsyncPgStore::complete_in) completes a
 //!   claim inside the caller's own transaction, so the effect (an order row) and the
 //!   stored answer commit together or not at all.
-//! * [`PgStore`], for threads: idem-core's `KeyStore` on the blocking `postgres` client,
-//!   with a small fixed set of its own connections. A call blocks its thread until the
-//!   server answers; never call it from an async task.
+//! * [`PgStore`], for threads: idem-core's `KeyStore` on tokio-postgres, with a small
+//!   fixed set of its own connections, each on a single-threaded event loop that the
+//!   calling thread drives for the length of its call (as the blocking `postgres` client
+//!   does). A call blocks its thread until the server answers; never call it from an
+//!   async task.
 //!
 //! Pick the async store in a tokio service and the sync store in threaded code; neither
-//! is a wrapper of the other (no blocking-pool hop per call, no runtime inside a thread).
+//! is a wrapper of the other (no blocking-pool hop per call, no hop to another thread).
 //!
 //! How both keep the contract:
 //!
@@ -29,7 +31,10 @@
 //!   column); an index on expiry makes sweeping cheap, and sweeps delete in bounded
 //!   batches.
 //! * Every connection has a statement timeout; a wait for a free connection is bounded
-//!   ([`PgError::Busy`]); a connection the server closed is replaced before its next use;
+//!   ([`PgError::Busy`]), and so is a wait for the server's answers
+//!   ([`CALL_WAIT_MAX_DEFAULT`], [`PgError::TimedOut`]): a server or a link that stops
+//!   answering with its socket open fails the call, it never hangs it; a connection the
+//!   server closed is replaced before its next use;
 //!   an unreachable or failing server is a typed [`StoreError::Storage`]. A failure during
 //!   `complete` leaves the claim pending (to be recovered and checked), it never reports
 //!   success it cannot prove.
@@ -134,7 +139,7 @@ pub enum PgError {
     /// The server failed, timed out, or could not be reached; the message is the
     /// server's own where it sent one (severity, SQLSTATE code, message, detail, hint).
     #[error("postgres: {}", describe(.0))]
-    Postgres(#[from] postgres::Error),
+    Postgres(#[from] tokio_postgres::Error),
     /// The schema was migrated by another version of this code.
     #[error("schema {schema} has version {found}, this code reads version {PG_SCHEMA_VERSION}")]
     SchemaVersion {
@@ -155,6 +160,30 @@ pub enum PgError {
     /// A stored value could not be read back.
     #[error("corrupt record: {0}")]
     Corrupt(String),
+    /// The server did not answer within `waited` (a server or a link that stopped
+    /// answering, its socket still open): the call may or may not have taken effect, as
+    /// any call whose answer was lost, and its connection was closed.
+    #[error(
+        "the server did not answer within {waited:?}; the call may or may not have taken \
+         effect"
+    )]
+    TimedOut {
+        /// How long the call waited for the server's answers.
+        waited: Duration,
+    },
+    /// The blocking store was called from a thread that drives a tokio runtime (an async
+    /// task), where it cannot block on its own connection's event loop. Nothing was done:
+    /// call it from a thread of its own or `tokio::task::spawn_blocking`, or use
+    /// [`AsyncPgStore`] in async code.
+    #[error(
+        "PgStore was called from an async task, where it cannot block; nothing was done: \
+         call it from spawn_blocking or a thread, or use AsyncPgStore"
+    )]
+    InsideAsyncTask,
+    /// A connection's runtime (the event loop the blocking store drives each call on)
+    /// could not be started: the OS refused its resources. Nothing was done.
+    #[error("could not start a connection's event loop: {0}")]
+    Runtime(std::io::Error),
     /// Every connection of the store stayed busy for `waited`: nothing was done.
     #[error("every connection stayed busy for {waited:?}; nothing was done")]
     Busy {
@@ -187,14 +216,14 @@ impl From<PgError> for StoreError {
     }
 }
 
-fn pg(error: postgres::Error) -> StoreError {
+fn pg(error: tokio_postgres::Error) -> StoreError {
     PgError::Postgres(error).into()
 }
 
 /// A failed connect: as [`pg`], but a pooler in front of the server (pgbouncer), which
 /// refuses the startup options every connection of the store opens with, is named for
 /// what sits there, not only by its words. Only a connect can meet that refusal.
-fn connect_failed(error: postgres::Error) -> StoreError {
+fn connect_failed(error: tokio_postgres::Error) -> StoreError {
     if let Some(db) = error.as_db_error()
         && db.message().starts_with("unsupported startup parameter")
     {
@@ -205,7 +234,7 @@ fn connect_failed(error: postgres::Error) -> StoreError {
 
 /// The server's own words for a database error ("db error" alone says nothing); the
 /// client library's message for anything else (a closed connection, a timeout).
-fn describe(error: &postgres::Error) -> String {
+fn describe(error: &tokio_postgres::Error) -> String {
     let Some(db) = error.as_db_error() else {
         // The client's message, then each cause (a TLS handshake's reason, an I/O error).
         let mut text = error.to_string();
@@ -254,6 +283,14 @@ fn check_schema_name(name: &str) -> Result<(), PgError> {
 /// Every statement gives up after this long, on every connection the stores open.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The longest a call of either store waits for the server's answers once it has a
+/// connection, unless told otherwise (`with_call_wait_max`): two statement timeouts (a
+/// claim may wait on a row's lock, then sweep) and two seconds for the round trips. A
+/// server that answers ends every statement within its timeout; past this bound the
+/// server or the link has stopped answering, and the call fails with
+/// [`PgError::TimedOut`] instead of waiting for ever.
+pub const CALL_WAIT_MAX_DEFAULT: Duration = Duration::from_secs(12);
+
 /// The advisory lock every migration holds for its transaction, so that processes that
 /// migrate one database at once run one after another: `CREATE ... IF NOT EXISTS` is not
 /// safe against itself (two sessions can both find a table absent, and the second then
@@ -282,8 +319,12 @@ fn session_config(url: &str, schema: &str) -> Result<tokio_postgres::Config, Sto
     // between its claim and its commit, a link cut) is ended by the server after as long,
     // instead of holding its row locks (the record count's among them) for as long as the
     // session lives: every other claim would wait on them, each to its statement timeout.
+    // And every commit waits for its write-ahead log to be flushed: a URL's or a role's
+    // `synchronous_commit=off` would let the store acknowledge a completion that a crash
+    // of the server then loses.
     let timeout = format!(
-        "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}",
+        "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms} \
+         -c synchronous_commit=on",
         ms = STATEMENT_TIMEOUT.as_millis()
     );
     let options = match config.get_options() {
@@ -359,9 +400,9 @@ const STATEMENT_TIMEOUT_SETTING_SQL: &str =
 
 /// The statement timeout, in milliseconds, from the answer to
 /// [`STATEMENT_TIMEOUT_SETTING_SQL`].
-fn statement_timeout_ms(answer: &[postgres::SimpleQueryMessage]) -> Result<i64, StoreError> {
+fn statement_timeout_ms(answer: &[tokio_postgres::SimpleQueryMessage]) -> Result<i64, StoreError> {
     let setting = answer.iter().find_map(|message| match message {
-        postgres::SimpleQueryMessage::Row(row) => row.get(0),
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0),
         _ => None,
     });
     setting.and_then(|ms| ms.parse().ok()).ok_or_else(|| {
@@ -438,6 +479,7 @@ struct Statements {
     claim: String,
     inspect: String,
     scope_in_flight: String,
+    count_locked: String,
     complete: String,
     renew: String,
     release: String,
@@ -466,6 +508,7 @@ impl Statements {
             scope_in_flight: format!(
                 "SELECT COUNT(*) FROM {s}.claims WHERE scope = $1 AND NOT finished"
             ),
+            count_locked: format!("SELECT 1 FROM {s}.meta WHERE id = 1 FOR UPDATE"),
             complete: format!(
                 "UPDATE {s}.claims SET finished = TRUE, expires_at = {} + $4, result = $5
                  WHERE scope = $1 AND key = $2 AND token = $3 AND NOT finished",
@@ -528,7 +571,8 @@ fn claim_sql(s: &str) -> String {
              UPDATE {s}.meta SET records = records + 1
              WHERE id = 1 AND EXISTS (SELECT 1 FROM taken WHERE fresh)
              RETURNING records)
-         SELECT token, recovered, fresh, lease_expires_at, (SELECT records FROM counted)
+         SELECT token, recovered, fresh, lease_expires_at, (SELECT records FROM counted),
+             {clock}
          FROM taken"
     )
 }
@@ -578,17 +622,27 @@ fn forget_sql(s: &str) -> String {
 
 /// The sweep in one statement: at most `$2` expired results deleted, and the record count
 /// less as many; it returns how many it deleted. `$1` is the time.
+///
+/// RACE (a sweep against a takeover): the sweep picks an expired result, and before it
+/// deletes the row another session takes the key over (a new claim on it, uncommitted):
+/// the delete waits for that row, and PostgreSQL then checks the new version of the row
+/// against the delete's own condition only, not the subquery's. So the condition is
+/// repeated on the delete: the row taken over is no longer a finished, expired result,
+/// and stays (deleted, it would leave its new holder's claim gone: a second owner, and
+/// its completion lost). Test: `a_sweep_never_deletes_a_row_taken_over_while_it_waited`.
 fn sweep_sql(s: &str) -> String {
     format!(
         "WITH gone AS (
              DELETE FROM {s}.claims WHERE (scope, key) IN (
-                 SELECT scope, key FROM {s}.claims WHERE finished AND expires_at <= {} LIMIT $2)
+                 SELECT scope, key FROM {s}.claims WHERE finished AND expires_at <= {now}
+                 LIMIT $2)
+                 AND finished AND expires_at <= {now}
              RETURNING 1),
          removed AS (SELECT COUNT(*) AS n FROM gone),
          counted AS (
              UPDATE {s}.meta SET records = records - removed.n FROM removed
              WHERE id = 1 AND removed.n > 0 RETURNING 1)
          SELECT n FROM removed",
-        now_sql(1)
+        now = now_sql(1)
     )
 }

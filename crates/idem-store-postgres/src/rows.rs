@@ -225,6 +225,11 @@ pub(crate) struct Taken {
     lease_expires_ms: i64,
     /// The record count after a new row was added; `None` for a takeover.
     records: Option<i64>,
+    /// The time when the statement answered, after any wait on the record count.
+    answered_ms: i64,
+    /// Whether the claim locked the record count after its statement (a takeover checked
+    /// against its scope's quota), and so may have waited there after `answered_ms`.
+    count_locked_after: bool,
 }
 
 impl Taken {
@@ -234,7 +239,43 @@ impl Taken {
             recovered: row.get(1),
             lease_expires_ms: row.get(3),
             records: row.get(4),
+            answered_ms: row.get(5),
+            count_locked_after: false,
         }
+    }
+
+    /// Whether the lease the claim wrote has lost more than a tenth of its length before
+    /// the statement answered.
+    ///
+    /// RACE (a fresh claim behind another's uncommitted count): a new row's lease is
+    /// counted from when the row is written; the claim then waits on the namespace's
+    /// record count, which a claim whose session stalled before its commit holds until
+    /// the server ends that session (5 s). The lease handed out would be short, or run
+    /// out already, and the next claim would recover the key at once: two holders. Such a
+    /// lease is renewed in the claim's own transaction, before anyone can see it. Test:
+    /// `a_fresh_claim_that_waited_behind_another_gets_a_whole_lease`.
+    /// A takeover that locked the record count after its statement (see
+    /// [`counts_under_lock`](Self::counts_under_lock)) may have waited there as long, its
+    /// lease already written: it is renewed whatever its statement's answer said.
+    pub(crate) fn lease_cut_short(&self, config: &StoreConfig) -> bool {
+        if self.count_locked_after {
+            return true;
+        }
+        let lease = crate::span_ms(config.lease());
+        let written_at = self.lease_expires_ms.saturating_sub(lease);
+        self.answered_ms.saturating_sub(written_at) > lease / 10
+    }
+
+    /// The lease the claim holds.
+    pub(crate) fn lease(&self, key: &ScopedKey) -> Lease {
+        let token = FencingToken::new(u64::try_from(self.token).unwrap_or(0));
+        Lease::new(key.clone(), token, stored_at(self.lease_expires_ms))
+    }
+
+    /// The claim, its lease renewed to `renewed`.
+    pub(crate) fn renewed_to(self, renewed: &Lease) -> Self {
+        let lease_expires_ms = i64::try_from(renewed.expires_at().as_millis()).unwrap_or(i64::MAX);
+        Self { lease_expires_ms, ..self }
     }
 
     /// Refuses a new row past the store's capacity (the caller rolls the claim back).
@@ -253,10 +294,27 @@ impl Taken {
         !self.recovered && config.scope_in_flight_max().is_some()
     }
 
+    /// Whether the claim must lock the record count before it counts its scope's claims in
+    /// flight: a takeover of an expired result, which did not lock it (a new row did, in
+    /// the claim statement).
+    ///
+    /// RACE (two takeovers in one scope): each counts the scope's claims in flight while
+    /// the other's is not committed, and both pass a quota of one. Counting under the
+    /// record count's lock, taken after the claim's own row as every claim takes them,
+    /// puts the second count after the first commit. Test:
+    /// `two_takeovers_in_one_scope_are_counted_against_its_quota_in_turn`.
+    pub(crate) fn counts_under_lock(&self) -> bool {
+        self.records.is_none()
+    }
+
+    /// Notes that the claim locked the record count after its statement.
+    pub(crate) fn count_locked(&mut self) {
+        self.count_locked_after = true;
+    }
+
     /// The answer: the key acquired, or recovered from a holder whose lease ran out.
     pub(crate) fn into_claim<R>(self, key: &ScopedKey) -> Claim<R> {
-        let token = FencingToken::new(u64::try_from(self.token).unwrap_or(0));
-        let lease = Lease::new(key.clone(), token, stored_at(self.lease_expires_ms));
+        let lease = self.lease(key);
         if self.recovered { Claim::Recover(lease) } else { Claim::Acquired(lease) }
     }
 }

@@ -17,6 +17,8 @@ use idem_store_postgres::{PgError, PgStore};
 // The test binary's root is this file, so its module sits in the folder of its name.
 #[path = "postgres/async_store.rs"]
 mod async_store;
+#[path = "postgres/silent.rs"]
+mod silent;
 
 fn url() -> String {
     std::env::var("IDEM_PG_URL")
@@ -626,4 +628,185 @@ fn the_stores_sessions_end_a_transaction_left_idle() {
         PgStore::connect(&url(), &namespace.0, StoreConfig::default()).expect("store");
     let shown = store.session_setting("idle_in_transaction_session_timeout").expect("shown");
     assert_eq!(shown, "5s", "the store's sessions leave an idle transaction open for ever");
+}
+
+/// A sweep that has picked an expired result waits on its row while another session takes
+/// the key over (uncommitted); once that commits, the row is a live claim, and the sweep
+/// leaves it. Deleting what the row had become would drop the new holder's claim (a
+/// second owner could claim the key, and the holder's completion would be lost).
+#[test]
+fn a_sweep_never_deletes_a_row_taken_over_while_it_waited() {
+    let store = with_expired_results(StoreConfig::builder(), &["taken", "expired"]);
+    // Another session takes `taken` over and holds its row, uncommitted.
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut takeover = admin.transaction().expect("a transaction");
+    take_over_by_hand(&mut takeover, &store._namespace.0, "taken");
+    let sweeping = {
+        let store = store.clone();
+        std::thread::spawn(move || store.sweep())
+    };
+    wait_for_one_session_on_a_lock(&store._namespace, "the sweep waiting on the row");
+    takeover.commit().expect("committed");
+    let swept = sweeping.join().expect("the sweep").expect("swept");
+    assert_eq!(swept, 1, "only the expired result");
+    let record = store.store.inspect(&key("taken")).expect("inspect").expect("kept");
+    assert!(matches!(record.state, idem_core::RecordState::InFlight { .. }), "{record:?}");
+}
+
+/// Every session of the store commits synchronously, whatever the URL or a role says: a
+/// completion acknowledged is on the server's disk.
+#[test]
+fn the_stores_sessions_commit_synchronously_whatever_the_url_says() {
+    let namespace = Namespace::new();
+    let url = format!("{}?options=-c%20synchronous_commit%3Doff", url());
+    let store: PgStore<String> =
+        PgStore::connect(&url, &namespace.0, StoreConfig::default()).expect("store");
+    assert_eq!(store.session_setting("synchronous_commit").expect("shown"), "on");
+}
+
+/// Called from an async task (a thread that drives a tokio runtime), the blocking store
+/// refuses with the reason instead of panicking, and loses none of its connections to
+/// it; dropped inside an async task, it closes its connections without a panic.
+#[test]
+fn a_blocking_store_called_from_an_async_task_refuses_and_keeps_its_connections() {
+    let namespace = Namespace::new();
+    let store = PgStore::<String>::connect(&url(), &namespace.0, StoreConfig::default());
+    let store = Arc::new(store.expect("connect"));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let runtime = runtime.expect("a runtime");
+    for _ in 0..6 {
+        let store = store.clone();
+        let answer = runtime.block_on(async move { store.claim(&key("from-a-task"), &fp()) });
+        let Err(StoreError::Storage(why)) = &answer else { panic!("{answer:?}") };
+        let why = why.downcast_ref::<PgError>();
+        assert!(matches!(why, Some(PgError::InsideAsyncTask)), "{answer:?}");
+    }
+    let from_a_thread = store.claim(&key("from-a-thread"), &fp());
+    assert!(matches!(from_a_thread, Ok(Claim::Acquired(_))), "{from_a_thread:?}");
+    let store = Arc::try_unwrap(store).expect("the one handle");
+    runtime.block_on(async move { drop(store) });
+}
+
+/// A fresh claim that waits on the namespace's record count (held by a claim whose session
+/// stalled before its commit) for longer than its lease is handed a whole lease: counted
+/// from when the row was written, the lease would have run out before anyone saw it, and
+/// the next claim would recover the key at once.
+#[test]
+fn a_fresh_claim_that_waited_behind_another_gets_a_whole_lease() {
+    let namespace = Namespace::new();
+    let config = StoreConfig::builder().lease(Duration::from_secs(1)).build().expect("valid");
+    let store = PgStore::<String>::connect(&url(), &namespace.0, config).expect("connect");
+    let store = Arc::new(store);
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut stalled = admin.transaction().expect("a transaction");
+    let count = format!("UPDATE \"{}\".meta SET records = records WHERE id = 1", namespace.0);
+    assert_eq!(stalled.execute(&count, &[]).expect("the count held"), 1);
+    let claiming = {
+        let store = store.clone();
+        std::thread::spawn(move || store.claim(&key("fresh"), &fp()))
+    };
+    wait_for_one_session_on_a_lock(&namespace, "the claim waiting on the record count");
+    let waited_from = server_ms();
+    idem_testkit::wait_until("1.5 s on the server's clock", Duration::from_secs(10), || {
+        server_ms() >= waited_from + 1_500
+    });
+    stalled.commit().expect("committed");
+    let claim = claiming.join().expect("the claimer").expect("claimed");
+    assert!(matches!(claim, Claim::Acquired(_)), "{claim:?}");
+    let state = store.lookup(&key("fresh"), &fp()).expect("lookup");
+    assert!(matches!(state, KeyState::InFlight { .. }), "a whole lease: {state:?}");
+    let again = store.claim(&key("fresh"), &fp()).expect("claim");
+    assert!(matches!(again, Claim::InFlight { .. }), "not recovered at once: {again:?}");
+}
+
+/// Two takeovers of expired results in one scope with a quota of one: the second counts
+/// the scope's claims in flight only once the first has committed (it waits on the record
+/// count's lock the first holds), and is refused by the quota instead of passing beside
+/// it.
+#[test]
+fn two_takeovers_in_one_scope_are_counted_against_its_quota_in_turn() {
+    let store = with_expired_results(StoreConfig::builder().scope_in_flight_max(1), &["k1", "k2"]);
+    // The first takeover (of k2), as another session makes it: its row, then the count.
+    let namespace = &store._namespace.0;
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut first = admin.transaction().expect("a transaction");
+    take_over_by_hand(&mut first, namespace, "k2");
+    let lock = format!("SELECT 1 FROM \"{namespace}\".meta WHERE id = 1 FOR UPDATE");
+    first.query_one(&lock, &[]).expect("the count locked");
+    let second = {
+        let store = store.clone();
+        std::thread::spawn(move || store.claim(&key("k1"), &fp()))
+    };
+    wait_for_one_session_on_a_lock(&store._namespace, "the second takeover's count waiting");
+    first.commit().expect("committed");
+    let refused = second.join().expect("the second claimer");
+    assert!(matches!(refused, Err(StoreError::ScopeQuota { .. })), "{refused:?}");
+}
+
+/// A store (`config` with a result lifetime of a minute, on a manual clock) whose keys
+/// `names` were claimed, completed, and their results have run out.
+fn with_expired_results(config: idem_core::StoreConfigBuilder, names: &[&str]) -> Arc<TestStore> {
+    let clock = Arc::new(ManualClock::new(idem_core::Timestamp::from_millis(1_000_000)));
+    let ttl = Duration::from_secs(60);
+    let store = postgres(config.result_ttl(ttl).build().expect("valid"), clock.clone());
+    for name in names {
+        let Claim::Acquired(lease) = store.claim(&key(name), &fp()).expect("claim") else {
+            panic!("a fresh key")
+        };
+        store.complete(&lease, (*name).into()).expect("complete");
+    }
+    clock.advance(ttl * 2);
+    Arc::new(store)
+}
+
+/// Takes key `name` of `namespace` over in `tx`, as another session's claim would: its row
+/// locked until `tx` ends, in flight under a later token.
+pub(crate) fn take_over_by_hand(tx: &mut postgres::Transaction<'_>, namespace: &str, name: &str) {
+    let over = format!(
+        "UPDATE \"{namespace}\".claims SET finished = FALSE, token = token + 1000000, \
+         lease_expires_at = 9000000000000000, expires_at = 0, result = NULL WHERE key = $1"
+    );
+    assert_eq!(tx.execute(&over, &[&name]).expect("taken over"), 1);
+}
+
+/// A takeover in a scope with a quota that waits on the record count (held by a claim
+/// whose session stalled) for longer than its lease is handed a whole lease all the same.
+#[test]
+fn a_takeover_that_waited_on_the_count_gets_a_whole_lease() {
+    let namespace = Namespace::new();
+    let lease = Duration::from_secs(1);
+    let config = StoreConfig::builder()
+        .lease(lease)
+        .result_ttl(Duration::from_millis(1))
+        .scope_in_flight_max(2)
+        .build()
+        .expect("valid");
+    let store = PgStore::<String>::connect(&url(), &namespace.0, config).expect("connect");
+    let store = Arc::new(store);
+    let Claim::Acquired(first) = store.claim(&key("k1"), &fp()).expect("claim") else {
+        panic!("a fresh key")
+    };
+    store.complete(&first, "done".into()).expect("complete");
+    let expired_from = server_ms();
+    idem_testkit::wait_until("the result expired", Duration::from_secs(10), || {
+        server_ms() >= expired_from + 10
+    });
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut stalled = admin.transaction().expect("a transaction");
+    let lock = format!("SELECT 1 FROM \"{}\".meta WHERE id = 1 FOR UPDATE", namespace.0);
+    stalled.query_one(&lock, &[]).expect("the count held");
+    let claiming = {
+        let store = store.clone();
+        std::thread::spawn(move || store.claim(&key("k1"), &fp()))
+    };
+    wait_for_one_session_on_a_lock(&namespace, "the takeover waiting on the record count");
+    let waited_from = server_ms();
+    idem_testkit::wait_until("1.5 s on the server's clock", Duration::from_secs(10), || {
+        server_ms() >= waited_from + 1_500
+    });
+    stalled.commit().expect("committed");
+    let claim = claiming.join().expect("the claimer").expect("claimed");
+    assert!(matches!(claim, Claim::Acquired(_)), "{claim:?}");
+    let again = store.claim(&key("k1"), &fp()).expect("claim");
+    assert!(matches!(again, Claim::InFlight { .. }), "not recovered at once: {again:?}");
 }

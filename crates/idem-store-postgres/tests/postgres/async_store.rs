@@ -228,8 +228,9 @@ fn a_store_runs_on_the_callers_pool() {
     });
 }
 
-/// A caller's pool whose connections run statements without a timeout is refused,
-/// naming the setting; a bad namespace name is refused before anything is sent.
+/// A caller's pool whose connections run statements without a timeout, or commit without
+/// waiting for the disk, is refused, naming the setting; a bad namespace name is refused
+/// before anything is sent.
 #[test]
 fn a_callers_pool_without_a_statement_timeout_or_a_bad_name_is_refused() {
     let namespace = Namespace::new();
@@ -240,6 +241,16 @@ fn a_callers_pool_without_a_statement_timeout_or_a_bad_name_is_refused() {
                 .await;
         match pg_error("no statement timeout", &refused) {
             PgError::Setting(setting) => assert_eq!(setting.setting, "statement_timeout"),
+            other => panic!("expected the setting refused, got {other:?}"),
+        }
+        let mut asynchronous: tokio_postgres::Config = url().parse().expect("the test URL");
+        asynchronous.options("-c statement_timeout=5000 -c synchronous_commit=off");
+        let manager = Manager::new(asynchronous, NoTls);
+        let pool = Pool::builder(manager).max_size(1).build().expect("a pool");
+        let refused =
+            AsyncPgStore::<String>::from_pool(pool, &namespace.0, StoreConfig::default()).await;
+        match pg_error("commits acknowledged before the disk", &refused) {
+            PgError::Setting(setting) => assert_eq!(setting.setting, "synchronous_commit"),
             other => panic!("expected the setting refused, got {other:?}"),
         }
         let bounded_pool = callers_pool(1, Some("5000"));
@@ -681,4 +692,85 @@ fn pooler_refused(url: &str) {
         assert!(matches!(error, PgError::Pooler(_)), "{what}: {error:?}");
         assert!(error.to_string().contains("connect to PostgreSQL directly"), "{what}: {error}");
     }
+}
+
+/// As the blocking store's: a fresh claim that waited on the record count for longer than
+/// its lease is handed a whole lease, renewed before its commit.
+#[test]
+fn an_async_fresh_claim_that_waited_behind_another_gets_a_whole_lease() {
+    let namespace = Namespace::new();
+    let config = StoreConfig::builder().lease(Duration::from_secs(1)).build().expect("valid");
+    let store = Arc::new(run(connect(&namespace, config)));
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut stalled = admin.transaction().expect("a transaction");
+    let count = format!("UPDATE \"{}\".meta SET records = records WHERE id = 1", namespace.0);
+    assert_eq!(stalled.execute(&count, &[]).expect("the count held"), 1);
+    let waiter = store.clone();
+    let claiming = runtime().spawn(async move { waiter.claim(&key("fresh"), &fp()).await });
+    wait_for_one_session_on_a_lock(&namespace, "the claim waiting on the record count");
+    let waited_from = super::server_ms();
+    idem_testkit::wait_until("1.5 s on the server's clock", Duration::from_secs(10), || {
+        super::server_ms() >= waited_from + 1_500
+    });
+    stalled.commit().expect("committed");
+    let claim = run(bounded("the claim", claiming)).expect("task").expect("claimed");
+    assert!(matches!(claim, Claim::Acquired(_)), "{claim:?}");
+    let state = run(store.lookup(&key("fresh"), &fp())).expect("lookup");
+    assert!(matches!(state, KeyState::InFlight { .. }), "a whole lease: {state:?}");
+    run(async { drop(store) });
+}
+
+/// With no wait for a free connection (`with_pool_wait_max(Duration::ZERO)`), a pool whose
+/// connections the server closed opens new ones: the wait bounds a wait for others'
+/// connections, not the opening of one.
+#[test]
+fn a_store_that_never_waits_for_a_connection_still_opens_one() {
+    let namespace = Namespace::new();
+    let store = run(connect(&namespace, StoreConfig::default()));
+    let store = store.with_pool_wait_max(Duration::ZERO);
+    assert!(run(store.lookup(&key("k"), &fp())).is_ok(), "a connection free at once");
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let terminate =
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1";
+    let name = format!("idem:{}", namespace.0);
+    assert!(!admin.query(terminate, &[&name]).expect("terminated").is_empty());
+    // The first calls may meet the closed connection (it may have taken effect: not
+    // retried); then a new one is opened, never refused for a wait.
+    let answers: Vec<bool> = (0..5).map(|_| run(store.lookup(&key("k"), &fp())).is_ok()).collect();
+    assert!(answers[2..].iter().all(|ok| *ok), "a new connection opened: {answers:?}");
+    run(async { drop(store) });
+}
+
+/// As the blocking store's: a takeover in a scope with a quota counts the scope's claims
+/// in flight only under the record count's lock, after another takeover committed.
+#[test]
+fn two_async_takeovers_in_one_scope_are_counted_against_its_quota_in_turn() {
+    let namespace = Namespace::new();
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let ttl = Duration::from_secs(60);
+    let config =
+        StoreConfig::builder().result_ttl(ttl).scope_in_flight_max(1).build().expect("valid");
+    let server = url();
+    let store =
+        AsyncPgStore::<String>::connect_with_clock(&server, &namespace.0, config, clock.clone());
+    let store = Arc::new(run(store).expect("connect"));
+    for name in ["k1", "k2"] {
+        let Claim::Acquired(lease) = run(store.claim(&key(name), &fp())).expect("claim") else {
+            panic!("a fresh key")
+        };
+        run(store.complete(&lease, name.into())).expect("complete");
+    }
+    clock.advance(ttl * 2);
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut first = admin.transaction().expect("a transaction");
+    super::take_over_by_hand(&mut first, &namespace.0, "k2");
+    let lock = format!("SELECT 1 FROM \"{}\".meta WHERE id = 1 FOR UPDATE", namespace.0);
+    first.query_one(&lock, &[]).expect("the count locked");
+    let waiter = store.clone();
+    let second = runtime().spawn(async move { waiter.claim(&key("k1"), &fp()).await });
+    wait_for_one_session_on_a_lock(&namespace, "the second takeover's count waiting");
+    first.commit().expect("committed");
+    let refused = run(bounded("the second claim", second)).expect("task");
+    assert!(matches!(refused, Err(StoreError::ScopeQuota { .. })), "{refused:?}");
+    run(async { drop(store) });
 }
