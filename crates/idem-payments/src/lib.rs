@@ -12,7 +12,12 @@
 //! charge or decline, a concurrent repeat is told to wait, and an attempt whose outcome
 //! was lost stays pending until [`Processor::reconcile`] (or a retry) asks the gateway what
 //! happened, instead of charging blindly. The gateway is handed a key derived from the
-//! claimed key, so it deduplicates too.
+//! claimed key, so it deduplicates too. A gateway call slower than the store's lease keeps
+//! its key: the processor renews the lease while the call runs
+//! ([`Processor::renewals`]), so no reconcile or retry asks the gateway before the charge
+//! lands and charges again. So a gateway call that hangs in a live process keeps its key
+//! until it returns (give the gateway's client a timeout); a process that crashed or
+//! stopped renews nothing, and its claims are recovered after the lease.
 //!
 //! # Examples
 //!
@@ -64,6 +69,7 @@ mod durable;
 mod gateway;
 mod money;
 mod processor;
+mod renewer;
 mod simulated;
 
 pub use gateway::{BadChargeId, Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
@@ -72,4 +78,8 @@ pub use processor::{
     ChargeField, FailedClaim, MismatchedCharge, PayError, Payment, PaymentOutcome, Processor,
     ReconcileReport,
 };
+pub use renewer::Renewals;
+/// The renewer's registry, public for the loom models in `tests/loom.rs` only.
+#[doc(hidden)]
+pub use renewer::{Registry, Renewed};
 pub use simulated::{ChargeTotals, Fault, FaultPlan, SimulatedGateway};

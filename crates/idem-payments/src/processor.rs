@@ -2,6 +2,7 @@
 //! crash or a lost answer left pending.
 
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::fmt;
@@ -13,6 +14,16 @@ use idem_core::{
 
 use crate::gateway::{Charge, ChargeId, Gateway, GatewayError, GatewayKey, Lookup};
 use crate::money::{PaymentRequest, ValidationError};
+use crate::renewer::{Holding, Renewals, Renewer};
+
+/// What becomes of a claim whose gateway call cannot be renewed (no renewing thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unheld {
+    /// Given back: nothing was charged under it.
+    Released,
+    /// Left pending: an earlier holder may have charged.
+    StaysPending,
+}
 
 /// The stored, replayed outcome of a payment: a charge, or a definitive decline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +85,11 @@ pub enum PayError {
     /// The claimed-key store refused or failed.
     #[error("key store: {0}")]
     Store(StoreError),
+    /// The thread that renews the processor's leases during gateway calls could not be
+    /// started (the OS refused a thread): this call charged nothing. A fresh claim was
+    /// given back; a recovered one stays pending for a later retry or reconcile.
+    #[error("the lease renewer could not start ({0}); nothing was charged, retry later")]
+    NoRenewer(std::io::Error),
 }
 
 /// A field of a [`Charge`] that must match the request it answers.
@@ -192,13 +208,17 @@ pub struct FailedClaim {
 pub struct Processor<G, S> {
     merchant: Scope,
     gateway: G,
-    store: S,
+    store: Arc<S>,
+    renewer: Renewer,
 }
 
-impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
+impl<G: Gateway, S: KeyStore<PaymentOutcome> + 'static> Processor<G, S> {
     /// A processor for `merchant`: keys are scoped to the merchant and the customer, as
     /// the scope `merchant/customer`. The merchant id may not contain `/`, so that no two
     /// (merchant, customer) pairs share a scope.
+    ///
+    /// The processor shares `store` with the thread that renews its leases during gateway
+    /// calls, so the store is owned (`'static`): pass it by value or in an `Arc`.
     ///
     /// # Errors
     ///
@@ -210,7 +230,7 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         if let Some(position) = merchant.find('/') {
             return Err(ValidationError::MerchantSeparator { position });
         }
-        Ok(Self { merchant: scope, gateway, store })
+        Ok(Self { merchant: scope, gateway, store: Arc::new(store), renewer: Renewer::default() })
     }
 
     /// The gateway (for tests and the demo).
@@ -221,6 +241,17 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
     /// The store (for tests and the demo).
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// How the renewals of leases during gateway calls went so far: a `lost` renewal is a
+    /// gateway call that outlived its claim (the store unreachable for a whole lease).
+    pub fn renewals(&self) -> Renewals {
+        self.renewer.renewals()
+    }
+
+    /// How many gateway calls hold a lease for renewal now (none once every call ended).
+    pub fn renewing(&self) -> usize {
+        self.renewer.held()
     }
 
     /// The store key of `key` for this request's customer: merchant and customer scoped
@@ -308,7 +339,21 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
     ) -> Result<Payment, PayError> {
         match self.settle_from_lookup(scoped, request, lease)? {
             Some(outcome) => Ok(Payment { outcome, replayed: true }),
-            None => self.charge(scoped, request, lease),
+            None => {
+                // RACE (a recovery whose lookup outlasted its lease): the renewals during
+                // the lookup failed, the lease ran out, and another caller recovered the
+                // key, heard "not charged" too and charged. A renewal now, fenced by the
+                // token, says whether this caller still holds the key: charge only then.
+                // Test: `renewal::a_recovery_that_lost_its_lease_during_the_lookup_does_
+                // not_charge`.
+                let lease = self.store.renew(lease).map_err(|error| match error {
+                    StoreError::LeaseLost { .. } => {
+                        PayError::InProgress { retry_after: self.store.lease() }
+                    }
+                    other => other.into(),
+                })?;
+                self.charge(scoped, request, &lease)
+            }
         }
     }
 
@@ -322,7 +367,11 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         request: &PaymentRequest,
         lease: &Lease,
     ) -> Result<Option<PaymentOutcome>, PayError> {
-        let outcome = match self.gateway.lookup(&GatewayKey::derive(scoped)) {
+        let looked = {
+            let _renewed = self.renewed_during_call(lease, Unheld::StaysPending)?;
+            self.gateway.lookup(&GatewayKey::derive(scoped))
+        };
+        let outcome = match looked {
             Lookup::Charged(charge) => PaymentOutcome::Charged(checked(scoped, request, charge)?),
             Lookup::Declined(reason) => PaymentOutcome::Declined(reason),
             Lookup::NotCharged => return Ok(None),
@@ -339,7 +388,10 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         lease: &Lease,
     ) -> Result<Payment, PayError> {
         let gateway_key = GatewayKey::derive(scoped);
+        let holding = self.renewed_during_call(lease, Unheld::Released)?;
         let answer = self.gateway.charge(&gateway_key, request);
+        // Counted once per call: a renewal that found the lease lost counted it already.
+        let lost_unseen = holding.end();
         let outcome = match answer {
             // A charge that is not this request's is never stored: the claim stays
             // pending, as after an ambiguous answer.
@@ -359,13 +411,33 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         };
         match self.store.complete(lease, outcome.clone()) {
             Ok(()) => Ok(Payment { outcome, replayed: false }),
-            // Our lease ran out during the gateway's call and someone recovered the key
-            // meanwhile. A gateway that deduplicates by key answers the recoverer with
-            // this same outcome; one that does not may have told a lookup made before
-            // this charge landed "not charged", and a retry then charges again: the
-            // gateway's calls must end well within the lease (docs/payments.md).
-            Err(StoreError::LeaseLost { .. }) => Ok(Payment { outcome, replayed: false }),
+            // The lease was renewed during the call, yet lost: the store could not be
+            // reached for a whole lease (every renewal failed) and someone recovered the
+            // key. A gateway that deduplicates by key answers the recoverer with this same
+            // outcome; one that does not may have told a lookup made before this charge
+            // landed "not charged" (docs/payments.md says so).
+            Err(StoreError::LeaseLost { .. }) => {
+                if lost_unseen {
+                    self.renewer.count_lost();
+                }
+                Ok(Payment { outcome, replayed: false })
+            }
             Err(other) => Err(other.into()),
+        }
+    }
+
+    /// Holds `lease` for renewal while a gateway call runs (until the guard drops). If the
+    /// renewing thread cannot start, nothing is called: a fresh claim is given back
+    /// (`Unheld::Released`), a recovered one, which may have been charged, is left pending.
+    fn renewed_during_call(&self, lease: &Lease, unheld: Unheld) -> Result<Holding<'_>, PayError> {
+        match self.renewer.hold(&self.store, lease) {
+            Ok(holding) => Ok(holding),
+            Err(error) => {
+                if unheld == Unheld::Released {
+                    self.store.release(lease)?;
+                }
+                Err(PayError::NoRenewer(error))
+            }
         }
     }
 
@@ -435,7 +507,13 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome>> Processor<G, S> {
         // A gateway whose lookup panics could not answer: the claim stays pending (its
         // lease runs out, a later pass asks again), and the batch goes on.
         let looked = panic::catch_unwind(AssertUnwindSafe(|| self.gateway.lookup(&gateway_key)));
-        let outcome = match looked.unwrap_or(Lookup::Unknown) {
+        // The panic's payload is dropped under a guard: one whose drop panics again would
+        // end the pass here.
+        let looked = looked.unwrap_or_else(|payload| {
+            idem_core::drop_panic_payload(payload);
+            Lookup::Unknown
+        });
+        let outcome = match looked {
             Lookup::Charged(charge) if !matches_fingerprint(&charge, &pending.fingerprint) => {
                 report.mismatched.push(MismatchedCharge { key: pending.key.clone(), charge });
                 return Ok(());

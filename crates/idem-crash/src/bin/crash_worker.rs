@@ -147,6 +147,8 @@ fn main() {
     };
     let target: Option<u64> = rest.get(1).and_then(|t| t.parse().ok());
     let plan = Plan { point, key: target.map(|t| format!("intent-{t}")).unwrap_or_default() };
+    // The processor's store lives as long as its lease renewer: for the whole process.
+    let plan: &'static Plan = Box::leak(Box::new(plan));
     let config = StoreConfig::builder().lease(payments::LEASE).build().expect("valid config");
     let inner = open_store(store, config);
     let gateway_target = target.map(|t| {
@@ -158,10 +160,10 @@ fn main() {
         "shop",
         CrashGateway {
             inner: FileGateway::open(Path::new(gateway)).expect("gateway file"),
-            plan: &plan,
+            plan,
             target: gateway_target,
         },
-        CrashStore { inner, plan: &plan },
+        CrashStore { inner, plan },
     )
     .expect("valid merchant");
     let mut out = std::io::stdout().lock();

@@ -5,6 +5,7 @@ mod concurrency;
 mod conversions;
 mod crash;
 mod model;
+mod renewal;
 mod tenants;
 #[cfg(feature = "tracing")]
 mod tracing;

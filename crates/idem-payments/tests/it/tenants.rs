@@ -224,7 +224,19 @@ fn reconcile_leaves_another_merchants_claims_alone() {
     assert_eq!(gateway_b.charges(&GatewayKey::derive(&scoped)), 1);
 }
 
-/// A gateway whose first lookup panics; the rest is the simulated gateway's.
+/// A panic payload whose drop panics with the next, `self.0` deep.
+pub(crate) struct Bomb(pub(crate) u32);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0 > 0 {
+            std::panic::panic_any(Bomb(self.0 - 1));
+        }
+    }
+}
+
+/// A gateway whose first lookup panics, with a payload whose drop panics in turn; the
+/// rest is the simulated gateway's.
 struct PanickingOnce {
     inner: SimulatedGateway,
     panicked: AtomicBool,
@@ -236,7 +248,9 @@ impl Gateway for PanickingOnce {
     }
 
     fn lookup(&self, key: &GatewayKey) -> Lookup {
-        assert!(self.panicked.swap(true, Ordering::SeqCst), "a lookup that panics");
+        if !self.panicked.swap(true, Ordering::SeqCst) {
+            std::panic::panic_any(Bomb(3));
+        }
         self.inner.lookup(key)
     }
 
@@ -256,7 +270,17 @@ fn a_lookup_that_panics_leaves_its_claim_pending_and_the_batch_goes_on() {
         assert!(matches!(shop.pay(&key(k), &request("cus_1", 500)), Err(PayError::Pending(_))));
     }
     clock.advance(LEASE);
-    let report = shop.reconcile(10);
+    // On a thread of its own: a pass that let the panic out fails this test, and the
+    // payload (whose drop panics) is leaked rather than dropped by the test harness.
+    let shop = Arc::new(shop);
+    let passing = {
+        let shop = shop.clone();
+        std::thread::spawn(move || shop.reconcile(10))
+    };
+    let report = passing.join().unwrap_or_else(|payload| {
+        std::mem::forget(payload);
+        panic!("the reconcile pass let the lookup's panic out")
+    });
     assert_eq!((report.completed, report.unresolved.len()), (2, 1), "{report:?}");
     clock.advance(LEASE);
     assert_eq!(shop.reconcile(10).completed, 1, "the next pass settles the one left");
