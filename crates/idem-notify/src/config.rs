@@ -13,6 +13,9 @@ pub const WORKERS_MAX: usize = 64;
 pub const QUEUE_CAPACITY_MAX: usize = 1 << 20;
 /// The most attempts per message.
 pub const ATTEMPTS_MAX: u32 = 100;
+/// The longest backoff a retry policy may set (`retry.cap`): a shutdown waits for a pause
+/// under way, so a cap of years would hold it (and a notifier's drop) for as long.
+pub const RETRY_CAP_MAX: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
 /// What to do when a send's outcome is unknown and the provider cannot say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -209,6 +212,10 @@ impl ConfigBuilder {
         if !(1..=ATTEMPTS_MAX).contains(&c.retry.attempts_max) {
             let accepted = between(&ATTEMPTS_MAX);
             return Err(ConfigError::new("retry.attempts_max", c.retry.attempts_max, accepted));
+        }
+        if c.retry.cap > RETRY_CAP_MAX {
+            let accepted = format!("at most {RETRY_CAP_MAX:?}");
+            return Err(ConfigError::new("retry.cap", c.retry.cap, accepted));
         }
         if c.retry.base > c.retry.cap {
             let accepted = format!("at most retry.cap ({:?})", c.retry.cap);

@@ -70,18 +70,22 @@
 mod config;
 mod message;
 mod notifier;
+mod places;
 mod provider;
 mod retry;
 mod simulated;
 
 pub use config::{
-    ATTEMPTS_MAX, Config, ConfigBuilder, ConfigError, QUEUE_CAPACITY_MAX, UnknownPolicy,
-    WORKERS_MAX,
+    ATTEMPTS_MAX, Config, ConfigBuilder, ConfigError, QUEUE_CAPACITY_MAX, RETRY_CAP_MAX,
+    UnknownPolicy, WORKERS_MAX,
 };
 pub use message::{CONTENT_LEN_MAX, Channel, InvalidNotification, Notification, UnknownChannel};
 pub use notifier::{
     DeadLetter, MarkReadError, Notifier, Outcome, ShutdownReport, Stats, SubmitError, Submitted,
 };
+/// The queue's places, public for the loom models in `tests/loom.rs` only.
+#[doc(hidden)]
+pub use places::Places;
 pub use provider::{DeliveryStatus, Provider, SendError};
 pub use retry::{Jitter, RetryPolicy, Sleeper, ThreadSleeper};
 pub use simulated::{ProviderFault, SimulatedProvider};

@@ -9,11 +9,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use idem_core::{Claim, IdempotencyKey, KeyStore, Lease, Scope, ScopedKey, StoreError};
+use idem_core::{Claim, IdempotencyKey, KeyState, KeyStore, Lease, Scope, ScopedKey, StoreError};
 use parking_lot::{Mutex, RwLock};
 
 use crate::config::{Config, UnknownPolicy};
 use crate::message::{InvalidNotification, Notification};
+use crate::places::Places;
 use crate::provider::{DeliveryStatus, Provider, SendError};
 use crate::retry::Jitter;
 
@@ -64,7 +65,9 @@ pub enum Submitted {
     Duplicate(Outcome),
 }
 
-/// Why `submit` refused a notification. Nothing was queued.
+/// Why `submit` refused a notification. Nothing was queued by this submission (an earlier
+/// one of the same id may still wait in the queue: `QueueFull` says only that there was
+/// no room for this one).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SubmitError {
@@ -92,7 +95,9 @@ pub struct Stats {
     pub accepted: u64,
     /// Submissions answered as duplicates.
     pub duplicates: u64,
-    /// Notifications delivered.
+    /// Sends the provider accepted (a send, or an ambiguous one it then said it
+    /// delivered). A recovery that finds its message delivered by an earlier attempt
+    /// stores that, and does not count it again.
     pub sent: u64,
     /// Retries after a transient or ambiguous failure.
     pub retries: u64,
@@ -132,6 +137,16 @@ pub struct DeadLetter {
     /// given back, and a resubmission under the same id is sent again (it cannot ping
     /// twice: nothing reached the user).
     pub may_have_delivered: bool,
+}
+
+/// The id store's refusal of a submission: the id used for other content, or a failure.
+impl From<StoreError> for SubmitError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::KeyReused { key } => Self::ContentMismatch(key),
+            other => Self::Store(other),
+        }
+    }
 }
 
 /// Why `mark_read` refused.
@@ -194,6 +209,23 @@ struct NotifierState<P, S> {
     /// Set by `shutdown`: workers stop taking jobs after this instant.
     deadline: Mutex<Option<Instant>>,
     left: Mutex<Vec<String>>,
+    /// The queue's places: one is taken before a message id is claimed.
+    places: Places,
+}
+
+/// A place taken by a submission: freed when dropped unless its job was queued (the
+/// worker that takes the job off the queue frees it then).
+struct PlaceTaken<'a> {
+    places: &'a Places,
+    queued: bool,
+}
+
+impl Drop for PlaceTaken<'_> {
+    fn drop(&mut self) {
+        if !self.queued {
+            self.places.free();
+        }
+    }
 }
 
 /// A bounded queue and worker threads that send each message id at most once.
@@ -230,7 +262,16 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// The I/O error if the OS refuses to start a worker thread; the workers already
     /// started are stopped, and nothing was queued.
     pub fn start(provider: P, store: S, config: Config) -> Result<Self, std::io::Error> {
+        if store.result_bytes_max().is_some_and(|max| max < OUTCOME_BYTES_MIN) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the id store keeps no result bytes: a notification's outcome needs at least \
+                 1 (a final dead letter it cannot keep would be sent again); give the store a \
+                 result limit of at least 1",
+            ));
+        }
         let (sender, receiver) = crossbeam_channel::bounded(config.queue_capacity());
+        let places = Places::new(config.queue_capacity());
         let state = Arc::new(NotifierState {
             provider,
             store,
@@ -241,6 +282,7 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
             read: Mutex::new(HashSet::new()),
             deadline: Mutex::new(None),
             left: Mutex::new(Vec::new()),
+            places,
         });
         let mut workers = Vec::with_capacity(state.config.workers());
         for i in 0..state.config.workers() {
@@ -290,12 +332,42 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     fn try_submit(&self, notification: Notification) -> Result<Submitted, SubmitError> {
         let sender = self.sender.read();
         let sender = sender.as_ref().ok_or(SubmitError::ShutDown)?;
+        // A place in the queue first, and the id claimed only with one in hand: a claim
+        // that then found no room would have recovered the id of a message still waiting
+        // in the queue (see `places`).
+        if !self.state.places.take() {
+            return self.answered_without_room(&notification);
+        }
+        // Freed unless the job was queued, however the claim ends, a store's panic too.
+        let mut place = PlaceTaken { places: &self.state.places, queued: false };
+        let answer = self.claim_and_queue(sender, notification);
+        place.queued = matches!(answer, Ok(Submitted::Accepted | Submitted::Recovering));
+        answer
+    }
+
+    /// A submission that found no place: a duplicate is still answered as one (read, not
+    /// claimed); anything else is refused for room, its id untouched.
+    fn answered_without_room(&self, notification: &Notification) -> Result<Submitted, SubmitError> {
+        let capacity = self.state.config.queue_capacity();
         let key = notification.key();
-        let claim =
-            self.state.store.claim(key, &notification.fingerprint()).map_err(|e| match e {
-                StoreError::KeyReused { key } => SubmitError::ContentMismatch(key),
-                other => SubmitError::Store(other),
-            })?;
+        match self.state.store.lookup(key, &notification.fingerprint()) {
+            Ok(KeyState::Finished(outcome)) => Ok(Submitted::Duplicate(outcome)),
+            Ok(KeyState::InFlight { .. }) => Ok(Submitted::DuplicateInFlight),
+            Ok(KeyState::Absent | KeyState::Pending { .. }) => {
+                Err(SubmitError::QueueFull { capacity })
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Claims the id and queues the job, with a place taken for it.
+    fn claim_and_queue(
+        &self,
+        sender: &Sender<Job>,
+        notification: Notification,
+    ) -> Result<Submitted, SubmitError> {
+        let key = notification.key();
+        let claim = self.state.store.claim(key, &notification.fingerprint())?;
         let (lease, recovering) = match claim {
             Claim::Acquired(lease) => (lease, false),
             Claim::Recover(lease) => (lease, true),
@@ -314,6 +386,8 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                     ),
                     TrySendError::Disconnected(job) => (job, SubmitError::ShutDown),
                 };
+                // Not reached while the places hold (a place was taken for this job, and
+                // the workers hold the queue open until it closes); kept for safety.
                 // Nothing was sent by this submission: give the id back so a later one is
                 // accepted. Not a recovered id: an earlier attempt may have delivered, and
                 // nobody has asked the provider yet. Left to its lease, the next
@@ -400,7 +474,8 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
 
     /// Stops accepting, lets the workers drain the queue until `deadline` from now, and
     /// reports what was left. Past the deadline no send and no retry starts; a send (or a
-    /// retry's pause) under way when it passes ends first, and `shutdown` returns once it
+    /// retry's pause, at most [`RETRY_CAP_MAX`](crate::RETRY_CAP_MAX)) under way when it
+    /// passes ends first, and `shutdown` returns once it
     /// has. Idempotent by its shape: a second call, even one made while the first drains,
     /// returns once the first is done and reports nothing new.
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
@@ -455,24 +530,37 @@ fn work<P: Provider, S: KeyStore<Outcome>>(
     mut jitter: Jitter,
 ) {
     for job in jobs.iter() {
-        if past_deadline(state, Duration::ZERO) {
-            // A recovered id is not given back before the provider was asked (see
-            // `try_submit`): listed, and left to its lease.
-            if job.recovering {
-                state.left.lock().push(job.notification.message_id().to_string());
-            } else {
-                give_back(state, &job.notification, &job.lease);
-            }
-            continue;
-        }
+        // Off the queue: its place is free for the next submission.
+        state.places.free();
         // A provider's panic is caught where the provider is called; one from anywhere
         // else (a sleeper, a store) must not end the worker and strand the queue behind
         // it. The job's outcome is then unknown: reported unresolved, its id left in
         // flight until its lease runs out (a replay then asks the provider).
-        if panic::catch_unwind(AssertUnwindSafe(|| process(state, &job, &mut jitter))).is_err() {
+        if let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| take(state, &job, &mut jitter)))
+        {
+            idem_core::drop_panic_payload(payload);
             idem_core::trace_event!(ERROR, "a worker's job panicked; reported unresolved");
             unresolved(state, &job.notification);
         }
+    }
+}
+
+/// One job off the queue: processed, or, past the shutdown's deadline, not sent.
+fn take<P: Provider, S: KeyStore<Outcome>>(
+    state: &NotifierState<P, S>,
+    job: &Job,
+    jitter: &mut Jitter,
+) {
+    if !past_deadline(state, Duration::ZERO) {
+        return process(state, job, jitter);
+    }
+    // A recovered id is not given back before the provider was asked (see `try_submit`):
+    // listed, and left to its lease.
+    if job.recovering {
+        state.left.lock().push(job.notification.message_id().to_string());
+    } else {
+        give_back(state, &job.notification, &job.lease);
     }
 }
 
@@ -489,8 +577,15 @@ fn give_back<P, S: KeyStore<Outcome>>(
     notification: &Notification,
     lease: &Lease,
 ) {
-    settled(state, "release", state.store.release(lease));
-    state.left.lock().push(notification.message_id().to_string());
+    match state.store.release(lease) {
+        // A later submission recovered the id: its own job (listed or sent) has it, and
+        // this one was superseded, not given back.
+        Err(StoreError::LeaseLost { .. }) => add(&state.counters.superseded),
+        released => {
+            settled(state, "release", released);
+            state.left.lock().push(notification.message_id().to_string());
+        }
+    }
 }
 
 /// How a send attempt's lease check ended when it cannot go on.
@@ -574,7 +669,8 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
         idem_core::trace_event!(WARN, "recover: asking the provider before sending");
         // An earlier attempt lost its lease: it may have delivered. Ask first.
         match status(state, n) {
-            DeliveryStatus::Delivered => return finish(state, &tried.lease, Outcome::Delivered),
+            // Delivered by the attempt it recovers from: stored, not counted sent again.
+            DeliveryStatus::Delivered => return finish(state, &tried.lease, Outcome::Delivered, 0),
             DeliveryStatus::NotDelivered => {}
             DeliveryStatus::Unknown if resend => tried.may_have_delivered = true,
             DeliveryStatus::Unknown => return unresolved(state, n),
@@ -585,8 +681,10 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
         if attempt > 0 {
             add(&state.counters.retries);
         }
-        if !attempt_once(state, n, &mut tried) {
-            return;
+        match attempt_once(state, n, &mut tried) {
+            Next::Settled => return,
+            Next::Stopped => return stopped(state, job, &tried, attempt),
+            Next::Retry => {}
         }
         if attempt + 1 < policy.attempts_max {
             let pause = policy.delay(attempt, jitter);
@@ -594,6 +692,8 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
             if past_deadline(state, pause) {
                 return stopped(state, job, &tried, attempt + 1);
             }
+            // A shutdown that begins during the pause: its deadline is looked at again
+            // before the next send (`attempt_once`).
             state.config.sleeper().sleep(pause);
         }
     }
@@ -601,50 +701,64 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
     dead(state, n, &tried.lease, reason, tried.may_have_delivered);
 }
 
-/// One attempt: the lease checked, the send, and what its failure means. `false` once
-/// the job is settled (delivered, dead, unresolved or superseded).
+/// What a job does after one attempt.
+enum Next {
+    /// Settled: delivered, dead, unresolved or superseded.
+    Settled,
+    /// Failed in a way a retry may mend.
+    Retry,
+    /// Not sent: the shutdown's deadline passed before the send began.
+    Stopped,
+}
+
+/// One attempt: the lease checked, the send, and what its failure means.
 fn attempt_once<P: Provider, S: KeyStore<Outcome>>(
     state: &NotifierState<P, S>,
     n: &Notification,
     tried: &mut Attempts,
-) -> bool {
+) -> Next {
     match held(state, &tried.lease) {
         Held::Yes(lease) => tried.lease = lease,
         Held::Superseded => {
             add(&state.counters.superseded);
             idem_core::trace_event!(WARN, "superseded: a resubmission recovered the id first");
-            return false;
+            return Next::Settled;
         }
         Held::StoreFailed(error) => {
             let reason = format!("the id store failed before a send: {error}");
             dead(state, n, &tried.lease, reason, tried.may_have_delivered);
-            return false;
+            return Next::Settled;
         }
     }
+    // No send begins past the shutdown's deadline, however long the provider's `status`
+    // (a recovery's) or the lease's renewal took since the last look.
+    if past_deadline(state, Duration::ZERO) {
+        return Next::Stopped;
+    }
     match send(state, n) {
-        Ok(()) => finish(state, &tried.lease, Outcome::Delivered),
+        Ok(()) => finish(state, &tried.lease, Outcome::Delivered, 1),
         Err(SendError::Permanent(reason)) => {
             dead(state, n, &tried.lease, reason, tried.may_have_delivered);
         }
         Err(SendError::Transient(reason)) => {
             tried.last = reason;
-            return true;
+            return Next::Retry;
         }
         Err(SendError::Ambiguous(reason)) => match status(state, n) {
-            DeliveryStatus::Delivered => finish(state, &tried.lease, Outcome::Delivered),
+            DeliveryStatus::Delivered => finish(state, &tried.lease, Outcome::Delivered, 1),
             DeliveryStatus::NotDelivered => {
                 tried.last = reason;
-                return true;
+                return Next::Retry;
             }
             DeliveryStatus::Unknown if state.config.unknown() == UnknownPolicy::Resend => {
                 tried.may_have_delivered = true;
                 tried.last = reason;
-                return true;
+                return Next::Retry;
             }
             DeliveryStatus::Unknown => unresolved(state, n),
         },
     }
-    false
+    Next::Settled
 }
 
 /// A job whose retries the shutdown's deadline cut short: given back if nothing may have
@@ -662,15 +776,20 @@ fn stopped<P, S: KeyStore<Outcome>>(
     give_back(state, &job.notification, &tried.lease);
 }
 
-fn finish<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, lease: &Lease, outcome: Outcome) {
-    let delivered = outcome == Outcome::Delivered;
+/// Stores a delivered outcome; `sent` is 1 if this job's own send delivered it, 0 if an
+/// earlier attempt had (a recovery that found it delivered).
+fn finish<P, S: KeyStore<Outcome>>(
+    state: &NotifierState<P, S>,
+    lease: &Lease,
+    outcome: Outcome,
+    sent: u64,
+) {
     // LeaseLost: another submission recovered the id meanwhile; it asks the provider
     // before sending, so nothing is sent twice. Counted and traced, nothing more.
     settled(state, "complete", state.store.complete(lease, outcome));
     // Counted after the store write: a caller who sees the count sees the stored outcome.
-    if delivered {
-        add(&state.counters.sent);
-    }
+    // ORDERING: a counter read for reporting; nothing is published through it.
+    state.counters.sent.fetch_add(sent, Ordering::Relaxed);
 }
 
 /// Gives up on a message. Final (stored as dead-lettered) if an attempt may have
@@ -684,6 +803,7 @@ fn dead<P, S: KeyStore<Outcome>>(
     reason: String,
     may_have_delivered: bool,
 ) {
+    let reason = cut(&reason, REASON_BYTES_MAX).to_string();
     idem_core::trace_event!(WARN, %reason, may_have_delivered, "dead letter");
     let settle = if may_have_delivered {
         let kept = kept_reason(&reason, state.store.result_bytes_max());
@@ -700,14 +820,26 @@ fn dead<P, S: KeyStore<Outcome>>(
 /// `reason` cut (at a character boundary) so that its stored outcome (one tag byte and
 /// the text) fits in `bytes_max`, if the store has a limit.
 fn kept_reason(reason: &str, bytes_max: Option<usize>) -> String {
-    let Some(room) = bytes_max.map(|max| max.saturating_sub(1)) else {
-        return reason.to_string();
-    };
-    let mut end = reason.len().min(room);
-    while !reason.is_char_boundary(end) {
+    match bytes_max {
+        Some(max) => cut(reason, max.saturating_sub(1)).to_string(),
+        None => reason.to_string(),
+    }
+}
+
+/// The longest dead letter's reason kept, listed or stored, in bytes: a provider's error
+/// text is the provider's, of any length.
+const REASON_BYTES_MAX: usize = 1024;
+
+/// The smallest result a store must keep for the notifier: an outcome's tag byte.
+const OUTCOME_BYTES_MIN: usize = 1;
+
+/// `text` cut at a character boundary to at most `max` bytes.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    reason[..end].to_string()
+    &text[..end]
 }
 
 /// Counts and traces a settle the id store refused or failed: the id stays in flight
@@ -726,12 +858,19 @@ fn settled<P, S>(state: &NotifierState<P, S>, op: &'static str, result: Result<(
 fn unresolved<P, S>(state: &NotifierState<P, S>, notification: &Notification) {
     idem_core::trace_event!(WARN, "unresolved: the provider cannot say; left pending");
     add(&state.counters.unresolved);
-    report(state, &state.unresolved, notification.clone());
+    let mut list = state.unresolved.lock();
+    // Listed once: each replay of an unresolved message asks the provider again and may
+    // come back here; it moves to the end instead of pushing others out of the list.
+    list.retain(|listed| listed.key() != notification.key());
+    push_capped(state, &mut list, notification.clone());
 }
 
 /// Appends to a report list, dropping (and counting) the oldest entry past `reports_max`.
 fn report<P, S, T>(state: &NotifierState<P, S>, list: &Mutex<VecDeque<T>>, entry: T) {
-    let mut list = list.lock();
+    push_capped(state, &mut list.lock(), entry);
+}
+
+fn push_capped<P, S, T>(state: &NotifierState<P, S>, list: &mut VecDeque<T>, entry: T) {
     if list.len() >= state.config.reports_max() {
         list.pop_front();
         add(&state.counters.reports_dropped);

@@ -265,7 +265,8 @@ fn a_crash_after_sending_with_status_completes_without_resending() {
     s.clock.advance(LEASE);
     assert_eq!(s.notifier.submit(n.clone()).expect("submit"), Submitted::Recovering);
     drain(&s.notifier);
-    assert_eq!((s.notifier.provider().deliveries(&n), s.notifier.stats().sent), (1, 1));
+    // Stored as delivered; not counted as sent by this notifier, which sent nothing.
+    assert_eq!((s.notifier.provider().deliveries(&n), s.notifier.stats().sent), (1, 0));
 }
 
 /// A crashed attempt may have delivered. Under `Resend` its recovery asks the provider,
@@ -540,7 +541,11 @@ fn backoff_bounds_double_up_to_the_cap_and_jitter_stays_inside() {
 
 #[test]
 fn a_retry_policy_of_maximal_durations_neither_panics_nor_overflows() {
-    let retry = RetryPolicy { base: Duration::MAX, cap: Duration::MAX, attempts_max: 3, seed: 1 };
+    let longest = idem_notify::RETRY_CAP_MAX;
+    let retry = RetryPolicy { base: longest, cap: longest, attempts_max: 3, seed: 1 };
+    let past = RetryPolicy { cap: longest + Duration::from_nanos(1), ..retry };
+    let refused = Config::builder().retry(past).build().map(|_| ());
+    assert!(refused.is_err_and(|e| e.to_string().contains("retry.cap")));
     let s = setup(SimulatedProvider::new(), |c| c.retry(retry));
     s.notifier.provider().inject(ProviderFault::Throttle);
     s.notifier.provider().inject(ProviderFault::Throttle);
@@ -550,9 +555,11 @@ fn a_retry_policy_of_maximal_durations_neither_panics_nor_overflows() {
     assert!(s.notifier.shutdown(Duration::MAX).drained);
     assert_eq!(s.notifier.provider().deliveries(&n), 1);
     let waits = s.sleeps.0.lock().expect("lock").clone();
-    assert_eq!(waits.len(), 2, "two backoffs (the second doubles MAX), recorded, not slept");
+    assert_eq!(waits.len(), 2, "two backoffs (the second doubles the cap), recorded, not slept");
     let zero = RetryPolicy { base: Duration::ZERO, cap: Duration::ZERO, ..retry };
     assert_eq!(zero.delay(0, &mut Jitter::new(1)), Duration::ZERO);
+    let max = RetryPolicy { base: Duration::MAX, cap: Duration::MAX, ..retry };
+    assert!(max.delay(40, &mut Jitter::new(1)) <= Duration::MAX, "no overflow drawing it");
 }
 
 /// A million notifications through one notifier, the id store's results expiring as the

@@ -21,7 +21,7 @@ const HOLD_MAX: Duration = Duration::from_secs(60);
 
 /// What the scripted provider does and saw, shared with the test.
 #[derive(Default)]
-struct Script {
+pub(crate) struct Script {
     /// Deliveries per message id (no dedup: a second send is a second ping).
     deliveries: Mutex<HashMap<String, u32>>,
     /// What `status` answers: `None` for the truth, from the deliveries.
@@ -30,23 +30,29 @@ struct Script {
     started: Mutex<Option<mpsc::Sender<()>>>,
     open: (Mutex<bool>, Condvar),
     /// `status` calls (each ambiguous send, each recovery asks once).
-    statuses: AtomicU32,
+    pub(crate) statuses: AtomicU32,
+    /// `send` calls, whatever they answered.
+    pub(crate) sends: AtomicU32,
     /// A notifier this provider holds a handle on (upgraded during each send).
     notifier: OnceLock<Weak<Notifier<Scripted, Arc<idem_core::MemoryStore<idem_notify::Outcome>>>>>,
 }
 
 /// The provider the notifier owns; the test keeps the `Script`.
-struct Scripted(Arc<Script>);
+pub(crate) struct Scripted(pub(crate) Arc<Script>);
 
 impl Provider for Scripted {
     fn send(&self, n: &Notification) -> Result<(), SendError> {
         let script = &self.0;
+        script.sends.fetch_add(1, Ordering::SeqCst);
         assert_ne!(n.message_id(), "boom", "a provider that panics");
         // Held for the whole send: if the test drops its own handle meanwhile, the last
         // handle goes with this send, on the worker.
         let _handle = script.notifier.get().and_then(Weak::upgrade);
         if n.message_id().starts_with("flaky") {
             return Err(SendError::Transient("busy".into()));
+        }
+        if n.message_id().starts_with("loud") {
+            return Err(SendError::Permanent(format!("refused: {}", "x".repeat(10_000))));
         }
         if n.message_id().starts_with("vague") {
             return Err(SendError::Ambiguous(format!("no answer: {}", "x".repeat(1_000))));
@@ -75,17 +81,17 @@ impl Provider for Scripted {
 }
 
 impl Script {
-    fn new(status: Option<DeliveryStatus>) -> (Arc<Self>, mpsc::Receiver<()>) {
+    pub(crate) fn new(status: Option<DeliveryStatus>) -> (Arc<Self>, mpsc::Receiver<()>) {
         let (started, starts) = mpsc::channel();
         let script = Self { status, started: Mutex::new(Some(started)), ..Self::default() };
         (Arc::new(script), starts)
     }
 
-    fn delivered(&self, id: &str) -> u32 {
+    pub(crate) fn delivered(&self, id: &str) -> u32 {
         self.deliveries.lock().expect("lock").get(id).copied().unwrap_or(0)
     }
 
-    fn open(&self) {
+    pub(crate) fn open(&self) {
         *self.open.0.lock().expect("lock") = true;
         self.open.1.notify_all();
     }
@@ -229,23 +235,34 @@ fn a_final_dead_letter_whose_reason_the_store_cannot_keep_is_stored_cut() {
     assert!(notifier.shutdown(WAIT).drained);
 }
 
-/// A resubmission that recovered an id (an earlier attempt may have delivered) and then
-/// found the queue full keeps the id in flight: given back, the next submission would be
-/// `Accepted` and send without asking the provider first.
+/// A message waiting in a full queue past its lease: its repeats find no place and are
+/// refused without touching its id, which stays the waiting job's, and it is sent once.
+/// Before a submission took its place first, a repeat recovered the waiting job's id and
+/// was then refused for room; the job, its lease lost, was dropped as superseded, and the
+/// message was never sent. Repeats of a message in flight or delivered are still
+/// answered as duplicates while the queue is full.
 #[test]
-fn a_recovered_id_refused_by_a_full_queue_is_not_given_back() {
+fn a_message_waiting_in_a_full_queue_past_its_lease_is_sent_once() {
     let (script, starts) = Script::new(None);
     let s = setup(Scripted(script.clone()), |c| c.queue_capacity(1));
+    s.notifier.submit(note("done")).expect("submit");
+    crate::wait_until("the first one sent", WAIT, || s.notifier.stats().sent == 1);
     s.notifier.submit(note("hold")).expect("submit");
-    starts.recv_timeout(WAIT).expect("the worker holds the first message");
+    starts.recv_timeout(WAIT).expect("the worker holds the second message");
     assert_eq!(s.notifier.submit(note("m1")).expect("queued"), Submitted::Accepted);
+    let done = s.notifier.submit(note("done"));
+    assert_eq!(done.expect("answered"), Submitted::Duplicate(Outcome::Delivered));
+    let hold = s.notifier.submit(note("hold"));
+    assert_eq!(hold.expect("answered"), Submitted::DuplicateInFlight);
     s.clock.advance(LEASE);
-    let refused = s.notifier.submit(note("m1"));
-    assert!(matches!(refused, Err(SubmitError::QueueFull { .. })), "{refused:?}");
-    let again = s.notifier.submit(note("m1"));
-    assert!(matches!(again, Ok(Submitted::DuplicateInFlight)), "given back: {again:?}");
+    let repeats: Vec<_> = (0..2).map(|_| s.notifier.submit(note("m1"))).collect();
     script.open();
+    for refused in repeats {
+        assert!(matches!(refused, Err(SubmitError::QueueFull { .. })), "{refused:?}");
+    }
     assert!(s.notifier.shutdown(WAIT).drained);
+    assert_eq!(script.delivered("m1"), 1, "the waiting message was sent, once");
+    assert_eq!(s.notifier.stats().superseded, 0);
 }
 
 /// A recovered id whose job the shutdown's deadline stops before it starts stays in

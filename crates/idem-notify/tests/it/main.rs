@@ -3,6 +3,7 @@
 mod behaviour;
 mod hostile;
 mod model;
+mod shutdown_and_limits;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
