@@ -1627,8 +1627,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-async-busy-names-no-wait",
         file: "crates/idem-store-postgres/src/async_store.rs",
-        from: "Err(PgError::Busy { waited: wait }.into())",
-        to: "Err(PgError::Busy { waited: Duration::ZERO }.into())",
+        from: "Err(_elapsed) => Err(PgError::Busy { waited: wait }.into())",
+        to: "Err(_elapsed) => Err(PgError::Busy { waited: Duration::ZERO }.into())",
         check: test("idem-store-postgres", "server-tests", "postgres", "a_wait_for_a_free_connect"),
     },
     Mutant {
@@ -1860,13 +1860,6 @@ const CATALOGUE: &[Mutant] = &[
         from: "serde_json = { workspace = true, features = [\"arbitrary_precision\"] }",
         to: "serde_json = { workspace = true }",
         check: test("idem-http", "", "it", "features::a_json_meaning_compares"),
-    },
-    Mutant {
-        name: "pg-lease-from-before-the-row-lock",
-        file: "crates/idem-store-postgres/src/lib.rs",
-        from: "                 lease_expires_at = {clock} + $4, expires_at = 0, result = NULL,",
-        to: "                 lease_expires_at = {now} + $4, expires_at = 0, result = NULL,",
-        check: test("idem-store-postgres", "server-tests", "postgres", "row_lock"),
     },
     Mutant {
         name: "http-ended-runs-never-uncounted",
@@ -2480,7 +2473,7 @@ const CATALOGUE: &[Mutant] = &[
         name: "payments-lookup-panic-stops-the-batch",
         file: "crates/idem-payments/src/processor.rs",
         from: "panic::catch_unwind(AssertUnwindSafe(|| self.gateway.lookup(&gateway_key)));",
-        to: "Ok::<_, ()>(self.gateway.lookup(&gateway_key));",
+        to: "Ok::<_, Box<dyn std::any::Any + Send>>(self.gateway.lookup(&gateway_key));",
         check: test("idem-payments", "", "it", "tenants::a_lookup_that_panics"),
     },
     Mutant {
@@ -2505,17 +2498,10 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "lib", "retry::tests::neighbouring_seeds"),
     },
     Mutant {
-        name: "notify-recovered-id-given-back-on-a-full-queue",
-        file: "crates/idem-notify/src/notifier.rs",
-        from: "if !job.recovering {\n                    settled(&self.state,",
-        to: "if !job.recovering || true {\n                    settled(&self.state,",
-        check: test("idem-notify", "", "it", "hostile::a_recovered_id_refused"),
-    },
-    Mutant {
         name: "notify-shutdown-gives-back-a-recovered-id-never-asked",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "            if job.recovering {\n                state.left.lock().push(",
-        to: "            if job.recovering && false {\n                state.left.lock().push(",
+        from: "    if job.recovering {\n        state.left.lock().push(",
+        to: "    if job.recovering && false {\n        state.left.lock().push(",
         check: test("idem-notify", "", "it", "hostile::a_recovering_job_the_shutdown_never"),
     },
     Mutant {
@@ -2666,16 +2652,17 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-capacity-before-the-quota",
         file: "crates/idem-store-postgres/src/blocking.rs",
-        from: "(and the async store).\n            let taken = Taken::read(&row);\n",
-        to: "(and the async store).\n            let taken = Taken::read(&row);\n\
+        from: "(and the async store).\n            let mut taken = Taken::read(&row);\n",
+        to: "(and the async store).\n            let mut taken = Taken::read(&row);\n\
              \x20           taken.within_capacity(config)?;\n",
         check: test("idem-store-postgres", "server-tests", "postgres", "scope_quota_is_judg"),
     },
     Mutant {
         name: "pg-async-capacity-before-the-quota",
         file: "crates/idem-store-postgres/src/async_store.rs",
-        from: "        let taken = Taken::read(&row);\n        if taken.needs_quota_check(config)",
-        to: "        let taken = Taken::read(&row);\n        taken.within_capacity(config)?;\n\
+        from: "        let mut taken = Taken::read(&row);\n        if \
+               taken.needs_quota_check(config)",
+        to: "        let mut taken = Taken::read(&row);\n        taken.within_capacity(config)?;\n\
              \x20       if taken.needs_quota_check(config)",
         check: test("idem-store-postgres", "server-tests", "postgres", "scope_quota_is_judg"),
     },
@@ -2754,8 +2741,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-idle-transaction-held-for-ever",
         file: "crates/idem-store-postgres/src/lib.rs",
-        from: "\"-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}\",",
-        to: "\"-c statement_timeout={ms}\",",
+        from: "\"-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms} \\",
+        to: "\"-c statement_timeout={ms} \\",
         check: test("idem-store-postgres", "server-tests", "postgres", "the_stores_sessions"),
     },
     Mutant {
@@ -2764,6 +2751,291 @@ const CATALOGUE: &[Mutant] = &[
         from: "> limit {\n            // The group's id",
         to: "> limit && false {\n            // The group's id",
         check: test("xtask", "", "bin", "mutants::tests::a_run_past_its_limit"),
+    },
+    Mutant {
+        name: "payments-charge-not-renewed-during-the-gateway-call",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "let holding = self.renewed_during_call(lease, Unheld::Released)?;\n        \
+               let answer = self.gateway.charge(&gateway_key, request);",
+        to: "let answer = self.gateway.charge(&gateway_key, request);\n        \
+             let holding = self.renewed_during_call(lease, Unheld::Released)?;",
+        check: test("idem-payments", "", "it", "renewal::"),
+    },
+    Mutant {
+        name: "payments-hold-outlives-its-call",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "let held = self.registry.release(self.id);",
+        to: "let held = { let _ = self.id; true };",
+        check: test("idem-payments", "", "it", "renewal::"),
+    },
+    Mutant {
+        name: "payments-renewal-puts-a-released-hold-back",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "let Some(held) = state.held.get_mut(&id) else { return };",
+        to: "let back = outcome.as_ref().ok().cloned().map(|lease| Held { lease, due: \
+             Instant::now(), renewer: true }); let Some(held) = (match back { Some(b) => \
+             Some(state.held.entry(id).or_insert(b)), None => state.held.get_mut(&id) }) \
+             else { return };",
+        check: Check::Loom { package: "idem-payments" },
+    },
+    Mutant {
+        name: "pg-blocking-call-waits-for-ever",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "let call = async { tokio::time::timeout(wait, f(client)).await };",
+        to: "let call = async { Ok::<_, ()>(f(client).await) };",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_blocking_call"),
+    },
+    Mutant {
+        name: "pg-blocking-connect-waits-for-ever",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "tokio::time::timeout(STATEMENT_TIMEOUT, connect).await",
+        to: "Ok::<_, ()>(connect.await)",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_blocking_conn"),
+    },
+    Mutant {
+        name: "pg-async-call-waits-for-ever",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "let mut call = std::pin::pin!(tokio::time::timeout(waited, call));",
+        to: "let mut call = std::pin::pin!(async { Ok::<_, ()>(call.await) });",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::an_async_call"),
+    },
+    Mutant {
+        name: "payments-one-renewer-for-every-slow-call",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "let started = std::thread::Builder::new()",
+        to: "renew_while_held(registry, &*store, id, schedule); let started = \
+             std::io::Result::Ok(()); let _ = std::thread::Builder::new()",
+        check: test("idem-payments", "", "it", "renewal::a_renewal_the_store_holds"),
+    },
+    Mutant {
+        name: "payments-failed-renewal-retried-a-quarter-later",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "retry: at_least_a_ms(lease / 16)",
+        to: "retry: at_least_a_ms(lease / 4)",
+        check: test("idem-payments", "", "it", "renewal::a_store_away"),
+    },
+    Mutant {
+        name: "payments-recovery-charges-without-its-lease",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "let lease = self.store.renew(lease).map_err",
+        to: "let lease = Ok::<_, StoreError>(lease.clone()).map_err",
+        check: test("idem-payments", "", "it", "renewal::a_recovery_that_lost"),
+    },
+    Mutant {
+        name: "notify-claim-before-a-place",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "        if !self.state.places.take() {",
+        to: "        if !(self.state.places.take() || true) {",
+        check: test("idem-notify", "", "it", "hostile::a_message_waiting_in_a_full_queue"),
+    },
+    Mutant {
+        name: "notify-place-taken-by-a-load-and-a-store",
+        file: "crates/idem-notify/src/places.rs",
+        from: "let taken = self.taken.fetch_add(1, Ordering::Relaxed);\n        if taken < \
+               self.capacity {\n            return true;",
+        to: "let taken = self.taken.load(Ordering::Relaxed);\n        if taken < \
+             self.capacity {\n            self.taken.store(taken + 1, Ordering::Relaxed);\n\
+             \x20           return true;",
+        check: Check::Loom { package: "idem-notify" },
+    },
+    Mutant {
+        name: "notify-panic-payload-dropped-unguarded",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "            idem_core::drop_panic_payload(payload);",
+        to: "            drop(payload);",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::a_job_whose_panic"),
+    },
+    Mutant {
+        name: "notify-store-keeping-no-bytes-accepted",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "if store.result_bytes_max().is_some_and(|max| max < OUTCOME_BYTES_MIN) {",
+        to: "if store.result_bytes_max().is_some_and(|max| max < OUTCOME_BYTES_MIN - 1) {",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::a_store_that_keeps"),
+    },
+    Mutant {
+        name: "notify-reason-kept-whole",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "let reason = cut(&reason, REASON_BYTES_MAX).to_string();",
+        to: "let reason = reason.clone();",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::a_providers_reason"),
+    },
+    Mutant {
+        name: "notify-unresolved-listed-per-replay",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "list.retain(|listed| listed.key() != notification.key());",
+        to: "list.retain(|_| true);",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::an_unresolved"),
+    },
+    Mutant {
+        name: "notify-recovery-found-delivered-counted-sent",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "return finish(state, &tried.lease, Outcome::Delivered, 0),",
+        to: "return finish(state, &tried.lease, Outcome::Delivered, 1),",
+        check: test("idem-notify", "", "it", "behaviour::a_crash_after_sending_with_status"),
+    },
+    Mutant {
+        name: "notify-retry-cap-unbounded",
+        file: "crates/idem-notify/src/config.rs",
+        from: "if c.retry.cap > RETRY_CAP_MAX {",
+        to: "if c.retry.cap > std::time::Duration::MAX {",
+        check: test("idem-notify", "", "it", "behaviour::a_retry_policy_of_maximal"),
+    },
+    Mutant {
+        name: "pg-sweep-deletes-a-row-taken-over-while-it-waited",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "                 LIMIT $2)\n                 AND finished AND expires_at <= {now}\n",
+        to: "                 LIMIT $2)\n",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_sweep_never_deletes"),
+    },
+    Mutant {
+        name: "pg-sessions-commit-as-the-url-says",
+        file: "crates/idem-store-postgres/src/lib.rs",
+        from: "-c synchronous_commit=on",
+        to: "-c lock_timeout=0",
+        check: test(
+            "idem-store-postgres",
+            "server-tests",
+            "postgres",
+            "the_stores_sessions_commit",
+        ),
+    },
+    Mutant {
+        name: "pg-async-callers-pool-commits-asynchronously",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "if value != \"off\" {",
+        to: "if value != \"never\" {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_callers_pool_without"),
+    },
+    Mutant {
+        name: "pg-blocking-panics-inside-an-async-task",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "match panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(call))) {",
+        to: "match Ok::<_, ()>(runtime.block_on(call)) {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_blocking_store_called"),
+    },
+    Mutant {
+        name: "pg-blocking-drops-its-event-loops-in-place",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "        for conn in self.clients.get_mut().drain(..).flatten() {\n            \
+               close(conn);\n        }\n",
+        to: "",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_blocking_store_called"),
+    },
+    Mutant {
+        name: "pg-blocking-empty-place-lost",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "        self.store.clients.lock().push(self.conn.take());",
+        to: "        if let Some(c) = self.conn.take() { \
+             self.store.clients.lock().push(Some(c)); }",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_blocking_call"),
+    },
+    Mutant {
+        name: "pg-async-silent-connection-given-back",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "if let (true, Some(object)) = (late, self.object.take()) {",
+        to: "if let (true, Some(object)) = (late && false, self.object.take()) {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::an_async_store"),
+    },
+    Mutant {
+        name: "pg-fresh-lease-cut-short-by-a-wait",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "            if taken.lease_cut_short(config) {",
+        to: "            if false && taken.lease_cut_short(config) {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_fresh_claim_that_waited"),
+    },
+    Mutant {
+        name: "pg-async-fresh-lease-cut-short-by-a-wait",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "        if taken.lease_cut_short(config) {",
+        to: "        if false && taken.lease_cut_short(config) {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "an_async_fresh_claim"),
+    },
+    Mutant {
+        name: "notify-place-kept-by-a-claim-that-panicked",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "        if !self.queued {\n            self.places.free();",
+        to: "        if false {\n            self.places.free();",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::a_claim_that_panics"),
+    },
+    Mutant {
+        name: "notify-second-panic-payload-dropped-unguarded",
+        file: "crates/idem-core/src/payload.rs",
+        from: "            Err(next) => payload = next,",
+        to: "            Err(next) => return drop(next),",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::a_job_whose_panic"),
+    },
+    Mutant {
+        name: "notify-send-begun-past-the-deadline",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "    if past_deadline(state, Duration::ZERO) {\n        return Next::Stopped;",
+        to: "    if false {\n        return Next::Stopped;",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::"),
+    },
+    Mutant {
+        name: "notify-superseded-job-gives-the-id-back",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "Err(StoreError::LeaseLost { .. }) => add(&state.counters.superseded),",
+        to: "Err(StoreError::LeaseLost { .. }) if false => add(&state.counters.superseded),",
+        check: test("idem-notify", "", "it", "shutdown_and_limits::a_superseded_job"),
+    },
+    Mutant {
+        name: "payments-renewal-panic-payload-dropped-unguarded",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "        idem_core::drop_panic_payload(payload);\n        Err(StoreError::Storage(",
+        to: "        drop(payload);\n        Err(StoreError::Storage(",
+        check: test("idem-payments", "", "it", "renewal::a_renewal_that_panics_twice"),
+    },
+    Mutant {
+        name: "payments-call-that-outlived-its-claim-uncounted",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "                self.renewer.count_lost();\n",
+        to: "",
+        check: test("idem-payments", "", "it", "renewal::a_call_that_outlived"),
+    },
+    Mutant {
+        name: "payments-reconcile-lookup-payload-dropped-unguarded",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "            idem_core::drop_panic_payload(payload);\n            Lookup::Unknown",
+        to: "            drop(payload);\n            Lookup::Unknown",
+        check: test("idem-payments", "", "it", "tenants::a_lookup_that_panics"),
+    },
+    Mutant {
+        name: "pg-async-zero-wait-never-opens-a-connection",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "    let at_once = Timeouts { wait: Some(Duration::ZERO), create: None, recycle: \
+               None };\n    match pool.timeout_get(&at_once).await {\n        \
+               Err(PoolError::Timeout(TimeoutType::Wait)) if !wait.is_zero() => {}",
+        to: "    match Err::<Object, PoolError>(PoolError::Timeout(TimeoutType::Wait)) {\n        \
+             Err(PoolError::Timeout(TimeoutType::Wait)) if true => {}",
+        check: test("idem-store-postgres", "server-tests", "postgres", "never_waits"),
+    },
+    Mutant {
+        name: "pg-takeovers-counted-side-by-side",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "                if taken.counts_under_lock() {",
+        to: "                if false && taken.counts_under_lock() {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "two_takeovers_in_one"),
+    },
+    Mutant {
+        name: "pg-async-takeovers-counted-side-by-side",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "            if taken.counts_under_lock() {",
+        to: "            if false && taken.counts_under_lock() {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "two_async_takeovers"),
+    },
+    Mutant {
+        name: "payments-lost-call-counted-twice",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "                if lost_unseen {",
+        to: "                if true || lost_unseen {",
+        check: test("idem-payments", "", "it", "renewal::a_call_whose_renewal_and"),
+    },
+    Mutant {
+        name: "pg-takeover-lease-spent-waiting-on-the-count",
+        file: "crates/idem-store-postgres/src/rows.rs",
+        from: "        if self.count_locked_after {",
+        to: "        if false && self.count_locked_after {",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_takeover_that_waited"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",
