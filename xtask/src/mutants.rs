@@ -3038,6 +3038,30 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-postgres", "server-tests", "postgres", "a_takeover_that_waited"),
     },
     Mutant {
+        name: "pg-blocking-close-read-in-one-turn",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "const READ_TURNS: usize = 2;",
+        to: "const READ_TURNS: usize = 1;",
+        check: test(
+            "idem-store-postgres",
+            "server-tests",
+            "postgres",
+            "silent::a_connection_the_server_closed_between_calls",
+        ),
+    },
+    Mutant {
+        name: "pg-blocking-close-unread-before-a-call",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "        conn.runtime.block_on(read);",
+        to: "        let _ = read;",
+        check: test(
+            "idem-store-postgres",
+            "server-tests",
+            "postgres",
+            "silent::a_connection_the_server_closed_between_calls",
+        ),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

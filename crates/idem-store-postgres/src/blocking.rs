@@ -127,12 +127,35 @@ impl<R> Drop for Place<'_, R> {
     }
 }
 
-/// Whether `conn` is known to be closed. Its connection's task runs only while a call
-/// drives its event loop, so a close the server sent since the last call (a restart, an
-/// administrator's `pg_terminate_backend`) may be noticed only by the next call on it,
-/// which then fails (as with the blocking `postgres` client); the one after opens a new
-/// connection.
+/// How many turns of a connection's event loop [`closed`] gives its connection's task to
+/// read what the server sent since the last call: the first polls the socket, the second
+/// runs the task it woke.
+const READ_TURNS: usize = 2;
+
+/// Whether `conn` is closed. Its connection's task runs only while a call drives its
+/// event loop, so a close the server sent since the last call (a restart, an idle session
+/// timeout, an administrator's `pg_terminate_backend`) is read first: the event loop turns
+/// without waiting, no round trip, and a connection whose server said goodbye is not lent.
+/// A close still on its way (the server ending the session as the call starts) fails that
+/// call, which is not retried; the next opens a new connection.
+///
+/// RACE (a close unread between calls): the server's goodbye arrives while no call runs;
+/// without these turns, `is_closed` still says open and the next call on it fails.
+/// Test: `silent::a_connection_the_server_closed_between_calls_is_replaced_before_use`.
 fn closed(conn: &Conn) -> bool {
+    let read = async {
+        for _ in 0..READ_TURNS {
+            if conn.client.is_closed() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    // Inside an async task no event loop can be driven here: the call that follows is
+    // refused (`PgError::InsideAsyncTask`), and the connection kept as it is.
+    if tokio::runtime::Handle::try_current().is_err() {
+        conn.runtime.block_on(read);
+    }
     conn.client.is_closed()
 }
 

@@ -227,10 +227,19 @@ fn reconcile_leaves_another_merchants_claims_alone() {
 /// A panic payload whose drop panics with the next, `self.0` deep.
 pub(crate) struct Bomb(pub(crate) u32);
 
+impl Bomb {
+    /// Panics with a bomb `depth` deep. Without the panic hook (`resume_unwind`): what is
+    /// tested is the catching, and the hook's backtrace, printed with RUST_BACKTRACE set on
+    /// a loaded machine, took longer than a renewal test's lease.
+    pub(crate) fn explode(depth: u32) -> ! {
+        std::panic::resume_unwind(Box::new(Bomb(depth)))
+    }
+}
+
 impl Drop for Bomb {
     fn drop(&mut self) {
         if self.0 > 0 {
-            std::panic::panic_any(Bomb(self.0 - 1));
+            Bomb::explode(self.0 - 1);
         }
     }
 }
@@ -249,7 +258,7 @@ impl Gateway for PanickingOnce {
 
     fn lookup(&self, key: &GatewayKey) -> Lookup {
         if !self.panicked.swap(true, Ordering::SeqCst) {
-            std::panic::panic_any(Bomb(3));
+            Bomb::explode(3);
         }
         self.inner.lookup(key)
     }

@@ -1,6 +1,7 @@
 //! A server that stops answering with its socket open (a process paused, a proxy or a
 //! link that holds the bytes): every call of either store ends at its bound with
-//! `PgError::TimedOut`, and the store works again once the server answers.
+//! `PgError::TimedOut`, and the store works again once the server answers. And one that
+//! closes the store's connections between calls: none of them is lent.
 //!
 //! A proxy in this process forwards the store's connections to the test server; frozen,
 //! it keeps every socket open and passes nothing on, either way.
@@ -110,6 +111,15 @@ impl Proxy {
         self.own_gates.lock().iter().for_each(|gate| gate.set(false));
     }
 
+    /// Closes every connection open now, both ways, as a server that ends its sessions
+    /// does (a restart, an idle session timeout); new connections pass. On loopback the
+    /// close has reached the store's socket when this returns.
+    fn cut(&self) {
+        for socket in self.sockets.lock().drain(..) {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+
     /// The test server's URL, through this proxy.
     fn url(&self) -> String {
         let upstream = format!(":{}/", upstream_port());
@@ -191,6 +201,23 @@ fn a_blocking_connect_to_a_port_that_never_answers_ends_at_its_bound() {
         PgStore::<String>::connect(&url, "idem_never", StoreConfig::default()).map(|_| ())
     });
     assert!(timed_out(&answer), "{answer:?}");
+}
+
+/// The server ends the store's sessions while no call runs: its goodbye is read before a
+/// connection is lent, so no call fails for it; each opens a new connection in the closed
+/// one's place.
+#[test]
+fn a_connection_the_server_closed_between_calls_is_replaced_before_use() {
+    let (namespace, proxy) = (Namespace::new(), Proxy::to(upstream_port(), false));
+    let store = PgStore::<String>::connect(&proxy.url(), &namespace.0, StoreConfig::default());
+    let store = store.expect("connects through the proxy").with_call_wait_max(CALL_WAIT);
+    assert!(matches!(store.claim(&key("before"), &fp()), Ok(Claim::Acquired(_))));
+    proxy.cut();
+    for i in 0..8 {
+        let claim = store.claim(&key(&format!("after-{i}")), &fp());
+        assert!(matches!(claim, Ok(Claim::Acquired(_))), "call {i}: {claim:?}");
+    }
+    assert!(matches!(store.claim(&key("before"), &fp()), Ok(Claim::InFlight { .. })));
 }
 
 /// An async store through `proxy`, waiting 100 ms for a free connection and [`CALL_WAIT`]
