@@ -11,9 +11,13 @@ mod pipelines;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use pipelines::{notifier, submissions, with_dedup, without_dedup};
+use pipelines::{
+    OneMs, notifier, notifier_on, submissions, with_dedup, without_dedup, without_dedup_on,
+};
 
 const MESSAGES: usize = 10_000;
+/// Fewer through the provider that takes 1 ms a send: a second's work for one worker.
+const SLOW_MESSAGES: usize = 1_000;
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("notify");
@@ -46,6 +50,42 @@ fn bench(c: &mut Criterion) {
                 })
             });
         }
+    }
+    group.finish();
+    slow(c);
+}
+
+/// The same pipelines, 0% duplicates, through a provider that takes 1 ms a send: the ratio
+/// a deployment sees, where the provider's call is milliseconds.
+fn slow(c: &mut Criterion) {
+    let mut group = c.benchmark_group("notify_1ms");
+    let input = submissions(SLOW_MESSAGES, 0);
+    group.throughput(Throughput::Elements(input.len() as u64));
+    for workers in [1, 8] {
+        let param = format!("{workers} workers");
+        group.bench_function(BenchmarkId::new("idem", &param), |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| {
+                        let notifier = notifier_on(OneMs, workers, SLOW_MESSAGES);
+                        let start = Instant::now();
+                        with_dedup(&notifier, &input);
+                        start.elapsed()
+                    })
+                    .sum()
+            })
+        });
+        group.bench_function(BenchmarkId::new("no_dedup", &param), |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| {
+                        let start = Instant::now();
+                        without_dedup_on(&OneMs, workers, &input);
+                        start.elapsed()
+                    })
+                    .sum()
+            })
+        });
     }
     group.finish();
 }

@@ -225,10 +225,11 @@ where
 #[test]
 fn a_renewal_the_store_holds_for_one_call_delays_no_other_calls_renewals() {
     let opened = Arc::new((Mutex::new(false), Condvar::new()));
-    let victim_renewals = Arc::new(AtomicU32::new(0));
-    let (hold, count) = (opened.clone(), victim_renewals.clone());
+    let (victim_renewals, slow_held) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let (hold, count, held) = (opened.clone(), victim_renewals.clone(), slow_held.clone());
     let (p, gateway) = hooked(Then::Charge, move |lease: &Lease| {
         if lease.key().key().as_str() == "slow" {
+            held.fetch_add(1, Ordering::SeqCst);
             let mut open = hold.0.lock();
             while !*open {
                 hold.1.wait(&mut open);
@@ -244,22 +245,29 @@ fn a_renewal_the_store_holds_for_one_call_delays_no_other_calls_renewals() {
         opened.1.notify_all();
     });
     let (slow, victim, r) = (key("slow"), key("victim"), request(700));
-    let paying = [slow.clone(), victim.clone()].map(|k| {
-        let (payer, r) = (p.clone(), r.clone());
+    let pay = |k: &idem_core::IdempotencyKey| {
+        let (payer, k, r) = (p.clone(), k.clone(), r.clone());
         thread::spawn(move || payer.pay(&k, &r))
+    };
+    // The slow call's renewal is held first, then the other call starts: a renewer shared
+    // by both would be stuck in the held renewal before the other call is even due.
+    let slow_paying = pay(&slow);
+    idem_testkit::wait_until("the slow call's renewal held", WAIT_MAX, || {
+        slow_held.load(Ordering::SeqCst) >= 1
     });
+    let paying = [slow_paying, pay(&victim)];
     idem_testkit::wait_until("both charges held", WAIT_MAX, || gateway.gate.lock().started == 2);
     // The slow key's first renewal never returns while the test runs; the victim's go on.
+    let victim_run_out = || {
+        let pending = p.store().pending(2).expect("lists");
+        pending.iter().any(|c| c.key.key().as_str() == "victim")
+    };
     idem_testkit::wait_until(
-        "five renewals of the other call, or a claim run out",
+        "five renewals of the other call, or its claim run out",
         WAIT_MAX,
-        || {
-            victim_renewals.load(Ordering::SeqCst) >= 5
-                || !p.store().pending(2).expect("lists").is_empty()
-        },
+        || victim_renewals.load(Ordering::SeqCst) >= 5 || victim_run_out(),
     );
-    let pending = p.store().pending(2).expect("lists");
-    assert!(pending.iter().all(|c| c.key.key().as_str() == "slow"), "{pending:?}");
+    assert!(!victim_run_out(), "renewals of the other call: {victim_renewals:?}");
     // The slow call's lease may have run out (the store held its renewal for a whole
     // lease: the case only a deduplicating gateway covers); the victim's holds.
     p.reconcile(10);
