@@ -2909,8 +2909,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-blocking-panics-inside-an-async-task",
         file: "crates/idem-store-postgres/src/blocking.rs",
-        from: "match panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(call))) {",
-        to: "match Ok::<_, ()>(runtime.block_on(call)) {",
+        from: "        Err(_panicked) => Err(PgError::InsideAsyncTask.into()),",
+        to: "        Err(panicked) => panic::resume_unwind(panicked),",
         check: test("idem-store-postgres", "server-tests", "postgres", "a_blocking_store_called"),
     },
     Mutant {
@@ -3052,13 +3052,26 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-blocking-close-unread-before-a-call",
         file: "crates/idem-store-postgres/src/blocking.rs",
-        from: "        conn.runtime.block_on(read);",
-        to: "        let _ = read;",
+        from: "catch_unwind(AssertUnwindSafe(|| conn.runtime.block_on(read)))",
+        to: "catch_unwind(AssertUnwindSafe(|| drop(read)))",
         check: test(
             "idem-store-postgres",
             "server-tests",
             "postgres",
             "silent::a_connection_the_server_closed_between_calls",
+        ),
+    },
+    Mutant {
+        name: "pg-blocking-close-unread-in-spawn-blocking",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "    match panic::catch_unwind(AssertUnwindSafe(|| conn.runtime.block_on(read))) {",
+        to: "    if tokio::runtime::Handle::try_current().is_ok() { return Ok(true); }\n\
+             match panic::catch_unwind(AssertUnwindSafe(|| conn.runtime.block_on(read))) {",
+        check: test(
+            "idem-store-postgres",
+            "server-tests",
+            "postgres",
+            "silent::a_connection_closed_between_calls_is_replaced_for_a_spawn",
         ),
     },
     Mutant {

@@ -132,7 +132,7 @@ impl<R> Drop for Place<'_, R> {
 /// runs the task it woke.
 const READ_TURNS: usize = 2;
 
-/// Whether `conn` is closed. Its connection's task runs only while a call drives its
+/// Whether `conn` is still open. Its connection's task runs only while a call drives its
 /// event loop, so a close the server sent since the last call (a restart, an idle session
 /// timeout, an administrator's `pg_terminate_backend`) is read first: the event loop turns
 /// without waiting, no round trip, and a connection whose server said goodbye is not lent.
@@ -142,7 +142,12 @@ const READ_TURNS: usize = 2;
 /// RACE (a close unread between calls): the server's goodbye arrives while no call runs;
 /// without these turns, `is_closed` still says open and the next call on it fails.
 /// Test: `silent::a_connection_the_server_closed_between_calls_is_replaced_before_use`.
-fn closed(conn: &Conn) -> bool {
+///
+/// # Errors
+///
+/// [`PgError::InsideAsyncTask`] on a thread that drives a runtime already (an async task;
+/// `spawn_blocking` threads may block and are served): no event loop can turn there.
+fn still_open(conn: &Conn) -> Result<bool, StoreError> {
     let read = async {
         for _ in 0..READ_TURNS {
             if conn.client.is_closed() {
@@ -151,12 +156,10 @@ fn closed(conn: &Conn) -> bool {
             tokio::task::yield_now().await;
         }
     };
-    // Inside an async task no event loop can be driven here: the call that follows is
-    // refused (`PgError::InsideAsyncTask`), and the connection kept as it is.
-    if tokio::runtime::Handle::try_current().is_err() {
-        conn.runtime.block_on(read);
+    match panic::catch_unwind(AssertUnwindSafe(|| conn.runtime.block_on(read))) {
+        Ok(()) => Ok(!conn.client.is_closed()),
+        Err(_panicked) => Err(PgError::InsideAsyncTask.into()),
     }
-    conn.client.is_closed()
 }
 
 /// Closes `conn` without waiting for its event loop's threads (a name lookup still under
@@ -298,33 +301,34 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         // The place goes back to the set however the call ends, a panic included.
         let mut place = Place { store: self, conn: self.take_place()? };
         let mut conn = match place.conn.take() {
-            Some(conn) if !closed(&conn) => conn,
-            other => {
-                if let Some(gone) = other {
-                    close(gone);
+            Some(conn) => match still_open(&conn) {
+                Ok(true) => conn,
+                Ok(false) => {
+                    close(conn);
+                    open_client(&self.connector)?
                 }
-                open_client(&self.connector)?
-            }
+                Err(refused) => {
+                    place.conn = Some(conn);
+                    return Err(refused);
+                }
+            },
+            None => open_client(&self.connector)?,
         };
         let Conn { client, runtime } = &mut conn;
         let wait = self.call_wait_max;
         let call = async { tokio::time::timeout(wait, f(client)).await };
         // A thread that already drives a tokio runtime (an async task) cannot block on
-        // another: tokio panics, and the call is refused with the reason instead.
-        match panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(call))) {
-            Ok(Ok(answer)) => {
+        // another: `still_open` or `open_client` refused it above, so this cannot panic.
+        match runtime.block_on(call) {
+            Ok(answer) => {
                 place.conn = Some(conn);
                 answer
             }
             // Closed here, the connection's socket is gone: whatever the server sends
             // later reaches nobody. The place opens a new one at its next use.
-            Ok(Err(_elapsed)) => {
+            Err(_elapsed) => {
                 close(conn);
                 Err(PgError::TimedOut { waited: wait }.into())
-            }
-            Err(_panicked) => {
-                place.conn = Some(conn);
-                Err(PgError::InsideAsyncTask.into())
             }
         }
     }

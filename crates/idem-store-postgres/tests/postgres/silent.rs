@@ -208,17 +208,39 @@ fn a_blocking_connect_to_a_port_that_never_answers_ends_at_its_bound() {
 /// one's place.
 #[test]
 fn a_connection_the_server_closed_between_calls_is_replaced_before_use() {
+    closed_between_calls(|calls| calls());
+}
+
+/// The same from `spawn_blocking`, whose thread holds a runtime's handle and may block.
+#[test]
+fn a_connection_closed_between_calls_is_replaced_for_a_spawn_blocking_caller() {
+    closed_between_calls(|calls| {
+        let blocking = runtime().block_on(async { tokio::task::spawn_blocking(calls).await });
+        blocking.expect("the blocking calls end")
+    });
+}
+
+/// Eight claims made by `run` after the proxy closed every connection of the store.
+fn closed_between_calls(
+    run: impl FnOnce(Box<dyn FnOnce() -> Vec<Claimed> + Send>) -> Vec<Claimed>,
+) {
     let (namespace, proxy) = (Namespace::new(), Proxy::to(upstream_port(), false));
     let store = PgStore::<String>::connect(&proxy.url(), &namespace.0, StoreConfig::default());
-    let store = store.expect("connects through the proxy").with_call_wait_max(CALL_WAIT);
+    let store = Arc::new(store.expect("connects through the proxy").with_call_wait_max(CALL_WAIT));
     assert!(matches!(store.claim(&key("before"), &fp()), Ok(Claim::Acquired(_))));
     proxy.cut();
-    for i in 0..8 {
-        let claim = store.claim(&key(&format!("after-{i}")), &fp());
+    let calling = store.clone();
+    let claims = run(Box::new(move || {
+        (0..8).map(|i| calling.claim(&key(&format!("after-{i}")), &fp())).collect()
+    }));
+    for (i, claim) in claims.iter().enumerate() {
         assert!(matches!(claim, Ok(Claim::Acquired(_))), "call {i}: {claim:?}");
     }
     assert!(matches!(store.claim(&key("before"), &fp()), Ok(Claim::InFlight { .. })));
 }
+
+/// A claim's answer.
+type Claimed = Result<Claim<String>, StoreError>;
 
 /// An async store through `proxy`, waiting 100 ms for a free connection and [`CALL_WAIT`]
 /// for the server's answers.
