@@ -3075,6 +3075,27 @@ const CATALOGUE: &[Mutant] = &[
         ),
     },
     Mutant {
+        name: "payments-recovery-refused-completion-passed-on",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "        if !settled_here(self.store.complete(lease, outcome.clone()))? {",
+        to: "        if !{ self.store.complete(lease, outcome.clone())?; true } {",
+        check: test("idem-payments", "", "it", "renewal::a_recovery_that_lost_its_lease"),
+    },
+    Mutant {
+        name: "payments-reconcile-refused-write-counted-failed",
+        file: "crates/idem-payments/src/processor.rs",
+        from: "        Err(StoreError::LeaseLost { .. }) => Ok(false),\n",
+        to: "",
+        check: test("idem-payments", "", "it", "renewal::a_reconcile_that_lost_its_lease"),
+    },
+    Mutant {
+        name: "payments-renewal-due-time-overflows",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "    at.checked_add(by).or_else(|| at.checked_add(NEVER)).unwrap_or(at)",
+        to: "    at + by",
+        check: test("idem-payments", "", "lib", "a_due_time_past_what_an_instant_holds"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

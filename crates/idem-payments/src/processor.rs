@@ -377,7 +377,13 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome> + 'static> Processor<G, S> {
             Lookup::NotCharged => return Ok(None),
             Lookup::Unknown => return Err(PayError::Pending(scoped.clone())),
         };
-        self.store.complete(lease, outcome.clone())?;
+        // RACE (a recovery whose lookup outlasted its lease): another caller recovered
+        // the key meanwhile, charged, and this lookup read that charge; the key is that
+        // caller's to complete, and a retry replays it. Test: `renewal::a_recovery_that_
+        // lost_its_lease_during_the_lookup_does_not_charge`.
+        if !settled_here(self.store.complete(lease, outcome.clone()))? {
+            return Err(PayError::InProgress { retry_after: self.store.lease() });
+        }
         Ok(Some(outcome))
     }
 
@@ -521,8 +527,11 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome> + 'static> Processor<G, S> {
             Lookup::Charged(charge) => PaymentOutcome::Charged(charge),
             Lookup::Declined(reason) => PaymentOutcome::Declined(reason),
             Lookup::NotCharged => {
-                self.store.release(&lease)?;
-                report.released += 1;
+                if settled_here(self.store.release(&lease))? {
+                    report.released += 1;
+                } else {
+                    report.skipped += 1;
+                }
                 return Ok(());
             }
             Lookup::Unknown => {
@@ -530,8 +539,11 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome> + 'static> Processor<G, S> {
                 return Ok(());
             }
         };
-        self.store.complete(&lease, outcome)?;
-        report.completed += 1;
+        if settled_here(self.store.complete(&lease, outcome))? {
+            report.completed += 1;
+        } else {
+            report.skipped += 1;
+        }
         Ok(())
     }
 
@@ -546,6 +558,21 @@ impl<G: Gateway, S: KeyStore<PaymentOutcome> + 'static> Processor<G, S> {
     /// idempotency key. Returns whether the charge exists.
     pub fn mark_refunded(&self, charge: ChargeId) -> bool {
         self.gateway.set_refunded(charge)
+    }
+}
+
+/// Whether a recovered claim's fenced write (its completion or release) took effect:
+/// `false` if another caller recovered the key meanwhile (the lease had run out during the
+/// gateway's lookup, which is not renewed here), and settles it.
+///
+/// RACE (a reconcile's lookup outlasts its lease): a `pay` recovers the key meanwhile and
+/// settles it; the reconcile's write is refused by the token, and the key counts as
+/// skipped, not failed. Test: `renewal::a_reconcile_that_lost_its_lease_skips_the_key`.
+fn settled_here(write: Result<(), StoreError>) -> Result<bool, StoreError> {
+    match write {
+        Ok(()) => Ok(true),
+        Err(StoreError::LeaseLost { .. }) => Ok(false),
+        Err(error) => Err(error),
     }
 }
 

@@ -38,6 +38,15 @@ use loom::sync::{Condvar, Mutex, MutexGuard};
 #[cfg(not(loom))]
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+/// A century: a due time this far off is never reached.
+const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// `at + by`, or [`NEVER`] after `at` if that is past what an `Instant` holds (a lease
+/// of `Duration::MAX`): a due time, never a panic.
+fn after(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by).or_else(|| at.checked_add(NEVER)).unwrap_or(at)
+}
+
 /// How the renewals went, over a processor's life (see [`Processor::renewals`]).
 ///
 /// [`Processor::renewals`]: crate::Processor::renewals
@@ -96,7 +105,7 @@ impl Registry {
     /// Holds `lease` from now on, first due `due_in` from now; returns its id for
     /// [`release`](Self::release).
     pub fn hold(&self, lease: Lease, due_in: Duration) -> u64 {
-        let due = Instant::now() + due_in;
+        let due = after(Instant::now(), due_in);
         let mut state = self.lock();
         let id = state.next_id;
         state.next_id += 1;
@@ -138,7 +147,7 @@ impl Registry {
         match outcome {
             Ok(lease) => {
                 held.lease = lease;
-                held.due = now + again_in;
+                held.due = after(now, again_in);
                 state.renewals.renewed += 1;
             }
             Err(StoreError::LeaseLost { .. }) => {
@@ -146,7 +155,7 @@ impl Registry {
                 state.renewals.lost += 1;
             }
             Err(_) => {
-                held.due = now + retry_in;
+                held.due = after(now, retry_in);
                 state.renewals.failed += 1;
             }
         }
@@ -172,7 +181,7 @@ impl Registry {
             }
             let now = Instant::now();
             let waiting = state.held.iter_mut().filter(|(_, held)| !held.renewer);
-            let mut first = now + quarter;
+            let mut first = after(now, quarter);
             let mut due = Vec::new();
             for (id, held) in waiting {
                 if held.due <= now {
@@ -409,5 +418,19 @@ fn renew_while_held<S: KeyStore<PaymentOutcome>>(
 ) {
     while let Some(lease) = registry.next_due(id) {
         registry.renewed(id, renewal(store, &lease), schedule.quarter, schedule.retry);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A lease of `Duration::MAX` (a caller's, through `Registry::hold`) makes its renewal
+    /// due a century off, not a panic on the `Instant`'s overflow.
+    #[test]
+    fn a_due_time_past_what_an_instant_holds_is_far_off() {
+        let now = Instant::now();
+        assert_eq!(after(now, Duration::MAX), now + NEVER);
+        assert_eq!(after(now, Duration::from_secs(1)), now + Duration::from_secs(1));
     }
 }

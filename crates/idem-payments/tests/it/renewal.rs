@@ -41,6 +41,8 @@ enum Holds {
     Charges,
     /// The first lookup, its answer read before it is held (an answer in transit).
     FirstLookup,
+    /// The first lookup, its answer read once it is let go (a gateway slow to look).
+    FirstLookupReadAfter,
 }
 
 #[derive(Default)]
@@ -104,14 +106,21 @@ impl Gateway for HeldGateway {
 
     fn lookup(&self, key: &GatewayKey) -> Lookup {
         let mut gate = self.gate.lock();
-        let first = gate.charged.iter().find(|(charged, _)| charged == key);
-        let answer =
-            first.map_or(Lookup::NotCharged, |(_, charge)| Lookup::Charged(charge.clone()));
+        let answer = |gate: &Gate| {
+            let first = gate.charged.iter().find(|(charged, _)| charged == key);
+            first.map_or(Lookup::NotCharged, |(_, charge)| Lookup::Charged(charge.clone()))
+        };
+        let before = answer(&gate);
         gate.lookups += 1;
-        if self.holds == Holds::FirstLookup && gate.lookups == 1 {
-            self.wait_open(&mut gate);
+        match self.holds {
+            Holds::FirstLookup if gate.lookups == 1 => self.wait_open(&mut gate),
+            Holds::FirstLookupReadAfter if gate.lookups == 1 => {
+                self.wait_open(&mut gate);
+                return answer(&gate);
+            }
+            _ => {}
         }
-        answer
+        before
     }
 
     fn set_refunded(&self, _charge: ChargeId) -> bool {
@@ -312,9 +321,17 @@ fn a_store_away_for_most_of_a_lease_does_not_lose_it() {
 
 #[test]
 fn a_recovery_that_lost_its_lease_during_the_lookup_does_not_charge() {
+    // Its lookup answers "not charged" (read before the other's charge): no charge, and
+    // an error. Or it reads the other's charge: not its to complete, and a retry replays.
+    for holds in [Holds::FirstLookup, Holds::FirstLookupReadAfter] {
+        recovery_that_lost_its_lease(holds);
+    }
+}
+
+fn recovery_that_lost_its_lease(holds: Holds) {
     let config = StoreConfig::builder().lease(LEASE).build().expect("a valid lease");
     let store = Arc::new(MemoryStore::new(config));
-    let gateway = Arc::new(HeldGateway::holding(Then::Charge, Holds::FirstLookup));
+    let gateway = Arc::new(HeldGateway::holding(Then::Charge, holds));
     let _open = OpenOnDrop(gateway.clone());
     // The first processor cannot renew; the second shares its store and gateway.
     let cut_off = Faulty::new(store.clone()).failing(Op::Renew, "the store is away");
@@ -342,8 +359,49 @@ fn a_recovery_that_lost_its_lease_during_the_lookup_does_not_charge() {
     assert!(matches!(charged.outcome, PaymentOutcome::Charged(_)));
     gateway.open();
     let late = recovering.join().expect("the first payer");
-    assert!(late.is_err(), "the first charged too: {late:?}");
+    // "Not charged": its renewal before charging fails (this processor cannot renew).
+    // The other's charge: refused at its completion, the key the other's.
+    let told = match holds {
+        Holds::FirstLookupReadAfter => matches!(late, Err(PayError::InProgress { .. })),
+        _ => matches!(late, Err(PayError::Store(_))),
+    };
+    assert!(told, "the first: {late:?}");
     assert_eq!(gateway.charges(), 1, "charged once");
+    let again = first.pay(&k, &r).expect("a retry replays");
+    assert!(again.replayed && again.outcome == charged.outcome, "{again:?}");
+}
+
+/// A reconcile recovers a pending key and asks the gateway, slowly (its lookup is not
+/// renewed): its lease runs out, a payer recovers the key and settles it. The reconcile's
+/// release or completion is refused by the token: the key is reported skipped, not failed,
+/// whether its lookup read "not charged" or the payer's charge.
+#[test]
+fn a_reconcile_that_lost_its_lease_skips_the_key() {
+    for holds in [Holds::FirstLookup, Holds::FirstLookupReadAfter] {
+        let config = StoreConfig::builder().lease(LEASE).build().expect("a valid lease");
+        let store = Arc::new(MemoryStore::new(config));
+        let gateway = Arc::new(HeldGateway::holding(Then::Charge, holds));
+        let _open = OpenOnDrop(gateway.clone());
+        let p = Arc::new(Processor::new("shop", gateway.clone(), store.clone()).expect("valid"));
+        let (k, r) = (key("reconciled"), request(1_300));
+        let scoped = p.scoped_key(&k, &r).expect("a scope");
+        assert!(matches!(store.claim(&scoped, &r.fingerprint()), Ok(Claim::Acquired(_))));
+        let run_out = || !store.pending(1).expect("lists").is_empty();
+        idem_testkit::wait_until("the crashed claim run out", WAIT_MAX, run_out);
+        let reconciling = {
+            let p = p.clone();
+            thread::spawn(move || p.reconcile(10))
+        };
+        idem_testkit::wait_until("the lookup held", WAIT_MAX, || gateway.gate.lock().lookups == 1);
+        idem_testkit::wait_until("the reconcile's claim run out", WAIT_MAX, run_out);
+        let paid = p.pay(&k, &r).expect("the payer recovers and charges");
+        gateway.open();
+        let report = reconciling.join().expect("the reconcile");
+        assert_eq!((report.skipped, report.completed, report.released), (1, 0, 0), "{report:?}");
+        assert!(report.failed.is_empty(), "{report:?}");
+        assert_eq!(gateway.charges(), 1, "charged once");
+        assert_eq!(p.pay(&k, &r).expect("replays").outcome, paid.outcome);
+    }
 }
 
 /// Runs a closure when dropped (the test's end, passed or failed).
