@@ -2841,8 +2841,9 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "notify-panic-payload-dropped-unguarded",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "            idem_core::drop_panic_payload(payload);",
-        to: "            drop(payload);",
+        from: "            idem_core::drop_panic_payload(payload);\n            \
+               idem_core::trace_event!(ERROR",
+        to: "            drop(payload);\n            idem_core::trace_event!(ERROR",
         check: test("idem-notify", "", "it", "shutdown_and_limits::a_job_whose_panic"),
     },
     Mutant {
@@ -3094,6 +3095,30 @@ const CATALOGUE: &[Mutant] = &[
         from: "    at.checked_add(by).or_else(|| at.checked_add(NEVER)).unwrap_or(at)",
         to: "    at + by",
         check: test("idem-payments", "", "lib", "a_due_time_past_what_an_instant_holds"),
+    },
+    Mutant {
+        name: "notify-superseded-give-up-listed-dead",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "    if let Err(StoreError::LeaseLost { .. }) = settle {\n        \
+               add(&state.counters.superseded);\n        return;\n    }\n",
+        to: "",
+        check: test("idem-notify", "", "it", "hostile::a_give_up_after_the_id_was_recovered"),
+    },
+    Mutant {
+        name: "notify-provider-panic-payload-dropped-unguarded",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "would escape here: dropped under a guard.\n        \
+               idem_core::drop_panic_payload(payload);\n",
+        to: "would escape here: dropped under a guard.\n        drop(payload);\n",
+        check: test("idem-notify", "", "it", "hostile::a_provider_panic_whose_payload"),
+    },
+    Mutant {
+        name: "notify-retry-counted-before-it-starts",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "        match attempt_once(state, n, &mut tried, attempt > 0) {",
+        to: "        if attempt > 0 { add(&state.counters.retries); }\n\
+             match attempt_once(state, n, &mut tried, false) {",
+        check: test("idem-notify", "", "it", "hostile::a_retry_stopped_by_the_deadline"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

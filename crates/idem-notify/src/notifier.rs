@@ -621,7 +621,9 @@ fn held<P, S: KeyStore<Outcome>>(state: &NotifierState<P, S>, lease: &Lease) -> 
 /// Calls the provider's `send`; a panic counts as an ambiguous failure (it may have
 /// delivered), counted and traced.
 fn send<P: Provider, S>(state: &NotifierState<P, S>, n: &Notification) -> Result<(), SendError> {
-    panic::catch_unwind(AssertUnwindSafe(|| state.provider.send(n))).unwrap_or_else(|_| {
+    panic::catch_unwind(AssertUnwindSafe(|| state.provider.send(n))).unwrap_or_else(|payload| {
+        // A payload whose drop panics again would escape here: dropped under a guard.
+        idem_core::drop_panic_payload(payload);
         add(&state.counters.provider_panics);
         idem_core::trace_event!(ERROR, "the provider's send panicked; taken as ambiguous");
         Err(SendError::Ambiguous("the provider's send panicked".to_string()))
@@ -630,11 +632,13 @@ fn send<P: Provider, S>(state: &NotifierState<P, S>, n: &Notification) -> Result
 
 /// Asks the provider about a message; a panic counts as `Unknown`, counted and traced.
 fn status<P: Provider, S>(state: &NotifierState<P, S>, n: &Notification) -> DeliveryStatus {
-    let status =
-        panic::catch_unwind(AssertUnwindSafe(|| state.provider.status(n))).unwrap_or_else(|_| {
+    let status = panic::catch_unwind(AssertUnwindSafe(|| state.provider.status(n))).unwrap_or_else(
+        |payload| {
+            idem_core::drop_panic_payload(payload);
             add(&state.counters.provider_panics);
             DeliveryStatus::Unknown
-        });
+        },
+    );
     idem_core::trace_event!(WARN, ?status, "asked the provider");
     status
 }
@@ -678,10 +682,7 @@ fn process<P: Provider, S: KeyStore<Outcome>>(
     }
     let policy = state.config.retry();
     for attempt in 0..policy.attempts_max {
-        if attempt > 0 {
-            add(&state.counters.retries);
-        }
-        match attempt_once(state, n, &mut tried) {
+        match attempt_once(state, n, &mut tried, attempt > 0) {
             Next::Settled => return,
             Next::Stopped => return stopped(state, job, &tried, attempt),
             Next::Retry => {}
@@ -716,6 +717,7 @@ fn attempt_once<P: Provider, S: KeyStore<Outcome>>(
     state: &NotifierState<P, S>,
     n: &Notification,
     tried: &mut Attempts,
+    retry: bool,
 ) -> Next {
     match held(state, &tried.lease) {
         Held::Yes(lease) => tried.lease = lease,
@@ -734,6 +736,10 @@ fn attempt_once<P: Provider, S: KeyStore<Outcome>>(
     // (a recovery's) or the lease's renewal took since the last look.
     if past_deadline(state, Duration::ZERO) {
         return Next::Stopped;
+    }
+    // A retry counts once its send begins: one stopped or superseded first never was.
+    if retry {
+        add(&state.counters.retries);
     }
     match send(state, n) {
         Ok(()) => finish(state, &tried.lease, Outcome::Delivered, 1),
@@ -811,6 +817,15 @@ fn dead<P, S: KeyStore<Outcome>>(
     } else {
         state.store.release(lease)
     };
+    // RACE (a dead letter for a superseded job): a send outlasts half the lease, a
+    // resubmission recovers the id and its job settles it (delivered, say); this job's
+    // give-up is then refused by the token. The id is the other job's: superseded, neither
+    // listed nor counted dead (the list would tell operators to resubmit a message already
+    // delivered). Test: `hostile::a_give_up_after_the_id_was_recovered_is_no_dead_letter`.
+    if let Err(StoreError::LeaseLost { .. }) = settle {
+        add(&state.counters.superseded);
+        return;
+    }
     let notification = notification.clone();
     report(state, &state.dead, DeadLetter { notification, reason, may_have_delivered });
     settled(state, "dead letter", settle);

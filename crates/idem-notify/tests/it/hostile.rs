@@ -33,6 +33,8 @@ pub(crate) struct Script {
     pub(crate) statuses: AtomicU32,
     /// `send` calls, whatever they answered.
     pub(crate) sends: AtomicU32,
+    /// Whether a `hold-refused` message was refused once already.
+    refused: std::sync::atomic::AtomicBool,
     /// A notifier this provider holds a handle on (upgraded during each send).
     notifier: OnceLock<Weak<Notifier<Scripted, Arc<idem_core::MemoryStore<idem_notify::Outcome>>>>>,
 }
@@ -57,6 +59,12 @@ impl Provider for Scripted {
         if n.message_id().starts_with("vague") {
             return Err(SendError::Ambiguous(format!("no answer: {}", "x".repeat(1_000))));
         }
+        // Its first send is held and then refused for good; any later one delivers.
+        let refused_once = n.message_id().starts_with("hold-refused");
+        if refused_once && script.refused.swap(true, Ordering::SeqCst) {
+            *script.deliveries.lock().expect("lock").entry(n.message_id().into()).or_default() += 1;
+            return Ok(());
+        }
         if n.message_id().starts_with("hold") {
             if let Some(started) = script.started.lock().expect("lock").as_ref() {
                 let _ = started.send(());
@@ -66,6 +74,9 @@ impl Provider for Scripted {
             let (open, opened) = &script.open;
             let is_open = open.lock().expect("lock");
             let _ = opened.wait_timeout_while(is_open, HOLD_MAX, |open| !*open).expect("lock");
+            if refused_once {
+                return Err(SendError::Permanent("invalid address".into()));
+            }
         }
         *script.deliveries.lock().expect("lock").entry(n.message_id().into()).or_default() += 1;
         Ok(())
@@ -295,4 +306,104 @@ fn a_recovering_job_the_shutdown_never_starts_keeps_its_id_in_flight() {
     assert_eq!(again, Submitted::DuplicateInFlight, "the id was given back: sent blind");
     assert!(next.shutdown(WAIT).drained);
     assert_eq!(script.delivered("hold"), 1);
+}
+
+/// A send held past half the lease, then refused for good: meanwhile a resubmission
+/// recovered the id and its job delivered the message. The held job's give-up is refused
+/// by the token: superseded, no dead letter listed or counted for a delivered message.
+#[test]
+fn a_give_up_after_the_id_was_recovered_is_no_dead_letter() {
+    let (script, starts) = Script::new(None);
+    let s = scripted(&script, 2);
+    s.notifier.submit(note("hold-refused")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the first send held");
+    s.clock.advance(LEASE);
+    let again = s.notifier.submit(note("hold-refused")).expect("a resubmission");
+    assert_eq!(again, Submitted::Recovering);
+    crate::wait_until("the recovery's delivery", WAIT, || script.delivered("hold-refused") == 1);
+    script.open();
+    assert!(s.notifier.shutdown(WAIT).drained);
+    let stats = s.notifier.stats();
+    assert!(s.notifier.dead_letters().is_empty(), "{:?}", s.notifier.dead_letters());
+    assert_eq!((stats.dead_lettered, stats.superseded, stats.sent), (0, 1, 1), "{stats:?}");
+}
+
+/// A panic payload whose own drop panics with the next, `self.0` deep.
+struct Bomb(u32);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if self.0 > 0 {
+            std::panic::resume_unwind(Box::new(Bomb(self.0 - 1)));
+        }
+    }
+}
+
+/// Delivers, then panics with a [`Bomb`]; its `status` tells the truth (delivered).
+struct DeliversThenBombs(AtomicU32);
+
+impl Provider for DeliversThenBombs {
+    fn send(&self, _: &Notification) -> Result<(), SendError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        std::panic::resume_unwind(Box::new(Bomb(3)))
+    }
+    fn status(&self, _: &Notification) -> DeliveryStatus {
+        DeliveryStatus::Delivered
+    }
+}
+
+/// A provider's panic whose payload panics when dropped is still the provider's panic: an
+/// ambiguous send, settled by `status` (delivered), not a job lost to the worker's guard.
+#[test]
+fn a_provider_panic_whose_payload_panics_when_dropped_is_settled_by_status() {
+    let s = setup(DeliversThenBombs(AtomicU32::new(0)), |c| c);
+    s.notifier.submit(note("m1")).expect("submit");
+    assert!(s.notifier.shutdown(WAIT).drained);
+    let stats = s.notifier.stats();
+    assert_eq!((stats.provider_panics, stats.sent, stats.unresolved), (1, 1, 0), "{stats:?}");
+    assert_eq!(s.notifier.provider().0.load(Ordering::SeqCst), 1, "sent once");
+}
+
+/// A pause that tells the test it began, then waits for the test to let it end.
+#[derive(Default)]
+struct HeldPause {
+    began: Mutex<bool>,
+    ended: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl idem_notify::Sleeper for HeldPause {
+    fn sleep(&self, _: Duration) {
+        *self.began.lock().expect("lock") = true;
+        self.changed.notify_all();
+        let ended = self.ended.lock().expect("lock");
+        let _ = self.changed.wait_timeout_while(ended, HOLD_MAX, |e| !*e).expect("lock");
+    }
+}
+
+/// A shutdown that passes its deadline during a retry's pause: the retry never starts, so
+/// it is not counted.
+#[test]
+fn a_retry_stopped_by_the_deadline_during_its_pause_is_not_counted() {
+    let pause = Arc::new(HeldPause::default());
+    let (script, _starts) = Script::new(None);
+    let s = Arc::new(setup(Scripted(script.clone()), |c| c.sleeper(pause.clone())));
+    s.notifier.submit(note("flaky1")).expect("submit");
+    let began = pause.began.lock().expect("lock");
+    let began = pause.changed.wait_timeout_while(began, WAIT, |b| !*b).expect("lock");
+    assert!(*began.0, "the retry's pause began");
+    drop(began);
+    let shutdown = {
+        let s = s.clone();
+        std::thread::spawn(move || s.notifier.shutdown(Duration::ZERO))
+    };
+    crate::wait_until("the shutdown", WAIT, || {
+        matches!(s.notifier.submit(note("late")), Err(SubmitError::ShutDown))
+    });
+    *pause.ended.lock().expect("lock") = true;
+    pause.changed.notify_all();
+    let left = shutdown.join().expect("shutdown").left;
+    assert!(left.iter().any(|id| id == "flaky1"), "{left:?}");
+    assert_eq!(script.sends.load(Ordering::SeqCst), 1, "one send, no retry");
+    assert_eq!(s.notifier.stats().retries, 0);
 }
