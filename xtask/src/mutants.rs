@@ -2407,8 +2407,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "notify-worker-joins-itself",
         file: "crates/idem-notify/src/notifier.rs",
-        from: "            if worker.thread().id() == me {",
-        to: "            if worker.thread().id() == me && false {",
+        from: "        if self.worker_threads.contains(&std::thread::current().id()) {",
+        to: "        if false {",
         check: test("idem-notify", "", "it", "hostile::a_notifier_dropped_by_its_own_worker"),
     },
     Mutant {
@@ -3119,6 +3119,20 @@ const CATALOGUE: &[Mutant] = &[
         to: "        if attempt > 0 { add(&state.counters.retries); }\n\
              match attempt_once(state, n, &mut tried, false) {",
         check: test("idem-notify", "", "it", "hostile::a_retry_stopped_by_the_deadline"),
+    },
+    Mutant {
+        name: "notify-shutdown-on-a-worker-waits-for-the-joiner",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "        if self.worker_threads.contains(&std::thread::current().id()) {",
+        to: "        if self.worker_threads.is_empty() {",
+        check: test("idem-notify", "", "it", "hostile::a_shutdown_from_a_worker_during"),
+    },
+    Mutant {
+        name: "notify-shutdown-on-a-worker-says-drained",
+        file: "crates/idem-notify/src/notifier.rs",
+        from: "            return ShutdownReport { drained: false, left };",
+        to: "            return ShutdownReport { drained: left.is_empty(), left };",
+        check: test("idem-notify", "", "it", "hostile::a_shutdown_from_a_worker_does_not"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -165,7 +165,7 @@ pub enum MarkReadError {
 }
 
 /// What `shutdown` left behind.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ShutdownReport {
     /// Whether every queued notification was processed before the deadline.
     pub drained: bool,
@@ -236,6 +236,8 @@ pub struct Notifier<P: Provider, S: KeyStore<Outcome> + 'static> {
     /// to drop it, after the submissions under way.
     sender: RwLock<Option<Sender<Job>>>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// The workers' threads, for a `shutdown` called on one of them (by a provider).
+    worker_threads: Vec<std::thread::ThreadId>,
 }
 
 impl<P: Provider, S: KeyStore<Outcome> + 'static> std::fmt::Debug for Notifier<P, S> {
@@ -301,7 +303,9 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
                 }
             }
         }
-        Ok(Self { state, sender: RwLock::new(Some(sender)), workers: Mutex::new(workers) })
+        let worker_threads = workers.iter().map(|w| w.thread().id()).collect();
+        let workers = Mutex::new(workers);
+        Ok(Self { state, sender: RwLock::new(Some(sender)), workers, worker_threads })
     }
 
     /// Submits a notification; returns at once. The message id is claimed before it is
@@ -478,29 +482,43 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// passes ends first, and `shutdown` returns once it
     /// has. Idempotent by its shape: a second call, even one made while the first drains,
     /// returns once the first is done and reports nothing new.
+    ///
+    /// Called on one of the notifier's own workers (a provider that holds a handle on its
+    /// notifier, or drops the last one), it cannot wait for the workers: it closes the
+    /// queue, sets the deadline if it is the first, and returns at once, `drained: false`,
+    /// with what was given back so far; what the workers give back later is reported to
+    /// the next `shutdown`.
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
+        // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
+        let drain_until = Instant::now().checked_add(deadline);
+        // RACE (a shutdown on a worker): the worker's provider calls `shutdown` while
+        // another thread's `shutdown` holds `workers` and joins that very worker; waiting
+        // for the lock there, each would wait for the other for ever. A worker's call
+        // takes no lock the joiner holds. Test: `hostile::a_shutdown_from_a_worker_
+        // during_another_neither_waits_for_the_other`.
+        if self.worker_threads.contains(&std::thread::current().id()) {
+            self.close(drain_until);
+            let left = std::mem::take(&mut *self.state.left.lock());
+            return ShutdownReport { drained: false, left };
+        }
         // Held until the workers are joined: a second call waits for the first, instead
         // of reporting a drained queue while the first still drains it.
         let mut workers = self.workers.lock();
-        // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
-        let drain_until = Instant::now().checked_add(deadline);
-        if !workers.is_empty() {
-            *self.state.deadline.lock() = drain_until;
-        }
-        drop(self.sender.write().take());
-        let me = std::thread::current().id();
+        self.close(drain_until);
         for worker in std::mem::take(&mut *workers) {
-            // The last handle on a notifier dropped by its own worker (a provider that
-            // holds one) shuts it down from that worker, which cannot join itself: it
-            // ends its job, finds the queue closed, and stops.
-            if worker.thread().id() == me {
-                continue;
-            }
             // A worker that panicked has already lost its job; the rest are reported.
             let _ = worker.join();
         }
         let left = std::mem::take(&mut *self.state.left.lock());
         ShutdownReport { drained: left.is_empty(), left }
+    }
+
+    /// Closes the queue; the first call sets the workers' deadline (a later one keeps it).
+    fn close(&self, drain_until: Option<Instant>) {
+        let mut sender = self.sender.write();
+        if sender.take().is_some() {
+            *self.state.deadline.lock() = drain_until;
+        }
     }
 }
 

@@ -33,11 +33,16 @@ pub(crate) struct Script {
     pub(crate) statuses: AtomicU32,
     /// `send` calls, whatever they answered.
     pub(crate) sends: AtomicU32,
+    /// What the shutdowns a `hold-shut-down` send called answered.
+    reports: Mutex<Vec<idem_notify::ShutdownReport>>,
     /// Whether a `hold-refused` message was refused once already.
     refused: std::sync::atomic::AtomicBool,
     /// A notifier this provider holds a handle on (upgraded during each send).
-    notifier: OnceLock<Weak<Notifier<Scripted, Arc<idem_core::MemoryStore<idem_notify::Outcome>>>>>,
+    notifier: OnceLock<Weak<ScriptedNotifier>>,
 }
+
+/// A notifier over the scripted provider.
+type ScriptedNotifier = Notifier<Scripted, Arc<idem_core::MemoryStore<idem_notify::Outcome>>>;
 
 /// The provider the notifier owns; the test keeps the `Script`.
 pub(crate) struct Scripted(pub(crate) Arc<Script>);
@@ -76,6 +81,11 @@ impl Provider for Scripted {
             let _ = opened.wait_timeout_while(is_open, HOLD_MAX, |open| !*open).expect("lock");
             if refused_once {
                 return Err(SendError::Permanent("invalid address".into()));
+            }
+            // The provider shuts its own notifier down, from the worker it runs on.
+            if let Some(me) = _handle.as_ref().filter(|_| n.message_id().contains("shut-down")) {
+                let report = me.shutdown(Duration::ZERO);
+                script.reports.lock().expect("lock").push(report);
             }
         }
         *script.deliveries.lock().expect("lock").entry(n.message_id().into()).or_default() += 1;
@@ -406,4 +416,56 @@ fn a_retry_stopped_by_the_deadline_during_its_pause_is_not_counted() {
     assert!(left.iter().any(|id| id == "flaky1"), "{left:?}");
     assert_eq!(script.sends.load(Ordering::SeqCst), 1, "one send, no retry");
     assert_eq!(s.notifier.stats().retries, 0);
+}
+
+/// A notifier whose provider holds a handle on it, `hold-shut-down` submitted first (held
+/// while the test queues more), with one worker.
+fn shut_down_by_its_provider(queued: &[&str]) -> (Arc<Script>, Arc<ScriptedNotifier>) {
+    let (script, starts) = Script::new(None);
+    let notifier = Arc::new(scripted(&script, 1).notifier);
+    script.notifier.set(Arc::downgrade(&notifier)).map_err(|_| ()).expect("set once");
+    notifier.submit(note("hold-shut-down")).expect("submit");
+    starts.recv_timeout(WAIT).expect("the worker holds the first message");
+    for id in queued {
+        notifier.submit(note(id)).expect("submit");
+    }
+    (script, notifier)
+}
+
+/// A provider shuts its notifier down from the worker it runs on, two messages queued
+/// behind it: that shutdown cannot wait for the worker, so it says not drained, and the
+/// two, given back by the worker afterwards, are reported to the next shutdown.
+#[test]
+fn a_shutdown_from_a_worker_does_not_say_drained_and_the_next_reports_the_rest() {
+    let (script, notifier) = shut_down_by_its_provider(&["m1", "m2"]);
+    script.open();
+    crate::wait_until("the provider's shutdown", WAIT, || {
+        !script.reports.lock().expect("lock").is_empty()
+    });
+    let report = notifier.shutdown(WAIT);
+    let inner = script.reports.lock().expect("lock").clone();
+    assert!(!inner[0].drained, "from the worker: {inner:?}");
+    let mut left = inner[0].left.clone();
+    left.extend(report.left);
+    assert_eq!(left, ["m1", "m2"], "every id given back is reported once");
+    assert_eq!(script.delivered("m1") + script.delivered("m2"), 0);
+}
+
+/// A shutdown under way joins the worker whose provider calls `shutdown` in turn: the
+/// provider's call returns at once, and so does the first, instead of each waiting for the
+/// other.
+#[test]
+fn a_shutdown_from_a_worker_during_another_neither_waits_for_the_other() {
+    let (script, notifier) = shut_down_by_its_provider(&[]);
+    let (done, outer) = mpsc::channel();
+    let outside = notifier.clone();
+    std::thread::spawn(move || drop(done.send(outside.shutdown(Duration::from_secs(5)))));
+    crate::wait_until("the first shutdown", WAIT, || {
+        matches!(notifier.submit(note("late")), Err(SubmitError::ShutDown))
+    });
+    script.open();
+    let report = outer.recv_timeout(WAIT).expect("the first shutdown returns");
+    assert!(report.left.is_empty(), "{report:?}");
+    assert_eq!(script.reports.lock().expect("lock").len(), 1, "the provider's returned");
+    assert_eq!(script.delivered("hold-shut-down"), 1);
 }
