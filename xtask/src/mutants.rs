@@ -2381,7 +2381,7 @@ const CATALOGUE: &[Mutant] = &[
         name: "notify-provider-panic-not-caught",
         file: "crates/idem-notify/src/notifier.rs",
         from: "panic::catch_unwind(AssertUnwindSafe(|| state.provider.send(n))).unwrap_or_else(",
-        to: "Ok::<_, ()>(state.provider.send(n)).unwrap_or_else(",
+        to: "Ok::<_, Box<dyn std::any::Any + Send>>(state.provider.send(n)).unwrap_or_else(",
         check: test("idem-notify", "", "it", "hostile::a_panicking_provider"),
     },
     Mutant {

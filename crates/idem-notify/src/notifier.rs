@@ -170,7 +170,9 @@ pub struct ShutdownReport {
     /// Whether every queued notification was processed before the deadline.
     pub drained: bool,
     /// Message ids still queued at the deadline: not sent, their ids released, so a later
-    /// replay sends them.
+    /// replay sends them; except a recovering message's (a replay of one whose earlier
+    /// attempt may have delivered), left in flight until its lease runs out, when a replay
+    /// asks the provider first.
     pub left: Vec<String>,
 }
 
