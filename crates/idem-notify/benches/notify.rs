@@ -10,9 +10,13 @@ mod pipelines;
 
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{
+    BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,
+};
+use idem_notify::{Notification, Provider};
 use pipelines::{
-    OneMs, notifier, notifier_on, submissions, with_dedup, without_dedup, without_dedup_on,
+    Idem, OneMs, notifier, notifier_on, submissions, with_dedup, without_dedup, without_dedup_on,
 };
 
 const MESSAGES: usize = 10_000;
@@ -26,29 +30,13 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(input.len() as u64));
         for workers in [1, 2] {
             let param = format!("{dup_percent}% dup, {workers} workers");
-            group.bench_function(BenchmarkId::new("idem", &param), |b| {
-                b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| {
-                            let notifier = notifier(workers, MESSAGES);
-                            let start = Instant::now();
-                            with_dedup(&notifier, &input);
-                            start.elapsed()
-                        })
-                        .sum()
-                })
-            });
-            group.bench_function(BenchmarkId::new("no_dedup", &param), |b| {
-                b.iter_custom(|iters| {
-                    (0..iters)
-                        .map(|_| {
-                            let start = Instant::now();
-                            without_dedup(workers, &input);
-                            start.elapsed()
-                        })
-                        .sum()
-                })
-            });
+            side_by_side(
+                &mut group,
+                &param,
+                &input,
+                || notifier(workers, MESSAGES),
+                || without_dedup(workers, &input),
+            );
         }
     }
     group.finish();
@@ -63,31 +51,46 @@ fn slow(c: &mut Criterion) {
     group.throughput(Throughput::Elements(input.len() as u64));
     for workers in [1, 8] {
         let param = format!("{workers} workers");
-        group.bench_function(BenchmarkId::new("idem", &param), |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| {
-                        let notifier = notifier_on(OneMs, workers, SLOW_MESSAGES);
-                        let start = Instant::now();
-                        with_dedup(&notifier, &input);
-                        start.elapsed()
-                    })
-                    .sum()
-            })
-        });
-        group.bench_function(BenchmarkId::new("no_dedup", &param), |b| {
-            b.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| {
-                        let start = Instant::now();
-                        without_dedup_on(&OneMs, workers, &input);
-                        start.elapsed()
-                    })
-                    .sum()
-            })
+        let started = || notifier_on(OneMs, workers, SLOW_MESSAGES);
+        side_by_side(&mut group, &param, &input, started, || {
+            without_dedup_on(&OneMs, workers, &input)
         });
     }
     group.finish();
+}
+
+/// `input` through a notifier `started` anew for each iteration (its start not timed),
+/// beside `no_dedup`, the same pipeline without dedup.
+fn side_by_side<P: Provider>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    param: &str,
+    input: &[Notification],
+    started: impl Fn() -> Idem<P>,
+    no_dedup: impl Fn(),
+) {
+    group.bench_function(BenchmarkId::new("idem", param), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let notifier = started();
+                    let start = Instant::now();
+                    with_dedup(&notifier, input);
+                    start.elapsed()
+                })
+                .sum()
+        })
+    });
+    group.bench_function(BenchmarkId::new("no_dedup", param), |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let start = Instant::now();
+                    no_dedup();
+                    start.elapsed()
+                })
+                .sum()
+        })
+    });
 }
 
 criterion_group! {

@@ -687,6 +687,31 @@ fn a_blocking_store_called_from_an_async_task_refuses_and_keeps_its_connections(
     runtime.block_on(async move { drop(store) });
 }
 
+/// Holds the namespace's record count in a transaction of its own (`hold` locks its row),
+/// claims `name` meanwhile, lets the claim wait 1.5 s on the server's clock behind it, then
+/// commits: the claim's answer.
+fn claim_behind_a_held_count(
+    store: &Arc<PgStore<String>>,
+    namespace: &Namespace,
+    hold: &str,
+    name: &'static str,
+) -> Claim<String> {
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let mut stalled = admin.transaction().expect("a transaction");
+    stalled.batch_execute(hold).expect("the count held");
+    let claiming = {
+        let store = store.clone();
+        std::thread::spawn(move || store.claim(&key(name), &fp()))
+    };
+    wait_for_one_session_on_a_lock(namespace, "the claim waiting on the record count");
+    let waited_from = server_ms();
+    idem_testkit::wait_until("1.5 s on the server's clock", Duration::from_secs(10), || {
+        server_ms() >= waited_from + 1_500
+    });
+    stalled.commit().expect("committed");
+    claiming.join().expect("the claimer").expect("claimed")
+}
+
 /// A fresh claim that waits on the namespace's record count (held by a claim whose session
 /// stalled before its commit) for longer than its lease is handed a whole lease: counted
 /// from when the row was written, the lease would have run out before anyone saw it, and
@@ -697,21 +722,8 @@ fn a_fresh_claim_that_waited_behind_another_gets_a_whole_lease() {
     let config = StoreConfig::builder().lease(Duration::from_secs(1)).build().expect("valid");
     let store = PgStore::<String>::connect(&url(), &namespace.0, config).expect("connect");
     let store = Arc::new(store);
-    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
-    let mut stalled = admin.transaction().expect("a transaction");
     let count = format!("UPDATE \"{}\".meta SET records = records WHERE id = 1", namespace.0);
-    assert_eq!(stalled.execute(&count, &[]).expect("the count held"), 1);
-    let claiming = {
-        let store = store.clone();
-        std::thread::spawn(move || store.claim(&key("fresh"), &fp()))
-    };
-    wait_for_one_session_on_a_lock(&namespace, "the claim waiting on the record count");
-    let waited_from = server_ms();
-    idem_testkit::wait_until("1.5 s on the server's clock", Duration::from_secs(10), || {
-        server_ms() >= waited_from + 1_500
-    });
-    stalled.commit().expect("committed");
-    let claim = claiming.join().expect("the claimer").expect("claimed");
+    let claim = claim_behind_a_held_count(&store, &namespace, &count, "fresh");
     assert!(matches!(claim, Claim::Acquired(_)), "{claim:?}");
     let state = store.lookup(&key("fresh"), &fp()).expect("lookup");
     assert!(matches!(state, KeyState::InFlight { .. }), "a whole lease: {state:?}");
@@ -791,21 +803,8 @@ fn a_takeover_that_waited_on_the_count_gets_a_whole_lease() {
     idem_testkit::wait_until("the result expired", Duration::from_secs(10), || {
         server_ms() >= expired_from + 10
     });
-    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
-    let mut stalled = admin.transaction().expect("a transaction");
     let lock = format!("SELECT 1 FROM \"{}\".meta WHERE id = 1 FOR UPDATE", namespace.0);
-    stalled.query_one(&lock, &[]).expect("the count held");
-    let claiming = {
-        let store = store.clone();
-        std::thread::spawn(move || store.claim(&key("k1"), &fp()))
-    };
-    wait_for_one_session_on_a_lock(&namespace, "the takeover waiting on the record count");
-    let waited_from = server_ms();
-    idem_testkit::wait_until("1.5 s on the server's clock", Duration::from_secs(10), || {
-        server_ms() >= waited_from + 1_500
-    });
-    stalled.commit().expect("committed");
-    let claim = claiming.join().expect("the claimer").expect("claimed");
+    let claim = claim_behind_a_held_count(&store, &namespace, &lock, "k1");
     assert!(matches!(claim, Claim::Acquired(_)), "{claim:?}");
     let again = store.claim(&key("k1"), &fp()).expect("claim");
     assert!(matches!(again, Claim::InFlight { .. }), "not recovered at once: {again:?}");
