@@ -3149,6 +3149,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "it", "behaviour::an_unresolved_message_leaves"),
     },
     Mutant {
+        name: "pg-blocking-rollback-left-queued",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "                runtime.block_on(turns(READ_TURNS));\n",
+        to: "",
+        check: test("idem-store-postgres", "server-tests", "postgres", "a_refused_claim_leaves"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

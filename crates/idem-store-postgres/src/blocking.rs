@@ -127,10 +127,19 @@ impl<R> Drop for Place<'_, R> {
     }
 }
 
-/// How many turns of a connection's event loop [`closed`] gives its connection's task to
-/// read what the server sent since the last call: the first polls the socket, the second
-/// runs the task it woke.
+/// How many turns of a connection's event loop [`still_open`] gives its connection's task
+/// to read what the server sent since the last call (the first polls the socket, the
+/// second runs the task it woke), and a call gives it after its answer to write what the
+/// call left queued (a dropped transaction's `ROLLBACK`).
 const READ_TURNS: usize = 2;
+
+/// `n` turns of the event loop that runs this, without waiting: each lets the tasks it
+/// woke run (a connection's task reads what arrived, or writes what was queued).
+async fn turns(n: usize) {
+    for _ in 0..n {
+        tokio::task::yield_now().await;
+    }
+}
 
 /// Whether `conn` is still open. Its connection's task runs only while a call drives its
 /// event loop, so a close the server sent since the last call (a restart, an idle session
@@ -153,7 +162,7 @@ fn still_open(conn: &Conn) -> Result<bool, StoreError> {
             if conn.client.is_closed() {
                 return;
             }
-            tokio::task::yield_now().await;
+            turns(1).await;
         }
     };
     match panic::catch_unwind(AssertUnwindSafe(|| conn.runtime.block_on(read))) {
@@ -321,6 +330,15 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         // another: `still_open` or `open_client` refused it above, so this cannot panic.
         match runtime.block_on(call) {
             Ok(answer) => {
+                // RACE (a rollback left queued): a call that returns early from inside a
+                // transaction (a claim refused for its scope's quota or the store's
+                // capacity) drops it, which only queues its `ROLLBACK` for the connection's
+                // task; `block_on` returns as soon as the call does, so without these turns
+                // the `ROLLBACK` waited for the connection's next call while the session sat
+                // idle in a transaction holding the record count's row, and every claim in
+                // the namespace waited on it (up to the server's 5 s idle timeout). Test:
+                // `a_refused_claim_leaves_no_transaction_open`.
+                runtime.block_on(turns(READ_TURNS));
                 place.conn = Some(conn);
                 answer
             }

@@ -301,6 +301,30 @@ fn the_store_reconnects_after_the_server_closed_its_connections() {
     assert!(matches!(store.claim(&key("before"), &fp()), Ok(Claim::InFlight { .. })));
 }
 
+/// A claim refused for its scope's quota ends its transaction before the refusal returns:
+/// no session of the store is left idle in a transaction holding the record count's row
+/// (every other claim in the namespace waited on it, up to the server's 5 s idle timeout).
+#[test]
+fn a_refused_claim_leaves_no_transaction_open() {
+    let namespace = Namespace::new();
+    let config = StoreConfig::builder().scope_in_flight_max(1).build().expect("valid");
+    let store = PgStore::<String>::connect(&url(), &namespace.0, config).expect("connect");
+    assert!(matches!(store.claim(&key("k1"), &fp()), Ok(Claim::Acquired(_))));
+    let refused = store.claim(&key("k2"), &fp());
+    assert!(matches!(refused, Err(StoreError::ScopeQuota { .. })), "{refused:?}");
+    let mut admin = postgres::Client::connect(&url(), postgres::NoTls).expect("admin");
+    let open = "SELECT count(*) FROM pg_stat_activity \
+                WHERE application_name = $1 AND state = 'idle in transaction'";
+    let name = format!("idem:{}", namespace.0);
+    // The rollback was written before the refusal returned; the server may take a moment
+    // to read it. Polled on the server's clock for 2 s, well under its 5 s idle timeout.
+    let ended = (0..200).any(|_| {
+        let count: i64 = admin.query_one(open, &[&name]).expect("sessions").get(0);
+        count == 0 || admin.execute("SELECT pg_sleep(0.01)", &[]).map(|_| false).expect("sleep")
+    });
+    assert!(ended, "a session of the store stayed idle in a transaction for 2 s");
+}
+
 /// A database error carries the server's own message, not "db error".
 #[test]
 fn errors_carry_the_servers_message() {
