@@ -2788,7 +2788,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pg-blocking-connect-waits-for-ever",
         file: "crates/idem-store-postgres/src/blocking.rs",
-        from: "tokio::time::timeout(STATEMENT_TIMEOUT, connect).await",
+        from: "tokio::time::timeout(bound, connect).await",
         to: "Ok::<_, ()>(connect.await)",
         check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_blocking_conn"),
     },
@@ -3154,6 +3154,13 @@ const CATALOGUE: &[Mutant] = &[
         from: "                runtime.block_on(turns(READ_TURNS));\n",
         to: "",
         check: test("idem-store-postgres", "server-tests", "postgres", "a_refused_claim_leaves"),
+    },
+    Mutant {
+        name: "pg-blocking-reconnect-outside-the-call-wait",
+        file: "crates/idem-store-postgres/src/blocking.rs",
+        from: "        open_client(&self.connector, self.call_wait_max.min(STATEMENT_TIMEOUT))",
+        to: "        open_client(&self.connector, STATEMENT_TIMEOUT)",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_blocking_call"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -72,9 +72,10 @@ struct Conn {
 }
 
 /// Opens one connection, with the store's statement timeout as a startup option; the
-/// whole of it (the TCP connect, TLS, the startup exchange) bounded by the statement
-/// timeout, so a port that accepts and never answers is an error, not a hang.
-fn open_client(connector: &Connector) -> Result<Conn, StoreError> {
+/// whole of it (the TCP connect, TLS, the startup exchange) bounded by `bound` (the
+/// statement timeout at most), so a port that accepts and never answers is an error, not
+/// a hang.
+fn open_client(connector: &Connector, bound: Duration) -> Result<Conn, StoreError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -94,7 +95,7 @@ fn open_client(connector: &Connector) -> Result<Conn, StoreError> {
             }),
         }
     };
-    let bounded = async { tokio::time::timeout(STATEMENT_TIMEOUT, connect).await };
+    let bounded = async { tokio::time::timeout(bound, connect).await };
     let connected = panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(bounded)));
     match connected {
         Ok(Ok(Ok(client))) => Ok(Conn { client, runtime }),
@@ -102,7 +103,7 @@ fn open_client(connector: &Connector) -> Result<Conn, StoreError> {
         // A name lookup may still run on the event loop's blocking thread: not waited for.
         Ok(Err(_elapsed)) => {
             runtime.shutdown_background();
-            Err(PgError::TimedOut { waited: STATEMENT_TIMEOUT }.into())
+            Err(PgError::TimedOut { waited: bound }.into())
         }
         Err(_panicked) => {
             runtime.shutdown_background();
@@ -261,7 +262,7 @@ impl<R: Durable + Clone + Send> PgStore<R> {
         let settings = Settings::new(schema, config, clock);
         let mut clients = Vec::with_capacity(CLIENTS);
         for _ in 0..CLIENTS {
-            clients.push(Some(open_client(&connector)?));
+            clients.push(Some(open_client(&connector, STATEMENT_TIMEOUT)?));
         }
         let store = Self {
             clients: Mutex::new(clients),
@@ -314,14 +315,14 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 Ok(true) => conn,
                 Ok(false) => {
                     close(conn);
-                    open_client(&self.connector)?
+                    self.reopen()?
                 }
                 Err(refused) => {
                     place.conn = Some(conn);
                     return Err(refused);
                 }
             },
-            None => open_client(&self.connector)?,
+            None => self.reopen()?,
         };
         let Conn { client, runtime } = &mut conn;
         let wait = self.call_wait_max;
@@ -349,6 +350,13 @@ impl<R: Durable + Clone + Send> PgStore<R> {
                 Err(PgError::TimedOut { waited: wait }.into())
             }
         }
+    }
+
+    /// A new connection in a place whose last one closed: bounded by the call's own wait
+    /// if it is shorter than the connect bound (a caller who asked for calls of a second
+    /// gets them, a reconnect included).
+    fn reopen(&self) -> Result<Conn, StoreError> {
+        open_client(&self.connector, self.call_wait_max.min(STATEMENT_TIMEOUT))
     }
 
     /// A place from the store's set (its connection, or `None` to open), waiting at most
