@@ -282,7 +282,9 @@ impl<R: Durable + Clone + Send> PgStore<R> {
     /// answering, its socket still open). Such a call may or may not have taken effect,
     /// like any call whose answer was lost: a claim it made is recovered after its lease,
     /// never taken twice. Keep it above the statement timeout (5 s), which bounds a
-    /// statement that waits on a lock: a server that answers is never cut off.
+    /// statement that waits on a lock: a server that answers is never cut off. A call that
+    /// must open its connection again first (the last one closed) waits for that at most
+    /// this long too, and at most the 5 s connect bound.
     #[must_use]
     pub fn with_call_wait_max(mut self, wait: Duration) -> Self {
         self.call_wait_max = wait;
