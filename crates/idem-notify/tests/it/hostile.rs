@@ -338,24 +338,14 @@ fn a_give_up_after_the_id_was_recovered_is_no_dead_letter() {
     assert_eq!((stats.dead_lettered, stats.superseded, stats.sent), (0, 1, 1), "{stats:?}");
 }
 
-/// A panic payload whose own drop panics with the next, `self.0` deep.
-struct Bomb(u32);
-
-impl Drop for Bomb {
-    fn drop(&mut self) {
-        if self.0 > 0 {
-            std::panic::resume_unwind(Box::new(Bomb(self.0 - 1)));
-        }
-    }
-}
-
-/// Delivers, then panics with a [`Bomb`]; its `status` tells the truth (delivered).
+/// Delivers, then panics with a [`Bomb`](crate::shutdown_and_limits::Bomb); its `status`
+/// tells the truth (delivered).
 struct DeliversThenBombs(AtomicU32);
 
 impl Provider for DeliversThenBombs {
     fn send(&self, _: &Notification) -> Result<(), SendError> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        std::panic::resume_unwind(Box::new(Bomb(3)))
+        std::panic::resume_unwind(Box::new(crate::shutdown_and_limits::Bomb(3)))
     }
     fn status(&self, _: &Notification) -> DeliveryStatus {
         DeliveryStatus::Delivered

@@ -67,8 +67,8 @@ fn a_shutdown_begun_during_a_retry_pause_starts_no_retry_after_it() {
     assert_eq!(script.sends.load(Ordering::SeqCst), 1, "no send after the deadline");
 }
 
-/// A panic payload whose own drop panics with the next (three deep).
-struct Bomb(u32);
+/// A panic payload whose own drop panics with the next (`self.0` deep).
+pub(crate) struct Bomb(pub(crate) u32);
 
 impl Drop for Bomb {
     fn drop(&mut self) {
