@@ -3135,20 +3135,6 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-notify", "", "it", "hostile::a_shutdown_from_a_worker_does_not"),
     },
     Mutant {
-        name: "notify-resolved-message-still-listed",
-        file: "crates/idem-notify/src/notifier.rs",
-        from: "        self.state.unresolved.lock().retain(|listed| listed.key() != key);\n",
-        to: "",
-        check: test("idem-notify", "", "it", "behaviour::an_unresolved_message_leaves"),
-    },
-    Mutant {
-        name: "notify-resolved-delivered-given-back",
-        file: "crates/idem-notify/src/notifier.rs",
-        from: "            Resolution::Delivered => store.complete(&lease, Outcome::Delivered)?,",
-        to: "            Resolution::Delivered => store.release(&lease)?,",
-        check: test("idem-notify", "", "it", "behaviour::an_unresolved_message_leaves"),
-    },
-    Mutant {
         name: "pg-blocking-rollback-left-queued",
         file: "crates/idem-store-postgres/src/blocking.rs",
         from: "                runtime.block_on(turns(READ_TURNS));\n",

@@ -59,34 +59,7 @@
 //! Then an ambiguous send (a timeout after sending) cannot be settled. The default,
 //! [`UnknownPolicy::ReportUnresolved`], keeps at most once and reports the message in
 //! [`Notifier::unresolved`]; [`UnknownPolicy::Resend`] opts into at least once on that
-//! hop (a second ping possible). An unresolved message keeps its id in flight in the id
-//! store until an operator who found out settles it with [`Notifier::resolve`]:
-//!
-//! ```
-//! use std::{sync::Arc, time::Duration};
-//! use idem_core::{ManualClock, MemoryStore, Timestamp};
-//! use idem_notify::{Channel, Config, Notification, Notifier, ProviderFault, Resolution};
-//! use idem_notify::{ResolveError, Resolved, SimulatedProvider};
-//!
-//! let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
-//! let store = MemoryStore::with_clock(Default::default(), clock.clone());
-//! let provider = SimulatedProvider::new().forgetting_ids(); // no `status` to ask
-//! provider.inject(ProviderFault::DeliverThenTimeout);
-//! let config = Config::builder().clock(clock.clone()).build()?;
-//! let notifier = Notifier::start(provider, store, config)?;
-//! let n = Notification::new("m1", "user:42", Channel::Sms, "Your code is 1234")?;
-//! notifier.submit(n.clone())?;
-//! notifier.shutdown(Duration::from_secs(5));
-//! assert_eq!(notifier.unresolved(), vec![n.clone()]);
-//! // Its lease still runs (a replay may still settle it): too early.
-//! let early = notifier.resolve(&n, Resolution::Delivered);
-//! assert!(matches!(early, Err(ResolveError::InFlight { .. })));
-//! clock.advance(Duration::from_secs(3_600)); // past the lease
-//! let resolved = notifier.resolve(&n, Resolution::Delivered)?;
-//! assert_eq!(resolved, Resolved::Stored(Resolution::Delivered));
-//! assert!(notifier.unresolved().is_empty());
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! hop (a second ping possible).
 //!
 //! # Features
 //!
@@ -108,8 +81,7 @@ pub use config::{
 };
 pub use message::{CONTENT_LEN_MAX, Channel, InvalidNotification, Notification, UnknownChannel};
 pub use notifier::{
-    DeadLetter, MarkReadError, Notifier, Outcome, Resolution, ResolveError, Resolved,
-    ShutdownReport, Stats, SubmitError, Submitted,
+    DeadLetter, MarkReadError, Notifier, Outcome, ShutdownReport, Stats, SubmitError, Submitted,
 };
 /// The queue's places, public for the loom models in `tests/loom.rs` only.
 #[doc(hidden)]

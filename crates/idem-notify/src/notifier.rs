@@ -149,55 +149,6 @@ impl From<StoreError> for SubmitError {
     }
 }
 
-/// What an operator found out about a message whose delivery was unknown (an unresolved
-/// one), told to [`Notifier::resolve`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// It reached the user: stored as delivered, so a resubmission is a duplicate.
-    Delivered,
-    /// It did not: its id is given back, so a resubmission sends it.
-    NotDelivered,
-}
-
-/// What [`Notifier::resolve`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolved {
-    /// The operator's resolution was stored.
-    Stored(Resolution),
-    /// Already settled (by a job, a replay or an earlier resolution): its outcome, kept.
-    AlreadySettled(Outcome),
-}
-
-/// Why `resolve` refused; nothing was stored.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ResolveError {
-    /// A job or a replay holds the id now (its lease has not run out): it may still
-    /// deliver or settle it. Resolve after `retry_after`, if it is still unresolved.
-    #[error("message id {key} is in flight; resolve it after {retry_after:?}")]
-    InFlight {
-        /// The id.
-        key: ScopedKey,
-        /// The store's lease: the longest a holder keeps the id without renewing it.
-        retry_after: Duration,
-    },
-    /// The id was used for other content or another channel.
-    #[error("message id {0} was used for different content")]
-    ContentMismatch(ScopedKey),
-    /// The id store refused or failed.
-    #[error("id store: {0}")]
-    Store(StoreError),
-}
-
-impl From<StoreError> for ResolveError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::KeyReused { key } => Self::ContentMismatch(key),
-            other => Self::Store(other),
-        }
-    }
-}
-
 /// Why `mark_read` refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -515,41 +466,6 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     /// latest `reports_max`, oldest first.
     pub fn unresolved(&self) -> Vec<Notification> {
         self.state.unresolved.lock().iter().cloned().collect()
-    }
-
-    /// Settles a message whose delivery is unknown (listed by [`unresolved`]) with what an
-    /// operator found out: stored as delivered, or its id given back. Until then its id
-    /// stays in flight in the id store, so unresolved messages a provider without `status`
-    /// leaves behind fill the store; this is how they leave it. Idempotent by its shape: a
-    /// second call finds the id settled and answers `AlreadySettled`.
-    ///
-    /// # Errors
-    ///
-    /// [`ResolveError`]: the id held by a job or replay now (its lease has not run out),
-    /// used for other content, or the id store failed. Nothing is stored then.
-    ///
-    /// [`unresolved`]: Notifier::unresolved
-    pub fn resolve(
-        &self,
-        notification: &Notification,
-        resolution: Resolution,
-    ) -> Result<Resolved, ResolveError> {
-        let store = &self.state.store;
-        let key = notification.key();
-        let lease = match store.claim(key, &notification.fingerprint())? {
-            Claim::Acquired(lease) | Claim::Recover(lease) => lease,
-            Claim::Replay(outcome) => return Ok(Resolved::AlreadySettled(outcome)),
-            Claim::InFlight { .. } => {
-                let retry_after = store.lease();
-                return Err(ResolveError::InFlight { key: key.clone(), retry_after });
-            }
-        };
-        match resolution {
-            Resolution::Delivered => store.complete(&lease, Outcome::Delivered)?,
-            Resolution::NotDelivered => store.release(&lease)?,
-        }
-        self.state.unresolved.lock().retain(|listed| listed.key() != key);
-        Ok(Resolved::Stored(resolution))
     }
 
     /// The provider (for tests and the demo).

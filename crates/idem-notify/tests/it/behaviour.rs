@@ -6,8 +6,8 @@ use std::time::Duration;
 use idem_core::{Claim, KeyError, KeyStore, MemoryStore, StoreConfig};
 use idem_notify::{
     Channel, Config, ConfigError, InvalidNotification, Jitter, MarkReadError, Notification,
-    Outcome, ProviderFault, Resolution, ResolveError, Resolved, RetryPolicy, ShutdownReport,
-    SimulatedProvider, SubmitError, Submitted, UnknownPolicy, WORKERS_MAX,
+    Outcome, ProviderFault, RetryPolicy, ShutdownReport, SimulatedProvider, SubmitError, Submitted,
+    UnknownPolicy, WORKERS_MAX,
 };
 
 use idem_testkit::faulty::{Faulty, Op};
@@ -236,39 +236,6 @@ fn without_status_an_ambiguous_send_is_unresolved_unless_at_least_once() {
     s.notifier.submit(n.clone()).expect("submit");
     drain(&s.notifier);
     assert_eq!(s.notifier.provider().deliveries(&n), 2, "at least once: a second ping");
-}
-
-/// An unresolved message holds its id in flight until an operator resolves it: stored as
-/// delivered (a resubmission is a duplicate) or given back (a resubmission sends it); a
-/// second resolution finds it settled, and one whose lease still runs is refused.
-#[test]
-fn an_unresolved_message_leaves_the_store_by_an_operators_resolution() {
-    let s = setup(SimulatedProvider::new().forgetting_ids(), |c| c);
-    let (m1, m2) = (note("m1"), note("m2"));
-    for n in [&m1, &m2] {
-        s.notifier.provider().inject(ProviderFault::DeliverThenTimeout);
-        s.notifier.submit(n.clone()).expect("submit");
-    }
-    wait_until("both unresolved", WAIT, || s.notifier.unresolved().len() == 2);
-    let early = s.notifier.resolve(&m1, Resolution::Delivered);
-    assert!(matches!(early, Err(ResolveError::InFlight { .. })), "{early:?}");
-    s.clock.advance(LEASE);
-    let resolve = |n: &Notification, r| s.notifier.resolve(n, r).expect("resolved");
-    assert_eq!(resolve(&m1, Resolution::Delivered), Resolved::Stored(Resolution::Delivered));
-    let given_back = resolve(&m2, Resolution::NotDelivered);
-    assert_eq!(given_back, Resolved::Stored(Resolution::NotDelivered));
-    let again = resolve(&m1, Resolution::NotDelivered);
-    assert_eq!(again, Resolved::AlreadySettled(Outcome::Delivered));
-    assert!(s.notifier.unresolved().is_empty());
-    assert!(s.store.pending(10).expect("lists").is_empty(), "nothing left in flight");
-    let m1_again = s.notifier.submit(m1.clone()).expect("submit");
-    assert_eq!(m1_again, Submitted::Duplicate(Outcome::Delivered));
-    assert_eq!(s.notifier.submit(m2.clone()).expect("submit"), Submitted::Accepted);
-    drain(&s.notifier);
-    assert_eq!(s.notifier.provider().deliveries(&m2), 2, "given back: sent again");
-    let other = Notification::new("m1", "user:1", Channel::Email, "other").expect("valid");
-    let mismatch = s.notifier.resolve(&other, Resolution::Delivered);
-    assert!(matches!(mismatch, Err(ResolveError::ContentMismatch(_))), "{mismatch:?}");
 }
 
 #[test]
