@@ -487,9 +487,9 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
     ///
     /// Called on one of the notifier's own workers (a provider that holds a handle on its
     /// notifier, or drops the last one), it cannot wait for the workers: it closes the
-    /// queue, sets the deadline if it is the first, and returns at once, `drained: false`,
-    /// with what was given back so far; what the workers give back later is reported to
-    /// the next `shutdown`.
+    /// queue, sets the deadline if it is the first, and returns at once, `drained: false`
+    /// and `left` empty: what the workers give back is reported by a `shutdown` under way
+    /// on another thread, or the next one.
     pub fn shutdown(&self, deadline: Duration) -> ShutdownReport {
         // A deadline too long to add to the clock (`Duration::MAX`) drains everything.
         let drain_until = Instant::now().checked_add(deadline);
@@ -498,10 +498,11 @@ impl<P: Provider, S: KeyStore<Outcome> + 'static> Notifier<P, S> {
         // for the lock there, each would wait for the other for ever. A worker's call
         // takes no lock the joiner holds. Test: `hostile::a_shutdown_from_a_worker_
         // during_another_neither_waits_for_the_other`.
+        // It takes no leftovers either: a shutdown under way on another thread reports
+        // them (a provider's report would reach no one).
         if self.worker_threads.contains(&std::thread::current().id()) {
             self.close(drain_until);
-            let left = std::mem::take(&mut *self.state.left.lock());
-            return ShutdownReport { drained: false, left };
+            return ShutdownReport { drained: false, left: Vec::new() };
         }
         // Held until the workers are joined: a second call waits for the first, instead
         // of reporting a drained queue while the first still drains it.
