@@ -136,7 +136,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-release-skips-the-generation-check",
         file: "crates/idem-pool/src/pool.rs",
-        from: "if s.generation != generation {",
+        from: "if word.generation != generation {",
         to: "if false {",
         check: test("idem-pool", "", "it", "model::"),
     },
@@ -144,8 +144,9 @@ const CATALOGUE: &[Mutant] = &[
         name: "pool-failed-connect-strands-its-slot",
         file: "crates/idem-pool/src/pool.rs",
         from: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
-               state.give_free(slot);",
+               state.give_free(&self.shelf, claim);",
         to: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
+             let slot = claim.slot();\n                self.shelf.empty(claim);\n                \
              state.free.push(slot);",
         check: Check::Loom { package: "idem-pool" },
     },
@@ -798,8 +799,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-return-wakes-a-woken-waiter",
         file: "crates/idem-pool/src/state.rs",
-        from: ".find(|w| w.grant.is_none() && !w.woken) {\n                waiter.woken = true;",
-        to: ".find(|w| w.grant.is_none()) {\n                waiter.woken = true;",
+        from: ".find(|w| w.grant.is_none() && !w.woken) {\n            waiter.woken = true;",
+        to: ".find(|w| w.grant.is_none()) {\n            waiter.woken = true;",
         check: Check::Loom { package: "idem-pool" },
     },
     Mutant {
@@ -2316,15 +2317,15 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-demo-finds-a-stale-release-of-a-parked-loan",
         file: "crates/idem-pool/src/pool.rs",
-        from: "if s.generation != generation {",
+        from: "if word.generation != generation {",
         to: "if false {",
         check: Check::Demo { storm: "idem-pool" },
     },
     Mutant {
         name: "pool-release-of-a-loan-whose-slot-is-idle-taken",
         file: "crates/idem-pool/src/pool.rs",
-        from: "        if s.phase != Phase::Parked {",
-        to: "        if !matches!(s.phase, Phase::Parked | Phase::Idle) {",
+        from: "        if word.phase != Phase::Parked {",
+        to: "        if !matches!(word.phase, Phase::Parked | Phase::Idle) {",
         check: test("idem-pool", "", "it", "behaviour::stale_loan_after_relend"),
     },
     Mutant {
@@ -2429,8 +2430,8 @@ const CATALOGUE: &[Mutant] = &[
         name: "pool-panicking-manager-call-keeps-its-slot",
         file: "crates/idem-pool/src/pool.rs",
         from: "            state.counters.discarded += 1;\n        }\n        \
-               state.give_free(slot);\n    }",
-        to: "            state.counters.discarded += 1;\n        }\n    }",
+               state.give_free(&self.shelf, claim);\n    }",
+        to: "            state.counters.discarded += 1;\n        }\n        drop(claim);\n    }",
         check: test("idem-pool", "", "it", "hostile::a_connect_that_panics"),
     },
     Mutant {
@@ -2450,16 +2451,16 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-handoff-lends-past-its-lifetime",
         file: "crates/idem-pool/src/pool.rs",
-        from: "if self.expired(&state.slots[granted.slot()], now) {",
-        to: "if false {",
+        from: "if self.expired(&held, now) {\n                    // Handed on past",
+        to: "if false {\n                    // Handed on past",
         check: test("idem-pool", "", "it", "hostile::a_connection_handed_on"),
     },
     Mutant {
         name: "pool-grant-spends-a-woken-waiters-wake",
         file: "crates/idem-pool/src/state.rs",
-        from: "if was_woken {\n                    self.pass_on_wake();\n                \
-               }\n            }\n            None => self.free.push(slot),",
-        to: "}\n            None => self.free.push(slot),",
+        from: "if was_woken {\n                    self.pass_on_wake(shelf);\n                \
+               }\n            }\n            None => {\n                let slot",
+        to: "}\n            None => {\n                let slot",
         check: test("idem-pool", "", "lib", "state::tests::a_grant_to"),
     },
     Mutant {
@@ -3147,6 +3148,41 @@ const CATALOGUE: &[Mutant] = &[
         from: "        open_client(&self.connector, self.call_wait_max.min(STATEMENT_TIMEOUT))",
         to: "        open_client(&self.connector, STATEMENT_TIMEOUT)",
         check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_blocking_call"),
+    },
+    Mutant {
+        name: "pool-shelf-return-unfenced",
+        file: "crates/idem-pool/src/shelf.rs",
+        from: "(the race above).\n        fence(Ordering::SeqCst);",
+        to: "(the race above).",
+        check: Check::Loom { package: "idem-pool" },
+    },
+    Mutant {
+        name: "pool-shelf-return-never-hands-on",
+        file: "crates/idem-pool/src/shelf.rs",
+        from: "self.waiting.load(Ordering::Relaxed) > 0 || self.closed.load(Ordering::Relaxed)",
+        to: "false",
+        check: Check::Loom { package: "idem-pool" },
+    },
+    Mutant {
+        name: "pool-fifo-waiter-never-looks-at-the-shelf",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "let idle = (0..self.shelf.len()).find_map(|slot| self.shelf.reclaim(slot));",
+        to: "let idle = None::<(Claim, Held<M::Connection>)>;",
+        check: Check::Loom { package: "idem-pool" },
+    },
+    Mutant {
+        name: "pool-barging-waiter-never-looks-at-the-shelf",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "} else if let Some((claim, held)) = self.shelf.take_any() {",
+        to: "} else if let Some((claim, held)) = None::<(Claim, Held<M::Connection>)> {",
+        check: Check::Loom { package: "idem-pool" },
+    },
+    Mutant {
+        name: "pool-shelf-forgets-the-threads-last-slot",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "            self.shelf.remember(slot);\n",
+        to: "",
+        check: test("idem-pool", "", "it", "model::"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -5,6 +5,7 @@ use std::ops::{Deref, DerefMut};
 
 use crate::Manager;
 use crate::pool::Lender;
+use crate::shelf::Lent;
 use crate::sync::Arc;
 
 /// The name of one loan: the slot lent and the slot's generation at the time. The
@@ -58,23 +59,24 @@ impl fmt::Display for LoanId {
 /// after a release, is a no-op.
 pub struct PooledConnection<M: Manager> {
     lender: Arc<Lender<M>>,
-    conn: Option<M::Connection>,
+    lent: Option<Lent<M::Connection>>,
     id: LoanId,
     broken: bool,
 }
 
 impl<M: Manager> PooledConnection<M> {
-    pub(crate) fn new(lender: Arc<Lender<M>>, conn: M::Connection, id: LoanId) -> Self {
-        Self { lender, conn: Some(conn), id, broken: false }
+    pub(crate) fn new(lender: Arc<Lender<M>>, lent: Lent<M::Connection>) -> Self {
+        let id = LoanId::new(lent.claim.slot(), lent.claim.generation());
+        Self { lender, lent: Some(lent), id, broken: false }
     }
 
     /// Gives the connection back now; returns whether this call did. A second call is a
     /// no-op that returns `false` and is counted in
     /// [`PoolState::double_releases`](crate::PoolState::double_releases).
     pub fn release(&mut self) -> bool {
-        match self.conn.take() {
-            Some(conn) => {
-                self.lender.give_back(self.id, conn, self.broken);
+        match self.lent.take() {
+            Some(lent) => {
+                self.lender.give_back(lent, self.broken);
                 true
             }
             None => {
@@ -86,7 +88,7 @@ impl<M: Manager> PooledConnection<M> {
 
     /// Whether the connection was already given back with [`release`](Self::release).
     pub fn is_released(&self) -> bool {
-        self.conn.is_none()
+        self.lent.is_none()
     }
 
     /// Marks the connection broken: on return it is closed and replaced, never lent again.
@@ -102,8 +104,8 @@ impl<M: Manager> PooledConnection<M> {
     ///
     /// If the guard was already released.
     pub fn into_loan(mut self) -> Loan<M> {
-        let conn = self.conn.take().expect("into_loan of a released PooledConnection");
-        self.lender.park(self.id, conn);
+        let lent = self.lent.take().expect("into_loan of a released PooledConnection");
+        self.lender.park(lent);
         Loan { lender: self.lender.clone(), id: self.id }
     }
 
@@ -121,7 +123,7 @@ impl<M: Manager> Deref for PooledConnection<M> {
     /// If the guard was already released: using a connection after giving it back is a
     /// bug in the caller, and the pool refuses to let it touch the next borrower's.
     fn deref(&self) -> &M::Connection {
-        self.conn.as_ref().expect("use of a PooledConnection after release")
+        &self.lent.as_ref().expect("use of a PooledConnection after release").conn
     }
 }
 
@@ -130,14 +132,14 @@ impl<M: Manager> DerefMut for PooledConnection<M> {
     ///
     /// As `deref`.
     fn deref_mut(&mut self) -> &mut M::Connection {
-        self.conn.as_mut().expect("use of a PooledConnection after release")
+        &mut self.lent.as_mut().expect("use of a PooledConnection after release").conn
     }
 }
 
 impl<M: Manager> Drop for PooledConnection<M> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.lender.give_back(self.id, conn, self.broken);
+        if let Some(lent) = self.lent.take() {
+            self.lender.give_back(lent, self.broken);
         }
     }
 }
@@ -147,7 +149,8 @@ where
     M::Connection: fmt::Debug,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PooledConnection").field("id", &self.id).field("conn", &self.conn).finish()
+        let conn = self.lent.as_ref().map(|lent| &lent.conn);
+        f.debug_struct("PooledConnection").field("id", &self.id).field("conn", &conn).finish()
     }
 }
 

@@ -72,6 +72,7 @@ mod config;
 mod conn;
 mod manager;
 mod pool;
+mod shelf;
 mod state;
 mod sync;
 

@@ -8,7 +8,8 @@ use idem_core::Timestamp;
 use crate::config::{Builder, Config, Fairness, HealthCheck};
 use crate::conn::{Loan, LoanId, PooledConnection};
 
-use crate::state::{Grant, Phase, State, Waiter};
+use crate::shelf::{Claim, Held, Lent, Phase, Shelf};
+use crate::state::{Grant, State, Waiter};
 use crate::sync::{Arc, Condvar, Duration, Instant, Mutex, MutexGuard};
 use crate::{ConfigError, Error, Manager, PoolState};
 
@@ -30,6 +31,8 @@ const BACKOFF_MAX: Duration = Duration::ZERO;
 pub(crate) struct Lender<M: Manager> {
     pub(crate) manager: M,
     pub(crate) config: Config,
+    /// The slots' phases and idle connections, outside the lock.
+    pub(crate) shelf: Shelf<M::Connection>,
     pub(crate) state: Mutex<State<M::Connection>>,
     /// Wakes callers waiting out a connect backoff when the pool closes.
     pub(crate) backoff: Condvar,
@@ -118,7 +121,9 @@ impl<M: Manager> Builder<M> {
         let mut state = State::new(config.max_size);
         state.fair_after = config.fair_after;
         let state = Mutex::new(state);
-        let lender = Arc::new(Lender { manager, config, state, backoff: Condvar::default() });
+        let shelf = Shelf::new(config.max_size);
+        let backoff = Condvar::default();
+        let lender = Arc::new(Lender { manager, config, shelf, state, backoff });
         let handle = Arc::new(Handle { lender, stop: Arc::new(Stop::default()) });
         let pool = Pool { handle };
         pool.maintain();
@@ -191,13 +196,17 @@ impl<M: Manager> Pool<M> {
                 return;
             }
             state.closed = true;
+            let shelf = &self.lender().shelf;
+            shelf.close();
             for waiter in state.waiters.iter_mut().filter(|w| w.grant.is_none()) {
                 waiter.grant = Some(Grant::Closed);
                 waiter.cv.notify_one();
             }
             self.lender().backoff.notify_all();
-            let idle = std::mem::take(&mut state.idle);
-            idle.into_iter().map(|i| state.discard(i)).collect::<Vec<_>>()
+            let idle = (0..shelf.len()).filter_map(|slot| shelf.reclaim(slot)).collect::<Vec<_>>();
+            idle.into_iter()
+                .map(|(claim, held)| state.discard(shelf, claim, held))
+                .collect::<Vec<_>>()
         };
         // Connections are closed outside the lock: closing one may be slow.
         drop(idle);
@@ -215,7 +224,8 @@ impl<M: Manager> Pool<M> {
 
     /// Counts for metrics: size, idle, in use, waiters, and what happened so far.
     pub fn state(&self) -> PoolState {
-        self.lender().state.lock().snapshot()
+        let lender = self.lender();
+        lender.state.lock().snapshot(&lender.shelf)
     }
 
     /// Closes idle connections past their idle timeout or lifetime, counts lent ones held
@@ -232,7 +242,7 @@ impl<M: Manager> Pool<M> {
     /// If an invariant is broken (a bug in this crate, never a caller's error).
     pub fn assert_invariants(&self) {
         let lender = self.lender();
-        lender.state.lock().assert_invariants(lender.config.max_size);
+        lender.state.lock().assert_invariants(&lender.shelf, lender.config.max_size);
     }
 
     #[cfg(not(loom))]
@@ -300,9 +310,9 @@ fn guarded<T>(f: impl FnOnce() -> T, restore: impl FnOnce()) -> T {
 
 /// What one locked step of a checkout decided.
 enum Step<C> {
-    Lend(C, LoanId),
+    Lend(Lent<C>),
     Retry,
-    Create(usize),
+    Create(Claim),
     Wait,
     Fail(Error),
 }
@@ -320,10 +330,44 @@ impl<M: Manager> Lender<M> {
     }
 
     /// Whether an idle connection must be closed rather than lent.
-    fn expired(&self, slot: &crate::state::Slot<M::Connection>, now: Timestamp) -> bool {
+    fn expired(&self, held: &Held<M::Connection>, now: Timestamp) -> bool {
         let c = &self.config;
-        c.max_lifetime.is_some_and(|l| slot.created_at.saturating_add(l) <= now)
-            || c.idle_timeout.is_some_and(|t| slot.returned_at.saturating_add(t) <= now)
+        c.max_lifetime.is_some_and(|l| held.created_at.saturating_add(l) <= now)
+            || c.idle_timeout.is_some_and(|t| held.returned_at.saturating_add(t) <= now)
+    }
+
+    /// An idle connection taken off the shelf, lent from `now` under a new generation.
+    fn lend_idle(
+        &self,
+        mut claim: Claim,
+        held: Held<M::Connection>,
+        now: Timestamp,
+    ) -> Lent<M::Connection> {
+        self.shelf.lend_new(&mut claim);
+        self.loan(claim, held, now)
+    }
+
+    /// A connection lent from `now` under its claim's generation.
+    fn loan(&self, claim: Claim, held: Held<M::Connection>, now: Timestamp) -> Lent<M::Connection> {
+        self.shelf.set_lent_at(&claim, now);
+        Lent { conn: held.conn, claim, created_at: held.created_at, lent_at: now }
+    }
+
+    /// The lock-free `get`: an idle connection off the shelf, unless the pool closed or,
+    /// under `Fairness::Fifo`, someone waits (then the locked path decides who is served).
+    /// An expired one met on the way is closed, and the locked path decides.
+    fn take_unlocked(&self, now: Timestamp) -> Option<Lent<M::Connection>> {
+        let fifo = self.config.fairness == Fairness::Fifo;
+        if self.shelf.is_closed() || (fifo && self.shelf.waiting()) {
+            return None;
+        }
+        let (claim, held) = self.shelf.take_any()?;
+        if self.expired(&held, now) {
+            let closed = self.state.lock().discard(&self.shelf, claim, held);
+            drop(closed);
+            return None;
+        }
+        Some(self.lend_idle(claim, held, now))
     }
 
     /// One locked decision: lend an idle connection, reserve a slot to connect into, or
@@ -342,18 +386,17 @@ impl<M: Manager> Lender<M> {
         // Barging and Eventual: a running thread may take an idle connection (Eventual
         // bounds that by handing returns to a waiter that has waited `fair_after`).
         let fifo = self.config.fairness == Fairness::Fifo;
-        if !fifo || state.waiters.iter().all(|w| w.grant.is_some()) {
-            if let Some(slot) = state.idle.pop() {
-                if self.expired(&state.slots[slot], now) {
-                    trash.push(state.discard(slot));
+        if !fifo || !state.someone_waits() {
+            if let Some((claim, held)) = self.shelf.take_any() {
+                if self.expired(&held, now) {
+                    trash.push(state.discard(&self.shelf, claim, held));
                     return Step::Retry;
                 }
-                let (conn, id) = state.lend(slot, now);
-                return Step::Lend(conn, id);
+                return Step::Lend(self.lend_idle(claim, held, now));
             }
             if let Some(slot) = state.free.pop() {
-                state.slots[slot].phase = Phase::Creating;
-                return Step::Create(slot);
+                let claim = self.shelf.claim_empty(slot).expect("a slot on the free list is empty");
+                return Step::Create(claim);
             }
         }
         Step::Wait
@@ -371,10 +414,16 @@ impl<M: Manager> Lender<M> {
         let mut start = || *started.get_or_insert_with(|| Started::now(timeout));
         let mut yielded = false;
         loop {
-            let mut trash = Vec::new();
             let now = self.now();
+            if let Some(lent) = self.take_unlocked(now) {
+                match self.validated(lent) {
+                    Ok(guard) => return Ok(guard),
+                    Err(()) => continue,
+                }
+            }
+            let mut trash = Vec::new();
             let mut state = self.state.lock();
-            let slot = match self.step(&mut state, now, &mut trash) {
+            let claim = match self.step(&mut state, now, &mut trash) {
                 Step::Retry => {
                     // Close the expired connection outside the lock, then decide again.
                     drop(state);
@@ -382,16 +431,16 @@ impl<M: Manager> Lender<M> {
                     continue;
                 }
                 Step::Fail(error) => return Err(error),
-                Step::Lend(conn, id) => {
+                Step::Lend(lent) => {
                     drop(state);
-                    match self.validated(conn, id) {
+                    match self.validated(lent) {
                         Ok(guard) => return Ok(guard),
                         Err(()) => continue,
                     }
                 }
-                Step::Create(slot) => {
+                Step::Create(claim) => {
                     drop(state);
-                    slot
+                    claim
                 }
                 Step::Wait if start().deadline == Deadline::Now => {
                     return Err(self.timeout(&state, Duration::ZERO));
@@ -407,13 +456,13 @@ impl<M: Manager> Lender<M> {
                 }
                 Step::Wait => match self.wait(state, start())? {
                     Waited::Guard(guard) => return Ok(guard),
-                    Waited::Create(slot) => slot,
+                    Waited::Create(claim) => claim,
                     Waited::Again => continue,
                 },
             };
             let started = start();
-            self.connect_turn(slot, started)?;
-            match self.create(slot) {
+            let claim = self.connect_turn(claim, started)?;
+            match self.create(claim) {
                 Ok(guard) => return Ok(guard),
                 // The slot went to the head waiter or the free list; a waiting caller
                 // decides again (and waits its turn), `try_get` gives up.
@@ -425,28 +474,27 @@ impl<M: Manager> Lender<M> {
         }
     }
 
-    /// Waits, holding the reserved slot `slot`, until a connect may start (the backoff
+    /// Waits, holding the reserved slot of `claim`, until a connect may start (the backoff
     /// after a failed connect has passed). If the caller's deadline comes first, or it
     /// may not wait at all, the slot is handed on (to the head waiter, or the free list)
     /// and the call times out; if the pool closes, the slot is emptied and the call fails.
-    fn connect_turn(&self, slot: usize, started: Started) -> Result<(), Error> {
+    fn connect_turn(&self, claim: Claim, started: Started) -> Result<Claim, Error> {
         let mut state = self.state.lock();
         loop {
             if state.closed {
-                state.slots[slot].phase = Phase::Empty;
+                state.give_free(&self.shelf, claim);
                 return Err(Error::Closed);
             }
             let now = Instant::now();
             let after = match state.connect_after {
                 Some(after) if now < after => after,
-                _ => return Ok(()),
+                _ => return Ok(claim),
             };
             let until = match started.deadline {
                 Deadline::At(deadline) if now < deadline => after.min(deadline),
                 Deadline::Never => after,
                 Deadline::Now | Deadline::At(_) => {
-                    state.slots[slot].phase = Phase::Empty;
-                    state.give_free(slot);
+                    state.give_free(&self.shelf, claim);
                     // `try_get` (Deadline::Now) did not wait, so it did not time out.
                     state.counters.timeouts += u64::from(started.deadline != Deadline::Now);
                     return Err(self.timeout(&state, started.at.elapsed()));
@@ -468,13 +516,13 @@ impl<M: Manager> Lender<M> {
 
     /// Empties the slot a manager call held when the call panicked, and hands it on (to
     /// the longest waiter, or the free list), so the panic costs the pool no place.
-    fn slot_emptied(&self, slot: usize, discarded: bool) {
+    fn slot_emptied(&self, claim: Option<Claim>, discarded: bool) {
+        let Some(claim) = claim else { return };
         let mut state = self.state.lock();
-        state.slots[slot].phase = Phase::Empty;
         if discarded {
             state.counters.discarded += 1;
         }
-        state.give_free(slot);
+        state.give_free(&self.shelf, claim);
     }
 
     /// Records a successful connect: the next failure starts the backoff afresh.
@@ -484,7 +532,8 @@ impl<M: Manager> Lender<M> {
     }
 
     fn timeout(&self, state: &State<M::Connection>, waited: Duration) -> Error {
-        let (in_use, max_size) = (state.in_use(), self.config.max_size);
+        let in_use = self.shelf.count(&[Phase::Lent, Phase::Parked, Phase::Granted]);
+        let max_size = self.config.max_size;
         Error::Timeout { waited, in_use, max_size, last_error: state.last_error.clone() }
     }
 
@@ -505,7 +554,8 @@ impl<M: Manager> Lender<M> {
         // A waiter woken to compete and overtaken queues again with its first instant, so
         // Eventual's bound counts its whole wait, not its latest turn.
         let since = started.at;
-        state.waiters.push_back(Waiter { id, since, cv: cv.clone(), grant: None, woken: false });
+        let waiter = Waiter { id, since, cv: cv.clone(), grant: None, woken: false };
+        state.enqueue(&self.shelf, waiter);
         loop {
             // RACE (lost wake-up): a releaser grants us a connection between our check and
             // our sleep. The grant is written under the lock we hold until the condition
@@ -514,20 +564,27 @@ impl<M: Manager> Lender<M> {
             // `release_wakes_waiting_get`.
             let position = state.waiters.iter().position(|w| w.id == id);
             let position = position.expect("a waiter leaves the queue only by itself");
-            if let Some(grant) = state.waiters[position].grant {
-                state.waiters.remove(position);
+            if let Some(grant) = state.waiters[position].grant.take() {
+                state.dequeue(&self.shelf, position);
                 return self.granted(state, grant);
             }
-            // Barging: woken to compete for an idle connection. Take it here, under the
-            // lock the wake-up gave back, rather than leave the queue and lock again.
-            if std::mem::take(&mut state.waiters[position].woken) && !state.idle.is_empty() {
-                state.waiters.remove(position);
-                return Ok(self.take_idle(state));
+            state.waiters[position].woken = false;
+            // A return that did not see us queue put its connection on the shelf (the
+            // race in `Shelf::put`): barging, take it; Fifo, it goes to the longest waiter.
+            if self.config.fairness == Fairness::Fifo {
+                let idle = (0..self.shelf.len()).find_map(|slot| self.shelf.reclaim(slot));
+                if let Some((claim, held)) = idle {
+                    state.give_idle(&self.shelf, claim, held, Fairness::Fifo);
+                    continue;
+                }
+            } else if let Some((claim, held)) = self.shelf.take_any() {
+                state.dequeue(&self.shelf, position);
+                return Ok(self.lend_taken(state, claim, held));
             }
             let now = Instant::now();
             let until = match started.deadline {
                 Deadline::At(deadline) if now >= deadline => {
-                    state.waiters.remove(position);
+                    state.dequeue(&self.shelf, position);
                     state.counters.timeouts += 1;
                     return Err(self.timeout(&state, started.at.elapsed()));
                 }
@@ -539,26 +596,29 @@ impl<M: Manager> Lender<M> {
         }
     }
 
-    /// Lends the most recently returned idle connection to a woken waiter (closing it
-    /// first, and deciding again, if it expired). Returns with the lock released.
+    /// Lends a connection a waiter took off the shelf (closing it first, and deciding
+    /// again, if it expired). Returns with the lock released.
     ///
     /// RACE (barging): a running thread may take the idle connection between the wake-up
-    /// and this waiter's turn at the lock; the waiter then finds the list empty and waits
+    /// and this waiter's turn at the lock; the waiter then finds the shelf empty and waits
     /// again (its first instant kept, so `Fairness::Eventual` still counts its whole
     /// wait). Loom models: `release_wakes_waiting_get_barging`,
     /// `release_wakes_waiting_get_eventual`.
-    fn take_idle(self: &Arc<Self>, mut state: MutexGuard<'_, State<M::Connection>>) -> Waited<M> {
+    fn lend_taken(
+        self: &Arc<Self>,
+        mut state: MutexGuard<'_, State<M::Connection>>,
+        claim: Claim,
+        held: Held<M::Connection>,
+    ) -> Waited<M> {
         let now = self.now();
-        let Some(slot) = state.idle.pop() else { return Waited::Again };
-        if self.expired(&state.slots[slot], now) {
-            let closed = state.discard(slot);
+        if self.expired(&held, now) {
+            let closed = state.discard(&self.shelf, claim, held);
             drop(state);
             drop(closed);
             return Waited::Again;
         }
-        let (conn, id) = state.lend(slot, now);
         drop(state);
-        match self.validated(conn, id) {
+        match self.validated(self.lend_idle(claim, held, now)) {
             Ok(guard) => Waited::Guard(guard),
             Err(()) => Waited::Again,
         }
@@ -567,28 +627,25 @@ impl<M: Manager> Lender<M> {
     fn granted(
         self: &Arc<Self>,
         mut state: MutexGuard<'_, State<M::Connection>>,
-        grant: Grant,
+        grant: Grant<M::Connection>,
     ) -> Result<Waited<M>, Error> {
         match grant {
             Grant::Closed => Err(Error::Closed),
-            Grant::Create { slot } => Ok(Waited::Create(slot)),
-            Grant::Conn(granted) => {
+            Grant::Create(claim) => Ok(Waited::Create(claim)),
+            Grant::Conn(mut claim, held) => {
                 let now = self.now();
-                if self.expired(&state.slots[granted.slot()], now) {
+                if self.expired(&held, now) {
                     // Handed on past its lifetime (or idle time): closed, not lent; the
                     // slot is this waiter's to connect into.
-                    let s = &mut state.slots[granted.slot()];
-                    let closed = s.conn.take();
-                    s.phase = Phase::Creating;
+                    self.shelf.reserve(&mut claim);
                     state.counters.discarded += 1;
                     drop(state);
-                    drop(closed);
-                    return Ok(Waited::Create(granted.slot()));
+                    drop(held);
+                    return Ok(Waited::Create(claim));
                 }
-                let (conn, lent) = state.lend(granted.slot(), now);
-                debug_assert_eq!(lent, granted);
+                self.shelf.lend_held(&mut claim);
                 drop(state);
-                Ok(match self.validated(conn, granted) {
+                Ok(match self.validated(self.loan(claim, held, now)) {
                     Ok(guard) => Waited::Guard(guard),
                     Err(()) => Waited::Again,
                 })
@@ -597,56 +654,53 @@ impl<M: Manager> Lender<M> {
     }
 
     /// Health-checks a freshly lent connection; a failing one is discarded.
-    fn validated(
-        self: &Arc<Self>,
-        mut conn: M::Connection,
-        id: LoanId,
-    ) -> Result<PooledConnection<M>, ()> {
-        if self.config.health_check == HealthCheck::OnCheckout
-            && let Err(error) =
-                guarded(|| self.manager.is_valid(&mut conn), || self.slot_emptied(id.slot(), true))
-        {
+    fn validated(self: &Arc<Self>, lent: Lent<M::Connection>) -> Result<PooledConnection<M>, ()> {
+        if self.config.health_check != HealthCheck::OnCheckout {
+            return Ok(PooledConnection::new(self.clone(), lent));
+        }
+        let Lent { mut conn, claim, created_at, lent_at } = lent;
+        let mut claim = Some(claim);
+        let checked =
+            guarded(|| self.manager.is_valid(&mut conn), || self.slot_emptied(claim.take(), true));
+        let claim = claim.expect("only a panic takes the claim, and it does not return here");
+        if let Err(error) = checked {
             let mut state = self.state.lock();
             let replaced = state.last_error.replace(Arc::new(error));
-            state.slots[id.slot()].phase = Phase::Empty;
             state.counters.discarded += 1;
-            state.give_free(id.slot());
+            state.give_free(&self.shelf, claim);
             drop(state);
             drop((conn, replaced));
             return Err(());
         }
-        Ok(PooledConnection::new(self.clone(), conn, id))
+        Ok(PooledConnection::new(self.clone(), Lent { conn, claim, created_at, lent_at }))
     }
 
-    /// Connects into the reserved slot `slot` and lends the new connection to the caller.
-    fn create(self: &Arc<Self>, slot: usize) -> Result<PooledConnection<M>, ()> {
-        let result = guarded(|| self.manager.connect(), || self.slot_emptied(slot, false));
+    /// Connects into the reserved slot of `claim` and lends the new connection.
+    fn create(self: &Arc<Self>, claim: Claim) -> Result<PooledConnection<M>, ()> {
+        let mut claim = Some(claim);
+        let result = guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
+        let mut claim = claim.expect("only a panic takes the claim, and it does not return here");
         let now = self.now();
         let mut state = self.state.lock();
         match result {
             Ok(conn) => {
-                let s = &mut state.slots[slot];
-                s.generation += 1;
-                s.phase = Phase::Lent;
-                s.created_at = now;
-                s.lent_at = now;
-                s.leak_counted = false;
-                let id = LoanId::new(slot, s.generation);
+                self.shelf.lend_new(&mut claim);
+                self.shelf.set_lent_at(&claim, now);
                 state.counters.created += 1;
                 Self::connect_succeeded(&mut state);
                 // Closed while connecting: the caller still gets it; it is closed on return.
                 drop(state);
-                Ok(PooledConnection::new(self.clone(), conn, id))
+                let lent = Lent { conn, claim, created_at: now, lent_at: now };
+                Ok(PooledConnection::new(self.clone(), lent))
             }
             Err(error) => {
                 let replaced = Self::connect_failed(&mut state, error);
-                state.slots[slot].phase = Phase::Empty;
                 // RACE (stranded slot): callers queued as waiters while this connect ran;
                 // under Fifo none of them may take a free slot, and no return will come
                 // for a connection that was never made. So the slot goes to the head
                 // waiter, who connects into it once the backoff has passed. Loom model:
                 // `failed_connect_hands_the_slot_to_a_waiter`.
-                state.give_free(slot);
+                state.give_free(&self.shelf, claim);
                 drop(state);
                 drop(replaced);
                 Err(())
@@ -654,35 +708,53 @@ impl<M: Manager> Lender<M> {
         }
     }
 
-    /// Takes back the connection of loan `id`. `broken` discards it.
-    pub(crate) fn give_back(&self, id: LoanId, mut conn: M::Connection, broken: bool) {
+    /// Takes back a loan's connection. `broken` discards it. With nobody waiting, the
+    /// connection goes on the shelf without the lock.
+    pub(crate) fn give_back(&self, lent: Lent<M::Connection>, broken: bool) {
+        let Lent { mut conn, claim, created_at, lent_at } = lent;
+        let mut claim = Some(claim);
         let broken = broken
             || guarded(
                 || self.manager.has_broken(&mut conn),
-                || self.slot_emptied(id.slot(), true),
+                || self.slot_emptied(claim.take(), true),
             );
-        let slot = id.slot();
-        let mut state = self.state.lock();
-        let s = &state.slots[slot];
-        assert!(
-            s.generation == id.generation() && s.phase == Phase::Lent,
-            "a connection comes back only to the loan it left under"
-        );
+        let claim = claim.expect("only a panic takes the claim, and it does not return here");
         // No clock read on return (it is half of a get+drop cycle's cost): the loan's start
         // stands in for "now". A lifetime that ended during the loan is caught by the next
         // checkout, which reads the clock; idle time counts from the loan's start.
-        let now = s.lent_at;
         let lifetime_over =
-            self.config.max_lifetime.is_some_and(|l| s.created_at.saturating_add(l) <= now);
-        if state.closed || broken || lifetime_over {
-            state.slots[slot].phase = Phase::Empty;
-            state.counters.discarded += 1;
-            state.give_free(slot);
-            drop(state);
-            drop(conn);
+            self.config.max_lifetime.is_some_and(|l| created_at.saturating_add(l) <= lent_at);
+        let held = Held { conn, created_at, returned_at: lent_at };
+        let slot = claim.slot();
+        if !broken && !lifetime_over && !self.shelf.waiting() && !self.shelf.is_closed() {
+            if self.shelf.put(claim, held) {
+                self.rehome(slot);
+            }
+            self.shelf.remember(slot);
             return;
         }
-        state.give_idle(slot, conn, now, self.config.fairness);
+        let mut state = self.state.lock();
+        if state.closed || broken || lifetime_over {
+            let closed = state.discard(&self.shelf, claim, held);
+            drop(state);
+            drop(closed);
+            return;
+        }
+        state.give_idle(&self.shelf, claim, held, self.config.fairness);
+    }
+
+    /// Hands on, under the lock, a connection a return put on the shelf as a waiter
+    /// queued or the pool closed (the race in `Shelf::put`); nothing if it was taken.
+    fn rehome(&self, slot: usize) {
+        let mut state = self.state.lock();
+        let Some((claim, held)) = self.shelf.reclaim(slot) else { return };
+        if state.closed {
+            let closed = state.discard(&self.shelf, claim, held);
+            drop(state);
+            drop(closed);
+            return;
+        }
+        state.give_idle(&self.shelf, claim, held, self.config.fairness);
     }
 
     fn maintain(&self) {
@@ -694,25 +766,16 @@ impl<M: Manager> Lender<M> {
             if state.closed {
                 return;
             }
-            let idle = std::mem::take(&mut state.idle);
-            for slot in idle {
-                if self.expired(&state.slots[slot], now) {
-                    trash.push(state.discard(slot));
+            for slot in 0..self.shelf.len() {
+                let Some((claim, held)) = self.shelf.reclaim(slot) else { continue };
+                if self.expired(&held, now) {
+                    trash.push(state.discard(&self.shelf, claim, held));
                 } else {
-                    state.idle.push(slot);
+                    state.give_idle(&self.shelf, claim, held, self.config.fairness);
                 }
             }
             if let Some(threshold) = self.config.leak_threshold {
-                let mut leaks = 0;
-                for s in state.slots.iter_mut() {
-                    let lent = matches!(s.phase, Phase::Lent | Phase::Parked);
-                    if lent && !s.leak_counted && s.lent_at.saturating_add(threshold) <= now {
-                        s.leak_counted = true;
-                        leaks += 1;
-                    }
-                }
-                state.counters.leaks_suspected += leaks;
-                leaks_found = leaks;
+                leaks_found = self.count_leaks(&mut state, threshold, now);
             }
         }
         if leaks_found > 0 {
@@ -726,40 +789,65 @@ impl<M: Manager> Lender<M> {
         self.fill_min_idle();
     }
 
+    /// Counts loans held past `threshold`, each once.
+    fn count_leaks(
+        &self,
+        state: &mut State<M::Connection>,
+        threshold: Duration,
+        now: Timestamp,
+    ) -> u64 {
+        let mut leaks = 0;
+        for slot in 0..self.shelf.len() {
+            let word = self.shelf.word(slot);
+            let lent = matches!(word.phase, Phase::Lent | Phase::Parked);
+            if !lent || state.leak_counted[slot] == word.generation {
+                continue;
+            }
+            let lent_at = self.shelf.lent_at(slot, word.generation);
+            if lent_at.is_some_and(|at| at.saturating_add(threshold) <= now) {
+                state.leak_counted[slot] = word.generation;
+                leaks += 1;
+            }
+        }
+        state.counters.leaks_suspected += leaks;
+        leaks
+    }
+
     /// Makes connections until `min_idle` are idle, one at a time, outside the lock;
     /// stops at the first failure (the next round retries).
     fn fill_min_idle(&self) {
         loop {
-            let slot = {
+            let claim = {
                 let mut state = self.state.lock();
-                let waiting = state.waiters.iter().any(|w| w.grant.is_none());
-                if state.closed || waiting || state.idle.len() >= self.config.min_idle {
+                let idle = self.shelf.count(&[Phase::Idle]);
+                if state.closed || state.someone_waits() || idle >= self.config.min_idle {
                     return;
                 }
                 let Some(slot) = state.free.pop() else { return };
-                state.slots[slot].phase = Phase::Creating;
-                slot
+                self.shelf.claim_empty(slot).expect("a slot on the free list is empty")
             };
-            let result = guarded(|| self.manager.connect(), || self.slot_emptied(slot, false));
+            let mut claim = Some(claim);
+            let result =
+                guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
+            let claim = claim.expect("only a panic takes the claim, and it does not return here");
             let now = self.now();
             let mut state = self.state.lock();
             match result {
                 Ok(conn) => {
                     state.counters.created += 1;
                     Self::connect_succeeded(&mut state);
-                    state.slots[slot].created_at = now;
                     if state.closed {
-                        state.slots[slot].phase = Phase::Empty;
+                        self.shelf.empty(claim);
                         drop(state);
                         drop(conn);
                         return;
                     }
-                    state.give_idle(slot, conn, now, self.config.fairness);
+                    let held = Held { conn, created_at: now, returned_at: now };
+                    state.give_idle(&self.shelf, claim, held, self.config.fairness);
                 }
                 Err(error) => {
                     let replaced = Self::connect_failed(&mut state, error);
-                    state.slots[slot].phase = Phase::Empty;
-                    state.give_free(slot);
+                    state.give_free(&self.shelf, claim);
                     drop(state);
                     drop(replaced);
                     return;
@@ -772,8 +860,8 @@ impl<M: Manager> Lender<M> {
     pub(crate) fn release_loan(&self, id: LoanId) -> bool {
         let (slot, generation) = (id.slot(), id.generation());
         let mut state = self.state.lock();
-        let s = &mut state.slots[slot];
-        if s.generation != generation {
+        let word = self.shelf.word(slot);
+        if word.generation != generation {
             state.counters.stale_releases += 1;
             drop(state);
             idem_core::trace_event!(
@@ -784,27 +872,25 @@ impl<M: Manager> Lender<M> {
             );
             return false;
         }
-        if s.phase != Phase::Parked {
+        if word.phase != Phase::Parked {
             state.counters.double_releases += 1;
             drop(state);
             idem_core::trace_event!(DEBUG, slot, generation, "double release: ignored");
             return false;
         }
-        s.phase = Phase::Lent;
-        let conn = s.conn.take().expect("a parked slot holds its connection");
+        let mut lent = state.parked[slot].take().expect("a parked slot's connection is parked");
+        self.shelf.lend_held(&mut lent.claim);
         drop(state);
-        self.give_back(id, conn, false);
+        self.give_back(lent, false);
         true
     }
 
-    /// Parks a guard's connection in its slot, for a loan to release later.
-    pub(crate) fn park(&self, id: LoanId, conn: M::Connection) {
+    /// Parks a guard's connection, for a loan to release later.
+    pub(crate) fn park(&self, mut lent: Lent<M::Connection>) {
         let mut state = self.state.lock();
-        let s = &mut state.slots[id.slot()];
-        let live = s.generation == id.generation() && s.phase == Phase::Lent;
-        assert!(live, "only the guard of the slot's current loan parks it: {id}");
-        s.conn = Some(conn);
-        s.phase = Phase::Parked;
+        let slot = lent.claim.slot();
+        self.shelf.park(&mut lent.claim);
+        state.parked[slot] = Some(lent);
     }
 
     /// Counts a release of a guard that was already released.
@@ -849,7 +935,7 @@ enum Deadline {
 /// How a wait ended.
 enum Waited<M: Manager> {
     Guard(PooledConnection<M>),
-    Create(usize),
+    Create(Claim),
     Again,
 }
 

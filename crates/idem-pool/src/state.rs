@@ -1,77 +1,47 @@
-//! The pool's state under its one lock: slots with generations, the idle and free lists,
-//! and the queue of waiters. Everything here runs under the lock and never blocks.
+//! The pool's state under its lock: the free list, parked loans, the queue of waiters and
+//! the counters. The slots' phases and idle connections are on the shelf (`shelf.rs`),
+//! outside the lock. Everything here runs under the lock and never blocks.
 
 use std::collections::VecDeque;
 
-use idem_core::Timestamp;
-
+use crate::shelf::{Claim, Held, Lent, Phase, Shelf};
 use crate::sync::{Arc, Condvar, Duration, Instant};
-use crate::{Fairness, LoanId, PoolState};
-
-/// What a slot holds now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// No connection; the slot is on the free list (or reserved by a grant).
-    Empty,
-    /// Reserved for a caller that is connecting outside the lock.
-    Creating,
-    /// A connection on the idle list.
-    Idle,
-    /// Lent: the connection is inside a guard, not here.
-    Lent,
-    /// Lent, but the guard was turned into a [`Loan`](crate::Loan): the connection is
-    /// parked here, and only a release with this generation returns it.
-    Parked,
-    /// Handed to a waiter that has not woken yet: the connection is here, reserved.
-    Granted,
-}
-
-/// One connection place. The generation grows each time the slot is lent, so a handle
-/// from an earlier loan can be recognised and refused.
-#[derive(Debug)]
-pub(crate) struct Slot<C> {
-    pub(crate) conn: Option<C>,
-    pub(crate) generation: u64,
-    pub(crate) phase: Phase,
-    pub(crate) created_at: Timestamp,
-    pub(crate) returned_at: Timestamp,
-    pub(crate) lent_at: Timestamp,
-    pub(crate) leak_counted: bool,
-}
+use crate::{Fairness, PoolState};
 
 /// What a releaser or `close` hands a waiter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Grant {
-    /// A connection, already lent to the waiter under this loan's generation.
-    Conn(LoanId),
+#[derive(Debug)]
+pub(crate) enum Grant<C> {
+    /// A connection, already lent to the waiter under its claim's generation.
+    Conn(Claim, Held<C>),
     /// An empty slot, reserved for the waiter to connect into.
-    Create { slot: usize },
+    Create(Claim),
     /// The pool closed.
     Closed,
 }
 
 #[derive(Debug)]
-pub(crate) struct Waiter {
+pub(crate) struct Waiter<C> {
     pub(crate) id: u64,
     /// When it started waiting (for `Fairness::Eventual`).
     pub(crate) since: Instant,
     pub(crate) cv: Arc<Condvar>,
-    pub(crate) grant: Option<Grant>,
+    pub(crate) grant: Option<Grant<C>>,
     /// Barging only: woken to compete for an idle connection, not yet back to sleep.
     pub(crate) woken: bool,
 }
 
 #[derive(Debug)]
 pub(crate) struct State<C> {
-    pub(crate) slots: Vec<Slot<C>>,
-    /// Idle slots, most recently returned last (lent first: warm connections stay warm).
-    pub(crate) idle: Vec<usize>,
+    /// Per slot, the generation of the loan last counted as a suspected leak (0: none).
+    pub(crate) leak_counted: Vec<u64>,
+    /// Per slot, the connection of a parked loan, with the slot's claim.
+    pub(crate) parked: Vec<Option<Lent<C>>>,
     /// Empty slots not reserved by anyone.
     pub(crate) free: Vec<usize>,
     /// Waiters in arrival order. The front is the longest waiter: the one a grant goes
     /// to, and under barging the first woken to compete; see `Fairness` for who is
     /// served first.
-    pub(crate) waiters: VecDeque<Waiter>,
+    pub(crate) waiters: VecDeque<Waiter<C>>,
     pub(crate) next_waiter_id: u64,
     /// `Fairness::Eventual`'s bound on overtaking.
     pub(crate) fair_after: Duration,
@@ -90,20 +60,9 @@ pub(crate) struct State<C> {
 
 impl<C> State<C> {
     pub(crate) fn new(max_size: usize) -> Self {
-        let slots = (0..max_size)
-            .map(|_| Slot {
-                conn: None,
-                generation: 0,
-                phase: Phase::Empty,
-                created_at: Timestamp::ZERO,
-                returned_at: Timestamp::ZERO,
-                lent_at: Timestamp::ZERO,
-                leak_counted: false,
-            })
-            .collect();
         Self {
-            slots,
-            idle: Vec::with_capacity(max_size),
+            leak_counted: vec![0; max_size],
+            parked: (0..max_size).map(|_| None).collect(),
             // Reversed so that slot 0 is used first.
             free: (0..max_size).rev().collect(),
             waiters: VecDeque::new(),
@@ -119,8 +78,26 @@ impl<C> State<C> {
     }
 
     /// The first waiter without a grant.
-    fn first_ungranted(&mut self) -> Option<&mut Waiter> {
+    fn first_ungranted(&mut self) -> Option<&mut Waiter<C>> {
         self.waiters.iter_mut().find(|w| w.grant.is_none())
+    }
+
+    /// Whether some waiter has no grant yet.
+    pub(crate) fn someone_waits(&self) -> bool {
+        self.waiters.iter().any(|w| w.grant.is_none())
+    }
+
+    /// Queues a waiter, and tells the lock-free paths (see `Shelf::put`).
+    pub(crate) fn enqueue(&mut self, shelf: &Shelf<C>, waiter: Waiter<C>) {
+        self.waiters.push_back(waiter);
+        shelf.set_waiting(self.waiters.len());
+    }
+
+    /// Takes a waiter off the queue, and tells the lock-free paths.
+    pub(crate) fn dequeue(&mut self, shelf: &Shelf<C>, position: usize) -> Option<Waiter<C>> {
+        let waiter = self.waiters.remove(position);
+        shelf.set_waiting(self.waiters.len());
+        waiter
     }
 
     /// Whether a returned connection goes to the idle list for anyone to take (barging),
@@ -148,23 +125,28 @@ impl<C> State<C> {
         }
     }
 
-    /// Gives an empty slot to the longest waiter to connect into, or to the free list.
-    pub(crate) fn give_free(&mut self, slot: usize) {
-        debug_assert_eq!(self.slots[slot].phase, Phase::Empty);
+    /// Gives the claimed slot, emptied, to the longest waiter to connect into, or to the
+    /// free list (or leaves it empty in a closed pool).
+    pub(crate) fn give_free(&mut self, shelf: &Shelf<C>, mut claim: Claim) {
         if self.closed {
+            shelf.empty(claim);
             return;
         }
         match self.first_ungranted() {
             Some(waiter) => {
                 let was_woken = waiter.woken;
-                waiter.grant = Some(Grant::Create { slot });
+                shelf.reserve(&mut claim);
+                waiter.grant = Some(Grant::Create(claim));
                 waiter.cv.notify_one();
-                self.slots[slot].phase = Phase::Creating;
                 if was_woken {
-                    self.pass_on_wake();
+                    self.pass_on_wake(shelf);
                 }
             }
-            None => self.free.push(slot),
+            None => {
+                let slot = claim.slot();
+                shelf.empty(claim);
+                self.free.push(slot);
+            }
         }
     }
 
@@ -176,154 +158,69 @@ impl<C> State<C> {
     /// hand-off) goes to that same waiter, the longest. Without this, the idle connection
     /// sits beside a sleeping waiter until its timeout. Test:
     /// `a_grant_to_a_woken_waiter_wakes_another_for_the_idle_connection`.
-    fn pass_on_wake(&mut self) {
-        if self.idle.is_empty() {
+    fn pass_on_wake(&mut self, shelf: &Shelf<C>) {
+        if !shelf.any_idle() {
             return;
         }
+        self.wake_one();
+    }
+
+    /// Wakes one waiter that has not been woken yet, to compete for an idle connection.
+    /// Each idle return wakes a different waiter, so none is left asleep beside an idle
+    /// connection.
+    fn wake_one(&mut self) {
         if let Some(waiter) = self.waiters.iter_mut().find(|w| w.grant.is_none() && !w.woken) {
             waiter.woken = true;
             waiter.cv.notify_one();
         }
     }
 
-    /// Puts a healthy connection back: straight to the longest waiter if there is one
-    /// (lent again under a new generation), else onto the idle list.
-    ///
-    /// # Panics
-    ///
-    /// If the slot is not lent or being filled, or holds a connection already (a bug in
-    /// this crate: a connection would be given back twice).
-    pub(crate) fn give_idle(&mut self, slot: usize, conn: C, now: Timestamp, fairness: Fairness) {
-        let s = &mut self.slots[slot];
-        assert!(
-            matches!(s.phase, Phase::Lent | Phase::Creating) && s.conn.is_none(),
-            "give_idle of slot {slot} in phase {:?}, holding a connection: {}",
-            s.phase,
-            s.conn.is_some()
-        );
-        s.conn = Some(conn);
-        s.returned_at = now;
-        let next_generation = s.generation + 1;
+    /// Puts a healthy connection back: straight to the longest waiter if the fairness says
+    /// so (lent again under a new generation), else onto the shelf (waking a waiter to
+    /// compete for it, if any waits).
+    pub(crate) fn give_idle(
+        &mut self,
+        shelf: &Shelf<C>,
+        mut claim: Claim,
+        held: Held<C>,
+        fairness: Fairness,
+    ) {
         if self.barges(fairness) {
-            self.slots[slot].phase = Phase::Idle;
-            self.idle.push(slot);
-            // Wake one waiter that has not been woken yet, to compete for it. Each idle
-            // return wakes a different waiter, so none is left asleep beside an idle
-            // connection.
-            if let Some(waiter) = self.waiters.iter_mut().find(|w| w.grant.is_none() && !w.woken) {
-                waiter.woken = true;
-                waiter.cv.notify_one();
-            }
-            self.debug_assert_given(slot);
+            // Under the lock the waiters are seen here, not through the fence in `put`.
+            let _ = shelf.put(claim, held);
+            self.wake_one();
             return;
         }
-        match self.waiters.iter_mut().find(|w| w.grant.is_none()) {
+        match self.first_ungranted() {
             Some(waiter) => {
                 let was_woken = waiter.woken;
-                waiter.grant = Some(Grant::Conn(LoanId::new(slot, next_generation)));
+                shelf.grant(&mut claim);
+                waiter.grant = Some(Grant::Conn(claim, held));
                 waiter.cv.notify_one();
                 self.counters.handoffs += 1;
-                let s = &mut self.slots[slot];
-                s.generation = next_generation;
-                s.phase = Phase::Granted;
                 if was_woken {
-                    self.pass_on_wake();
+                    self.pass_on_wake(shelf);
                 }
             }
             None => {
-                self.slots[slot].phase = Phase::Idle;
-                self.idle.push(slot);
+                let _ = shelf.put(claim, held);
             }
         }
-        self.debug_assert_given(slot);
     }
 
-    /// `give_idle`'s postcondition: the slot holds its connection and is in exactly one
-    /// place, once on the idle list or in one waiter's grant. Counting both is linear in
-    /// the pool's size, so only debug builds pay for it on this path.
-    fn debug_assert_given(&self, slot: usize) {
-        if cfg!(debug_assertions) {
-            let s = &self.slots[slot];
-            let listed = self.idle.iter().filter(|&&i| i == slot).count();
-            let id = LoanId::new(slot, s.generation);
-            let grants = self.waiters.iter().filter(|w| w.grant == Some(Grant::Conn(id))).count();
-            let placed = match s.phase {
-                Phase::Idle => (listed, grants) == (1, 0),
-                Phase::Granted => (listed, grants) == (0, 1),
-                _ => false,
-            };
-            assert!(
-                placed && s.conn.is_some(),
-                "given slot {slot}: {:?}, listed {listed}, granted {grants}",
-                s.phase
-            );
-        }
-    }
-
-    /// Lends slot `slot` (idle or granted): bumps its generation unless a grant already
-    /// did, and moves the connection out.
-    ///
-    /// # Panics
-    ///
-    /// If the slot is neither idle nor granted, or holds no connection (a bug in this
-    /// crate).
-    pub(crate) fn lend(&mut self, slot: usize, now: Timestamp) -> (C, LoanId) {
-        let s = &mut self.slots[slot];
-        let phase = s.phase;
-        assert!(matches!(phase, Phase::Idle | Phase::Granted), "lend of slot {slot} in {phase:?}");
-        if s.phase == Phase::Idle {
-            s.generation += 1;
-        }
-        s.lent_at = now;
-        s.leak_counted = false;
-        s.phase = Phase::Lent;
-        let conn = s.conn.take().expect("an idle or granted slot holds its connection");
-        let id = LoanId::new(slot, s.generation);
-        // Callers take the slot off the idle list first; a lent slot left on it would be
-        // lent again to the next caller while this one holds it.
-        debug_assert!(!self.idle.contains(&slot), "lent slot {slot} is still on the idle list");
-        (conn, id)
-    }
-
-    /// Empties an idle slot whose connection is being discarded, and hands the place on.
-    ///
-    /// # Panics
-    ///
-    /// If the slot is not idle or holds no connection (a bug in this crate).
-    pub(crate) fn discard(&mut self, slot: usize) -> C {
-        let s = &mut self.slots[slot];
-        assert!(
-            s.phase == Phase::Idle && s.conn.is_some(),
-            "discard of slot {slot} in phase {:?}, holding a connection: {}",
-            s.phase,
-            s.conn.is_some()
-        );
-        let conn = s.conn.take().expect("an idle slot holds its connection");
-        s.phase = Phase::Empty;
+    /// Closes a claimed slot's connection and hands the place on. Returns the connection,
+    /// for the caller to drop once it has let go of the lock.
+    pub(crate) fn discard(&mut self, shelf: &Shelf<C>, claim: Claim, held: Held<C>) -> C {
         self.counters.discarded += 1;
-        self.give_free(slot);
-        // Callers take the slot off the idle list first; an emptied slot left on it
-        // would be lent with no connection.
-        debug_assert!(!self.idle.contains(&slot), "discarded slot {slot} is on the idle list");
-        let s = &self.slots[slot];
-        let emptied = s.conn.is_none() && matches!(s.phase, Phase::Empty | Phase::Creating);
-        debug_assert!(emptied, "discarded slot {slot} ends in phase {:?}", s.phase);
-        conn
-    }
-
-    /// Connections lent: in a guard, parked for a loan, or granted to a waiter.
-    pub(crate) fn in_use(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| matches!(s.phase, Phase::Lent | Phase::Parked | Phase::Granted))
-            .count()
+        self.give_free(shelf, claim);
+        held.conn
     }
 
     /// Counts what `state()` reports from the slots.
-    pub(crate) fn snapshot(&self) -> PoolState {
+    pub(crate) fn snapshot(&self, shelf: &Shelf<C>) -> PoolState {
         let mut state = self.counters;
-        state.idle = self.idle.len();
-        state.in_use = self.in_use();
+        state.idle = shelf.count(&[Phase::Idle]);
+        state.in_use = shelf.count(&[Phase::Lent, Phase::Parked, Phase::Granted]);
         state.size = state.idle + state.in_use;
         state.waiters = self.waiters.iter().filter(|w| w.grant.is_none()).count();
         state
@@ -331,66 +228,79 @@ impl<C> State<C> {
 
     /// # Panics
     ///
-    /// If an invariant is broken (a bug in this crate): every slot is in exactly the list
-    /// its phase says, idle slots hold a connection, lent ones do not, granted slots
-    /// belong to exactly one waiter's grant.
-    pub(crate) fn assert_invariants(&self, max_size: usize) {
-        assert_eq!(self.slots.len(), max_size);
-        let mut seen = vec![0u8; max_size];
-        for &i in self.idle.iter().chain(&self.free) {
-            seen[i] += 1;
+    /// If an invariant is broken (a bug in this crate): the free list holds empty slots
+    /// once each, a parked slot's connection is in the parked list under its generation,
+    /// a granted slot belongs to exactly one waiter's grant, a slot reserved by a grant
+    /// to connect into is `Creating`. Lent and idle slots move without the lock, so only
+    /// their absence from the lists is checked.
+    pub(crate) fn assert_invariants(&self, shelf: &Shelf<C>, max_size: usize) {
+        assert_eq!((shelf.len(), self.parked.len()), (max_size, max_size));
+        let mut listed = vec![0u8; max_size];
+        for &i in &self.free {
+            listed[i] += 1;
         }
-        for (i, s) in self.slots.iter().enumerate() {
-            let listed = seen[i];
-            match s.phase {
-                Phase::Idle => assert!(listed == 1 && s.conn.is_some(), "idle slot {i}"),
-                Phase::Empty => assert!(listed <= 1 && s.conn.is_none(), "empty slot {i}"),
-                Phase::Lent | Phase::Creating => {
-                    assert!(listed == 0 && s.conn.is_none(), "lent slot {i}: {:?}", s.phase);
-                }
-                Phase::Parked | Phase::Granted => {
-                    assert!(listed == 0 && s.conn.is_some(), "held slot {i}");
-                }
+        for (i, &listed) in listed.iter().enumerate() {
+            let word = shelf.word(i);
+            let parked = self.parked[i].as_ref().map(|lent| lent.claim.generation());
+            let granted = |create: bool| {
+                let ours =
+                    |claim: &Claim| (claim.slot(), claim.generation()) == (i, word.generation);
+                let grants = self.waiters.iter().filter_map(|w| w.grant.as_ref());
+                grants
+                    .filter(|grant| match grant {
+                        Grant::Conn(claim, _) => !create && ours(claim),
+                        Grant::Create(claim) => create && ours(claim),
+                        Grant::Closed => false,
+                    })
+                    .count()
+            };
+            match word.phase {
+                Phase::Empty => assert!(listed <= 1, "empty slot {i} listed {listed} times"),
+                Phase::Parked => assert_eq!(parked, Some(word.generation), "parked slot {i}"),
+                Phase::Granted => assert_eq!(granted(false), 1, "granted slot {i}: one grant"),
+                Phase::Creating | Phase::Idle | Phase::Lent => assert_eq!(listed, 0, "slot {i}"),
             }
-            if s.phase == Phase::Idle {
-                assert!(self.idle.contains(&i));
+            if word.phase != Phase::Parked {
+                assert!(parked.is_none(), "slot {i} in {:?} has a parked connection", word.phase);
             }
-            if s.phase == Phase::Granted {
-                let grants = self
-                    .waiters
-                    .iter()
-                    .filter(|w| w.grant == Some(Grant::Conn(LoanId::new(i, s.generation))))
-                    .count();
-                assert_eq!(grants, 1, "granted slot {i} belongs to one waiter");
-            }
+            assert!(word.phase == Phase::Creating || granted(true) == 0, "slot {i} create grant");
         }
-        let snapshot = self.snapshot();
+        let snapshot = self.snapshot(shelf);
         assert!(snapshot.size <= max_size && snapshot.idle + snapshot.in_use == snapshot.size);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use idem_core::Timestamp;
+
     use super::*;
 
-    fn waiter(id: u64) -> Waiter {
+    fn waiter(id: u64) -> Waiter<u32> {
         let cv = Arc::new(Condvar::default());
         Waiter { id, since: Instant::now(), cv, grant: None, woken: false }
     }
 
+    /// A claim on `slot`, lent as a `get` would have it.
+    fn lent(shelf: &Shelf<u32>, slot: usize) -> Claim {
+        let mut claim = shelf.claim_empty(slot).expect("an empty slot");
+        shelf.lend_new(&mut claim);
+        claim
+    }
+
     #[test]
     fn a_grant_to_a_woken_waiter_wakes_another_for_the_idle_connection() {
+        let shelf = Shelf::new(3);
         let mut state: State<u32> = State::new(3);
         state.free.clear();
-        state.slots[0].phase = Phase::Lent;
-        state.slots[1].phase = Phase::Lent;
+        let (first, second) = (lent(&shelf, 0), lent(&shelf, 1));
         state.waiters.extend((0..3).map(waiter));
         // A return under barging: idle, and the longest waiter woken to compete for it.
-        state.give_idle(0, 7, Timestamp::ZERO, Fairness::Barging);
+        let held = Held { conn: 7, created_at: Timestamp::ZERO, returned_at: Timestamp::ZERO };
+        state.give_idle(&shelf, first, held, Fairness::Barging);
         assert_eq!(state.waiters.iter().filter(|w| w.woken).count(), 1);
         // Before it runs, a broken return's emptied slot is granted to that same waiter.
-        state.slots[1].phase = Phase::Empty;
-        state.give_free(1);
+        state.give_free(&shelf, second);
         let woken_for_idle = state.waiters.iter().any(|w| w.grant.is_none() && w.woken);
         assert!(woken_for_idle, "an idle connection beside waiters none of which is woken");
     }

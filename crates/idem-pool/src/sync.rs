@@ -10,6 +10,31 @@ pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::Weak;
 
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+
+/// An `UnsafeCell` with loom's closure API, so loom checks every access in `shelf.rs`.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self(std::cell::UnsafeCell::new(value))
+    }
+
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
 /// Lets other threads run (loom's yield under `--cfg loom`).
 pub(crate) fn yield_now() {
     #[cfg(not(loom))]
@@ -103,5 +128,35 @@ impl Condvar {
 
     pub(crate) fn notify_all(&self) {
         self.inner.notify_all();
+    }
+}
+
+/// The per-thread hint of the shelf (`shelf.rs`): the slot this thread gave back last, per
+/// pool. Not under loom: loom runs its threads on one, which would share it.
+#[cfg(not(loom))]
+pub(crate) mod hint {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Names pools for the hint (a pool id is never reused).
+    static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
+
+    thread_local! {
+        /// The pool and slot this thread last gave back to the shelf.
+        static LAST: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
+    }
+
+    pub(crate) fn new_pool() -> u64 {
+        // ORDERING: Relaxed: only uniqueness matters, which the read-modify-write gives.
+        NEXT_POOL.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn get(pool: u64) -> Option<usize> {
+        let (of, slot) = LAST.get();
+        (of == pool).then_some(slot)
+    }
+
+    pub(crate) fn set(pool: u64, slot: usize) {
+        LAST.set((pool, slot));
     }
 }

@@ -3,7 +3,7 @@
 //! of the pool. After every step: no connection is held twice, the counts match the model,
 //! and the pool's invariants hold.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use std::sync::Arc;
@@ -64,7 +64,9 @@ struct Model {
     slots: HashMap<usize, ModelSlot>,
     /// Each slot's current generation, as learnt from loans; kept after a discard.
     generations: HashMap<usize, u64>,
-    idle: Vec<usize>,
+    idle: BTreeSet<usize>,
+    /// The slot last given back idle (the pool lends this thread's last slot first).
+    last: Option<usize>,
     created: u64,
     discarded: u64,
     double: u64,
@@ -89,7 +91,8 @@ impl Model {
             self.discard(slot);
         } else {
             self.slots.get_mut(&slot).expect("lent slot").held = Held::Idle;
-            self.idle.push(slot);
+            self.idle.insert(slot);
+            self.last = Some(slot);
         }
     }
 }
@@ -139,12 +142,15 @@ impl Run {
         }
     }
 
-    /// The model's choice: the most recently returned idle connection, closing expired
-    /// ones on the way; else a new one below MAX; else none.
+    /// The model's choice: the slot last given back if it is idle, else the lowest idle
+    /// one, closing expired ones on the way; else a new one below MAX; else none.
     fn get(&mut self) {
         let m = &mut self.m;
         let mut expect_slot = None;
-        while let Some(slot) = m.idle.pop() {
+        loop {
+            let last = m.last.filter(|slot| m.idle.contains(slot));
+            let Some(slot) = last.or_else(|| m.idle.first().copied()) else { break };
+            m.idle.remove(&slot);
             if m.expired(slot) {
                 m.discard(slot);
                 continue;
@@ -154,8 +160,8 @@ impl Run {
         }
         let conn = match (self.pool.try_get(), expect_slot) {
             (Some(conn), Some(slot)) => {
-                let newest = "the most recently returned idle connection";
-                assert_eq!(conn.loan_id().slot(), slot, "{newest}");
+                let first = "the slot last given back if idle, else the lowest idle slot";
+                assert_eq!(conn.loan_id().slot(), slot, "{first}");
                 conn
             }
             (Some(conn), None) => {
@@ -232,7 +238,7 @@ impl Run {
             if self.m.expired(slot) {
                 self.m.discard(slot);
             } else {
-                self.m.idle.push(slot);
+                self.m.idle.insert(slot);
             }
         }
     }
