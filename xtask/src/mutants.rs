@@ -19,8 +19,9 @@ enum Check {
     /// `cargo test -p <package> [--features <feature>] --test <test> <filter>` (`--lib`
     /// for the test "lib"), with the crash tests' rounds set by `IDEM_CRASH_ROUNDS`.
     Test { package: &'static str, feature: &'static str, test: &'static str, filter: &'static str },
-    /// The package's loom models (`--cfg loom`, release, LOOM_MAX_PREEMPTIONS=3).
-    Loom { package: &'static str },
+    /// The package's loom models (`--cfg loom`, release, LOOM_MAX_PREEMPTIONS=3); only
+    /// those whose name holds `model`, unless it is empty.
+    Loom { package: &'static str, model: &'static str },
     /// `cargo xtask cluster --short`: the servers behind haproxy, with faults.
     Cluster,
     /// The same on Redis: `cargo xtask cluster --short --store redis`.
@@ -148,63 +149,66 @@ const CATALOGUE: &[Mutant] = &[
         to: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
              let slot = claim.slot();\n                self.shelf.empty(claim);\n                \
              state.free.push(slot);",
-        check: Check::Loom { package: "idem-pool" },
+        check: Check::Loom {
+            package: "idem-pool",
+            model: "failed_connect_hands_the_slot_to_a_waiter",
+        },
     },
     Mutant {
         name: "core-waiter-notify-dropped",
         file: "crates/idem-core/src/memory.rs",
         from: "            shard.changed.notify_all();\n        }\n        Ok(())",
         to: "        }\n        Ok(())",
-        check: Check::Loom { package: "idem-core" },
+        check: Check::Loom { package: "idem-core", model: "" },
     },
     Mutant {
         name: "future-cell-snapshot-relaxed",
         file: "crates/idem-future/src/cell.rs",
         from: "did before it.\n        Snapshot(self.state.load(Ordering::Acquire))",
         to: "did before it.\n        Snapshot(self.state.load(Ordering::Relaxed))",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-publish-relaxed",
         file: "crates/idem-future/src/cell.rs",
         from: "self.state.store(before | READY | (kind << KIND_SHIFT), Ordering::Release);",
         to: "self.state.store(before | READY | (kind << KIND_SHIFT), Ordering::Relaxed);",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-owner-not-woken",
         file: "crates/idem-future/src/cell.rs",
         from: "if claimed.0 & OWNER == 0 {",
         to: "if claimed.0 & OWNER == 0 || true {",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-flag-set-during-a-write",
         file: "crates/idem-future/src/cell.rs",
         from: "            if current & PHASE != WRITING {\n                return current;",
         to: "            if current & PHASE != 7 {\n                return current;",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-owner-swap-on-a-claimed-word",
         file: "crates/idem-future/src/cell.rs",
         from: "Err(_) => current = self.settled(Ordering::Acquire),",
         to: "Err(actual) => current = actual,",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-share-flag-lost-to-the-publish",
         file: "crates/idem-future/src/cell.rs",
         from: "        self.set_flag(SHARED, true)",
         to: "        Snapshot(self.state.fetch_or(SHARED, Ordering::AcqRel))",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-free-without-the-fence",
         file: "crates/idem-future/src/cell.rs",
         from: "        fence(Ordering::Acquire);\n",
         to: "",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "notify-dead-letters-always-final",
@@ -801,7 +805,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-pool/src/state.rs",
         from: ".find(|w| w.grant.is_none() && !w.woken) {\n            waiter.woken = true;",
         to: ".find(|w| w.grant.is_none()) {\n            waiter.woken = true;",
-        check: Check::Loom { package: "idem-pool" },
+        check: Check::Loom { package: "idem-pool", model: "two_returns_wake_two_waiters_barging" },
     },
     Mutant {
         name: "notify-recovery-starts-not-delivered",
@@ -952,7 +956,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-core/src/memory.rs",
         from: "find_mut(hash, |r| r.key == *lease.key() && held(r))",
         to: "find_mut(hash, |r| r.key == *lease.key() && held(r) || r.key == *lease.key())",
-        check: Check::Loom { package: "idem-core" },
+        check: Check::Loom { package: "idem-core", model: "" },
     },
     Mutant {
         name: "sqlite-renew-ignores-the-token",
@@ -982,7 +986,7 @@ const CATALOGUE: &[Mutant] = &[
         from: "Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) => {",
         to: "Some(KeyRecord { state: RecordState::InFlight { lease_expires_at }, .. }) if false \
              => {",
-        check: Check::Loom { package: "idem-core" },
+        check: Check::Loom { package: "idem-core", model: "" },
     },
     Mutant {
         name: "core-forget-keeps-the-record-count",
@@ -2333,7 +2337,7 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-future/src/promise.rs",
         from: "            free_lists(lists);",
         to: "            mem::forget(lists);",
-        check: Check::Loom { package: "idem-future" },
+        check: Check::Loom { package: "idem-future", model: "" },
     },
     Mutant {
         name: "future-replaced-waker-dropped-under-the-lock",
@@ -2777,7 +2781,7 @@ const CATALOGUE: &[Mutant] = &[
              Instant::now(), renewer: true }); let Some(held) = (match back { Some(b) => \
              Some(state.held.entry(id).or_insert(b)), None => state.held.get_mut(&id) }) \
              else { return };",
-        check: Check::Loom { package: "idem-payments" },
+        check: Check::Loom { package: "idem-payments", model: "" },
     },
     Mutant {
         name: "pg-blocking-call-waits-for-ever",
@@ -2837,7 +2841,7 @@ const CATALOGUE: &[Mutant] = &[
         to: "let taken = self.taken.load(Ordering::Relaxed);\n        if taken < \
              self.capacity {\n            self.taken.store(taken + 1, Ordering::Relaxed);\n\
              \x20           return true;",
-        check: Check::Loom { package: "idem-notify" },
+        check: Check::Loom { package: "idem-notify", model: "" },
     },
     Mutant {
         name: "notify-panic-payload-dropped-unguarded",
@@ -3154,28 +3158,34 @@ const CATALOGUE: &[Mutant] = &[
         file: "crates/idem-pool/src/shelf.rs",
         from: "(the race above).\n        fence(Ordering::SeqCst);",
         to: "(the race above).",
-        check: Check::Loom { package: "idem-pool" },
+        check: Check::Loom { package: "idem-pool", model: "close_races_get_and_release" },
     },
     Mutant {
         name: "pool-shelf-return-never-hands-on",
         file: "crates/idem-pool/src/shelf.rs",
         from: "self.waiting.load(Ordering::Relaxed) > 0 || self.closed.load(Ordering::Relaxed)",
         to: "false",
-        check: Check::Loom { package: "idem-pool" },
+        check: Check::Loom { package: "idem-pool", model: "close_races_get_and_release" },
     },
     Mutant {
         name: "pool-fifo-waiter-never-looks-at-the-shelf",
         file: "crates/idem-pool/src/pool.rs",
         from: "let idle = (0..self.shelf.len()).find_map(|slot| self.shelf.reclaim(slot));",
         to: "let idle = None::<(Claim, Held<M::Connection>)>;",
-        check: Check::Loom { package: "idem-pool" },
+        check: Check::Loom {
+            package: "idem-pool",
+            model: "failed_connect_hands_the_slot_to_a_waiter",
+        },
     },
     Mutant {
         name: "pool-barging-waiter-never-looks-at-the-shelf",
         file: "crates/idem-pool/src/pool.rs",
         from: "} else if let Some((claim, held)) = self.shelf.take_any() {",
         to: "} else if let Some((claim, held)) = None::<(Claim, Held<M::Connection>)> {",
-        check: Check::Loom { package: "idem-pool" },
+        check: Check::Loom {
+            package: "idem-pool",
+            model: "failed_connect_hands_the_slot_to_a_waiter",
+        },
     },
     Mutant {
         name: "pool-shelf-forgets-the-threads-last-slot",
@@ -3324,8 +3334,14 @@ fn passes(tree: &Path, scratch: &Path, check: Check) -> Result<Outcome> {
         return Ok(Outcome::DoesNotBuild);
     }
     let mut run = check_command(tree, scratch, check)?;
-    if let Check::Test { filter, .. } = check {
-        run.args(["--", filter]);
+    match check {
+        Check::Test { filter, .. } => {
+            run.args(["--", filter]);
+        }
+        Check::Loom { model, .. } if !model.is_empty() => {
+            run.args(["--", model]);
+        }
+        _ => {}
     }
     run_bounded(&mut run, CHECK_LIMIT)
 }
@@ -3369,7 +3385,7 @@ fn check_command(tree: &Path, scratch: &Path, check: Check) -> Result<Command> {
                 command.args(["--features", feature]);
             }
         }
-        Check::Loom { package } => {
+        Check::Loom { package, .. } => {
             command
                 .args(["test", "-q", "--release", "-p", package, "--test", "loom"])
                 .env("CARGO_TARGET_DIR", scratch.join("loom"))
