@@ -25,6 +25,11 @@ fn sixteen_threads_four_connections_barging() {
     sixteen_threads_four_connections(Fairness::Barging);
 }
 
+#[test]
+fn sixteen_threads_four_connections_eventual() {
+    sixteen_threads_four_connections(Fairness::Eventual);
+}
+
 fn sixteen_threads_four_connections(fairness: Fairness) {
     let (pool, _) = pool(4, |b| b.connection_timeout(Duration::from_secs(30)).fairness(fairness));
     let double = AtomicU64::new(0);
