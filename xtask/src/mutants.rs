@@ -3195,6 +3195,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-pool", "", "it", "model::"),
     },
     Mutant {
+        name: "pool-idle-loan-start-unrecorded",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "        self.shelf.set_lent_at(&claim, now);\n        Lent {",
+        to: "        Lent {",
+        check: test("idem-pool", "", "it", "behaviour::leak_threshold"),
+    },
+    Mutant {
+        name: "pool-leak-counted-every-round",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "if !lent || state.leak_counted[slot] == word.generation {",
+        to: "if !lent {",
+        check: test("idem-pool", "", "it", "behaviour::leak_threshold"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -259,13 +259,25 @@ fn min_idle_is_made_at_build_and_refilled_after_discards() {
 #[test]
 fn leak_threshold_counts_each_long_loan_once() {
     let (pool, clock) = pool(2, |b| b.leak_threshold(Some(Duration::from_secs(5))));
-    let _held = pool.get().expect("get");
+    // Made and given back: the loans below take it off the shelf.
+    drop(pool.get().expect("get"));
+    let held = pool.get().expect("get");
     pool.maintain();
     assert_eq!(pool.state().leaks_suspected, 0);
     clock.advance(Duration::from_secs(5));
     pool.maintain();
     pool.maintain();
     assert_eq!(pool.state().leaks_suspected, 1);
+    // The same slot lent again is a new loan, counted anew once it too is held too long.
+    let slot = held.loan_id().slot();
+    drop(held);
+    let again = pool.get().expect("get");
+    assert_eq!(again.loan_id().slot(), slot);
+    pool.maintain();
+    assert_eq!(pool.state().leaks_suspected, 1);
+    clock.advance(Duration::from_secs(5));
+    pool.maintain();
+    assert_eq!(pool.state().leaks_suspected, 2);
 }
 
 #[test]
