@@ -144,15 +144,12 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-failed-connect-strands-its-slot",
         file: "crates/idem-pool/src/pool.rs",
-        from: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
+        from: "`failed_connect_hands_the_slot_to_a_waiter`.\n                    \
                state.give_free(&self.shelf, claim);",
-        to: "// `failed_connect_hands_the_slot_to_a_waiter`.\n                \
-             let slot = claim.slot();\n                self.shelf.empty(claim);\n                \
-             state.free.push(slot);",
-        check: Check::Loom {
-            package: "idem-pool",
-            model: "failed_connect_hands_the_slot_to_a_waiter",
-        },
+        to: "`failed_connect_hands_the_slot_to_a_waiter`.\n                    \
+             let slot = claim.slot();\n                    self.shelf.empty(claim);\n\
+             \x20                   state.free.push(slot);",
+        check: test("idem-pool", "", "it", "connect::a_caller_that_times_out"),
     },
     Mutant {
         name: "core-waiter-notify-dropped",
@@ -2448,8 +2445,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-replaced-error-dropped-under-the-lock",
         file: "crates/idem-pool/src/pool.rs",
-        from: "drop(state);\n                drop(replaced);\n                Err(())",
-        to: "drop(replaced);\n                drop(state);\n                Err(())",
+        from: "drop(state);\n                drop(replaced);\n                Err(claim)",
+        to: "drop(replaced);\n                drop(state);\n                Err(claim)",
         check: test("idem-pool", "", "it", "hostile::an_error_whose_drop"),
     },
     Mutant {
@@ -3196,9 +3193,9 @@ const CATALOGUE: &[Mutant] = &[
     },
     Mutant {
         name: "pool-idle-loan-start-unrecorded",
-        file: "crates/idem-pool/src/pool.rs",
-        from: "        self.shelf.set_lent_at(&claim, now);\n        Lent {",
-        to: "        Lent {",
+        file: "crates/idem-pool/src/conn.rs",
+        from: "        lender.shelf.set_lent_at(&lent.claim, lent.lent_at);\n",
+        to: "",
         check: test("idem-pool", "", "it", "behaviour::leak_threshold"),
     },
     Mutant {
@@ -3207,6 +3204,63 @@ const CATALOGUE: &[Mutant] = &[
         from: "if !lent || state.leak_counted[slot] == word.generation {",
         to: "if !lent {",
         check: test("idem-pool", "", "it", "behaviour::leak_threshold"),
+    },
+    Mutant {
+        name: "pool-expired-hand-off-dropped-unguarded",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "guarded(|| drop(held), || self.slot_emptied(claim.take(), false));",
+        to: "drop(held);",
+        check: test(
+            "idem-pool",
+            "",
+            "it",
+            "hostile::a_connection_handed_on_past_its_lifetime_whose",
+        ),
+    },
+    Mutant {
+        name: "pool-clock-read-unguarded-while-a-place-is-held",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "guarded(|| self.now(), || self.slot_emptied(claim.take(), false))",
+        to: "{\n            let _ = &claim;\n            self.now()\n        }",
+        check: test("idem-pool", "", "it", "hostile::a_clock_that_panics"),
+    },
+    Mutant {
+        name: "pool-failed-check-hands-the-waiters-turn-on",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "                    Err(claim) => Waited::Create(claim),\n                })",
+        to: "                    Err(claim) => {\n                        \
+             self.slot_emptied(Some(claim), false);\n                        \
+             Waited::Again\n                    }\n                })",
+        check: test("idem-pool", "", "it", "behaviour::fifo_keeps_a_waiters_turn"),
+    },
+    Mutant {
+        name: "pool-failed-connect-gives-up-at-once",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "            if started.deadline == Deadline::Now {\n                let mut state",
+        to: "            if true {\n                let mut state",
+        check: test("idem-pool", "", "it", "behaviour::fifo_keeps_a_waiters_turn"),
+    },
+    Mutant {
+        name: "pool-state-counted-in-two-passes",
+        file: "crates/idem-pool/src/state.rs",
+        from: "        (state.idle, state.in_use) = shelf.counts();",
+        to: "        state.idle = shelf.counts().0;\n        state.in_use = shelf.counts().1;",
+        check: test("idem-pool", "", "it", "behaviour::state_counts_each_connection_once"),
+    },
+    Mutant {
+        name: "pool-loan-start-recorded-before-its-check",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "        Lent { conn: held.conn, claim, created_at: held.created_at, lent_at: now }",
+        to: "        self.shelf.set_lent_at(&claim, now);\n        \
+             Lent { conn: held.conn, claim, created_at: held.created_at, lent_at: now }",
+        check: test("idem-pool", "", "it", "leaks::a_slow_health_check"),
+    },
+    Mutant {
+        name: "pool-taken-slot-looks-lent",
+        file: "crates/idem-pool/src/shelf.rs",
+        from: "Word { phase: Phase::Taken, ..now }",
+        to: "Word { phase: Phase::Lent, ..now }",
+        check: test("idem-pool", "", "it", "leaks::a_connection_taken_off_the_shelf"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

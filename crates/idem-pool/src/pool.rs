@@ -347,9 +347,16 @@ impl<M: Manager> Lender<M> {
         self.loan(claim, held, now)
     }
 
-    /// A connection lent from `now` under its claim's generation.
+    /// The clock, read while this caller holds the slot of `claim`: a clock that panics
+    /// gives the slot back (to the longest waiter, or the free list) before the panic
+    /// goes on, as a manager's panic does.
+    fn now_holding(&self, claim: &mut Option<Claim>) -> Timestamp {
+        guarded(|| self.now(), || self.slot_emptied(claim.take(), false))
+    }
+
+    /// A connection lent from `now` under its claim's generation (its start recorded for
+    /// the leak count once its check passed, in `validated`).
     fn loan(&self, claim: Claim, held: Held<M::Connection>, now: Timestamp) -> Lent<M::Connection> {
-        self.shelf.set_lent_at(&claim, now);
         Lent { conn: held.conn, claim, created_at: held.created_at, lent_at: now }
     }
 
@@ -416,10 +423,10 @@ impl<M: Manager> Lender<M> {
         loop {
             let now = self.now();
             if let Some(lent) = self.take_unlocked(now) {
-                match self.validated(lent) {
-                    Ok(guard) => return Ok(guard),
-                    Err(()) => continue,
-                }
+                return match self.validated(lent) {
+                    Ok(guard) => Ok(guard),
+                    Err(claim) => self.connect_into(claim, start()),
+                };
             }
             let mut trash = Vec::new();
             let mut state = self.state.lock();
@@ -435,7 +442,7 @@ impl<M: Manager> Lender<M> {
                     drop(state);
                     match self.validated(lent) {
                         Ok(guard) => return Ok(guard),
-                        Err(()) => continue,
+                        Err(claim) => claim,
                     }
                 }
                 Step::Create(claim) => {
@@ -460,16 +467,30 @@ impl<M: Manager> Lender<M> {
                     Waited::Again => continue,
                 },
             };
-            let started = start();
-            let claim = self.connect_turn(claim, started)?;
-            match self.create(claim) {
+            return self.connect_into(claim, start());
+        }
+    }
+
+    /// Connects into the slot of `claim` for this caller. After a failed connect it waits
+    /// out the pool's pause and tries again, keeping the slot (and so, under
+    /// `Fairness::Fifo`, its turn: a waiter behind it does not take the slot and get
+    /// served first) until it has a connection or its deadline passes; the slot is then
+    /// handed on and the call times out (`connect_turn`). `try_get` tries once.
+    fn connect_into(
+        self: &Arc<Self>,
+        mut claim: Claim,
+        started: Started,
+    ) -> Result<PooledConnection<M>, Error> {
+        loop {
+            claim = self.connect_turn(claim, started)?;
+            claim = match self.create(claim) {
                 Ok(guard) => return Ok(guard),
-                // The slot went to the head waiter or the free list; a waiting caller
-                // decides again (and waits its turn), `try_get` gives up.
-                Err(()) if started.deadline == Deadline::Now => {
-                    return Err(self.timeout(&self.state.lock(), Duration::ZERO));
-                }
-                Err(()) => {}
+                Err(claim) => claim,
+            };
+            if started.deadline == Deadline::Now {
+                let mut state = self.state.lock();
+                state.give_free(&self.shelf, claim);
+                return Err(self.timeout(&state, Duration::ZERO));
             }
         }
     }
@@ -494,6 +515,13 @@ impl<M: Manager> Lender<M> {
                 Deadline::At(deadline) if now < deadline => after.min(deadline),
                 Deadline::Never => after,
                 Deadline::Now | Deadline::At(_) => {
+                    // RACE (stranded slot): callers queued as waiters while this one
+                    // connected and failed; under Fifo none of them may take a free slot,
+                    // and no return will come for a connection that was never made. So
+                    // the slot goes to the head waiter, who connects into it once the
+                    // pause has passed. Test:
+                    // `connect::a_caller_that_times_out_connecting_hands_its_slot_on`; loom
+                    // model of the retry: `failed_connect_hands_the_slot_to_a_waiter`.
                     state.give_free(&self.shelf, claim);
                     // `try_get` (Deadline::Now) did not wait, so it did not time out.
                     state.counters.timeouts += u64::from(started.deadline != Deadline::Now);
@@ -532,7 +560,7 @@ impl<M: Manager> Lender<M> {
     }
 
     fn timeout(&self, state: &State<M::Connection>, waited: Duration) -> Error {
-        let in_use = self.shelf.count(&[Phase::Lent, Phase::Parked, Phase::Granted]);
+        let (_, in_use) = self.shelf.counts();
         let max_size = self.config.max_size;
         Error::Timeout { waited, in_use, max_size, last_error: state.last_error.clone() }
     }
@@ -606,55 +634,67 @@ impl<M: Manager> Lender<M> {
     /// `release_wakes_waiting_get_eventual`.
     fn lend_taken(
         self: &Arc<Self>,
-        mut state: MutexGuard<'_, State<M::Connection>>,
+        state: MutexGuard<'_, State<M::Connection>>,
         claim: Claim,
         held: Held<M::Connection>,
     ) -> Waited<M> {
-        let now = self.now();
+        // The caller's clock is read outside the lock (it may be slow, or ask the pool).
+        drop(state);
+        let mut claim = Some(claim);
+        let now = self.now_holding(&mut claim);
+        let claim = claim.expect("only a panic takes the claim, and it does not return here");
         if self.expired(&held, now) {
-            let closed = state.discard(&self.shelf, claim, held);
-            drop(state);
+            let closed = self.state.lock().discard(&self.shelf, claim, held);
             drop(closed);
             return Waited::Again;
         }
-        drop(state);
         match self.validated(self.lend_idle(claim, held, now)) {
             Ok(guard) => Waited::Guard(guard),
-            Err(()) => Waited::Again,
+            Err(claim) => Waited::Create(claim),
         }
     }
 
     fn granted(
         self: &Arc<Self>,
-        mut state: MutexGuard<'_, State<M::Connection>>,
+        state: MutexGuard<'_, State<M::Connection>>,
         grant: Grant<M::Connection>,
     ) -> Result<Waited<M>, Error> {
         match grant {
             Grant::Closed => Err(Error::Closed),
             Grant::Create(claim) => Ok(Waited::Create(claim)),
             Grant::Conn(mut claim, held) => {
-                let now = self.now();
-                if self.expired(&held, now) {
-                    // Handed on past its lifetime (or idle time): closed, not lent; the
-                    // slot is this waiter's to connect into.
-                    self.shelf.reserve(&mut claim);
-                    state.counters.discarded += 1;
-                    drop(state);
-                    drop(held);
-                    return Ok(Waited::Create(claim));
-                }
+                // Lent before the lock goes (a granted slot belongs to a queued grant), and
+                // the caller's clock read outside the lock.
                 self.shelf.lend_held(&mut claim);
                 drop(state);
+                let mut claim = Some(claim);
+                let now = self.now_holding(&mut claim);
+                if self.expired(&held, now) {
+                    // Handed on past its lifetime (or idle time): closed, not lent; the
+                    // slot is this waiter's to connect into. A connection whose drop
+                    // panics still gives the slot back.
+                    self.state.lock().counters.discarded += 1;
+                    guarded(|| drop(held), || self.slot_emptied(claim.take(), false));
+                    let mut claim = claim.expect("only a panic takes the claim");
+                    self.shelf.reserve(&mut claim);
+                    return Ok(Waited::Create(claim));
+                }
+                let claim =
+                    claim.expect("only a panic takes the claim, and it does not return here");
                 Ok(match self.validated(self.loan(claim, held, now)) {
                     Ok(guard) => Waited::Guard(guard),
-                    Err(()) => Waited::Again,
+                    Err(claim) => Waited::Create(claim),
                 })
             }
         }
     }
 
-    /// Health-checks a freshly lent connection; a failing one is discarded.
-    fn validated(self: &Arc<Self>, lent: Lent<M::Connection>) -> Result<PooledConnection<M>, ()> {
+    /// Health-checks a freshly lent connection. A failing one is discarded and its slot,
+    /// emptied, stays this caller's to connect into (`Err`): it was this caller's turn.
+    fn validated(
+        self: &Arc<Self>,
+        lent: Lent<M::Connection>,
+    ) -> Result<PooledConnection<M>, Claim> {
         if self.config.health_check != HealthCheck::OnCheckout {
             return Ok(PooledConnection::new(self.clone(), lent));
         }
@@ -662,30 +702,31 @@ impl<M: Manager> Lender<M> {
         let mut claim = Some(claim);
         let checked =
             guarded(|| self.manager.is_valid(&mut conn), || self.slot_emptied(claim.take(), true));
-        let claim = claim.expect("only a panic takes the claim, and it does not return here");
+        let mut claim = claim.expect("only a panic takes the claim, and it does not return here");
         if let Err(error) = checked {
             let mut state = self.state.lock();
             let replaced = state.last_error.replace(Arc::new(error));
             state.counters.discarded += 1;
-            state.give_free(&self.shelf, claim);
+            self.shelf.reserve(&mut claim);
             drop(state);
-            drop((conn, replaced));
-            return Err(());
+            let mut claim = Some(claim);
+            guarded(|| drop((conn, replaced)), || self.slot_emptied(claim.take(), false));
+            return Err(claim.expect("only a panic takes the claim, and it does not return here"));
         }
         Ok(PooledConnection::new(self.clone(), Lent { conn, claim, created_at, lent_at }))
     }
 
-    /// Connects into the reserved slot of `claim` and lends the new connection.
-    fn create(self: &Arc<Self>, claim: Claim) -> Result<PooledConnection<M>, ()> {
+    /// Connects into the reserved slot of `claim` and lends the new connection; on a
+    /// failed connect, gives the claim back to the caller.
+    fn create(self: &Arc<Self>, claim: Claim) -> Result<PooledConnection<M>, Claim> {
         let mut claim = Some(claim);
         let result = guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
+        let now = self.now_holding(&mut claim);
         let mut claim = claim.expect("only a panic takes the claim, and it does not return here");
-        let now = self.now();
         let mut state = self.state.lock();
         match result {
             Ok(conn) => {
                 self.shelf.lend_new(&mut claim);
-                self.shelf.set_lent_at(&claim, now);
                 state.counters.created += 1;
                 Self::connect_succeeded(&mut state);
                 // Closed while connecting: the caller still gets it; it is closed on return.
@@ -694,16 +735,12 @@ impl<M: Manager> Lender<M> {
                 Ok(PooledConnection::new(self.clone(), lent))
             }
             Err(error) => {
+                // The slot stays this caller's (`connect_into` tries again after the pause
+                // or hands it on).
                 let replaced = Self::connect_failed(&mut state, error);
-                // RACE (stranded slot): callers queued as waiters while this connect ran;
-                // under Fifo none of them may take a free slot, and no return will come
-                // for a connection that was never made. So the slot goes to the head
-                // waiter, who connects into it once the backoff has passed. Loom model:
-                // `failed_connect_hands_the_slot_to_a_waiter`.
-                state.give_free(&self.shelf, claim);
                 drop(state);
                 drop(replaced);
-                Err(())
+                Err(claim)
             }
         }
     }
@@ -819,7 +856,7 @@ impl<M: Manager> Lender<M> {
         loop {
             let claim = {
                 let mut state = self.state.lock();
-                let idle = self.shelf.count(&[Phase::Idle]);
+                let (idle, _) = self.shelf.counts();
                 if state.closed || state.someone_waits() || idle >= self.config.min_idle {
                     return;
                 }
@@ -829,8 +866,8 @@ impl<M: Manager> Lender<M> {
             let mut claim = Some(claim);
             let result =
                 guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
+            let now = self.now_holding(&mut claim);
             let claim = claim.expect("only a panic takes the claim, and it does not return here");
-            let now = self.now();
             let mut state = self.state.lock();
             match result {
                 Ok(conn) => {

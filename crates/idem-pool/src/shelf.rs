@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! Empty --claim_empty: CAS--> Creating --lend_new--> Lent(g+1)
-//! Idle(g) --reclaim: CAS--> Lent(g) --lend_new--> Lent(g+1)
+//! Idle(g) --reclaim: CAS--> Taken(g) --lend_new--> Lent(g+1)
 //! Lent --put: store--> Idle               Lent --park--> Parked --unpark--> Lent
 //! Lent --grant--> Granted(g+1) --lend_granted--> Lent      any claim --empty--> Empty
 //! ```
@@ -37,6 +37,10 @@ pub(crate) enum Phase {
     Creating,
     /// A connection on the shelf, in the slot's cell, for anyone to take.
     Idle,
+    /// Taken off the shelf, not lent yet: being checked (expired?), closed, or handed
+    /// on. Still under the last loan's generation, so that loan's late release is a
+    /// double release and no leak is counted for it.
+    Taken,
     /// Lent: the connection is inside a guard (or a `get` on its way to one).
     Lent,
     /// Lent, but the guard was turned into a [`Loan`](crate::Loan): the connection is
@@ -46,8 +50,15 @@ pub(crate) enum Phase {
     Granted,
 }
 
-const PHASES: [Phase; 6] =
-    [Phase::Empty, Phase::Creating, Phase::Idle, Phase::Lent, Phase::Parked, Phase::Granted];
+const PHASES: [Phase; 7] = [
+    Phase::Empty,
+    Phase::Creating,
+    Phase::Idle,
+    Phase::Taken,
+    Phase::Lent,
+    Phase::Parked,
+    Phase::Granted,
+];
 const PHASE_BITS: u32 = 3;
 const PHASE_MASK: u64 = (1 << PHASE_BITS) - 1;
 /// Bits of the loan's generation kept beside the loan's start (`Place::lent`).
@@ -70,7 +81,7 @@ impl Word {
 
     fn unpack(bits: u64) -> Self {
         // The mask keeps the index below 8 and only this module writes words, each from a
-        // `Phase`, so the index is one of the six.
+        // `Phase`, so the index is one of the seven.
         let phase = PHASES[(bits & PHASE_MASK) as usize];
         Self { generation: bits >> PHASE_BITS, phase }
     }
@@ -176,9 +187,20 @@ impl<C> Shelf<C> {
         Word::unpack(self.places[slot].word.load(Ordering::Acquire))
     }
 
-    /// How many slots are in one of `phases`.
-    pub(crate) fn count(&self, phases: &[Phase]) -> usize {
-        (0..self.len()).filter(|&i| phases.contains(&self.word(i).phase)).count()
+    /// How many slots hold an idle connection (on the shelf, or taken off it and not
+    /// lent) and how many are lent (in a guard, parked, or granted to a waiter), reading
+    /// each word once: the two add up to connections that existed at some instant of the
+    /// pass, never more than the slots.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let (mut idle, mut lent) = (0, 0);
+        for i in 0..self.len() {
+            match self.word(i).phase {
+                Phase::Idle | Phase::Taken => idle += 1,
+                Phase::Lent | Phase::Parked | Phase::Granted => lent += 1,
+                Phase::Empty | Phase::Creating => {}
+            }
+        }
+        (idle, lent)
     }
 
     /// Whether some connection is on the shelf.
@@ -217,7 +239,7 @@ impl<C> Shelf<C> {
         if now.phase != Phase::Idle {
             return None;
         }
-        let claim = self.swap_word(slot, now, Word { phase: Phase::Lent, ..now })?;
+        let claim = self.swap_word(slot, now, Word { phase: Phase::Taken, ..now })?;
         // SAFETY: this thread won the compare-and-swap out of `Idle`, so it holds the
         // slot's only claim; the Acquire of that swap saw the `put` that filled the cell.
         let held = self.places[slot].cell.with_mut(|cell| unsafe { (*cell).take() });

@@ -219,8 +219,7 @@ impl<C> State<C> {
     /// Counts what `state()` reports from the slots.
     pub(crate) fn snapshot(&self, shelf: &Shelf<C>) -> PoolState {
         let mut state = self.counters;
-        state.idle = shelf.count(&[Phase::Idle]);
-        state.in_use = shelf.count(&[Phase::Lent, Phase::Parked, Phase::Granted]);
+        (state.idle, state.in_use) = shelf.counts();
         state.size = state.idle + state.in_use;
         state.waiters = self.waiters.iter().filter(|w| w.grant.is_none()).count();
         state
@@ -258,7 +257,9 @@ impl<C> State<C> {
                 Phase::Empty => assert!(listed <= 1, "empty slot {i} listed {listed} times"),
                 Phase::Parked => assert_eq!(parked, Some(word.generation), "parked slot {i}"),
                 Phase::Granted => assert_eq!(granted(false), 1, "granted slot {i}: one grant"),
-                Phase::Creating | Phase::Idle | Phase::Lent => assert_eq!(listed, 0, "slot {i}"),
+                Phase::Creating | Phase::Idle | Phase::Taken | Phase::Lent => {
+                    assert_eq!(listed, 0, "slot {i}");
+                }
             }
             if word.phase != Phase::Parked {
                 assert!(parked.is_none(), "slot {i} in {:?} has a parked connection", word.phase);

@@ -1,6 +1,7 @@
 //! One test per documented behaviour.
 
 use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
@@ -528,4 +529,100 @@ fn two_returns_in_a_row_wake_two_waiters() {
             pool.assert_invariants();
         }
     }
+}
+
+/// Three threads queued in order as waiters on `pool`, each sending its number once
+/// served and giving the connection back at once.
+fn three_waiters(pool: &Pool<TestManager>) -> (mpsc::Receiver<u32>, Vec<thread::JoinHandle<()>>) {
+    let (served, order) = mpsc::channel();
+    let waiters = (1..=3)
+        .map(|n| {
+            let (waiting, served) = (pool.clone(), served.clone());
+            let waiter = thread::spawn(move || {
+                let conn = waiting.get().expect("served");
+                served.send(n).expect("the test listens");
+                drop(conn);
+            });
+            wait_for_waiters(pool, n as usize);
+            waiter
+        })
+        .collect();
+    (order, waiters)
+}
+
+/// The order the three were served in.
+fn served(order: &mpsc::Receiver<u32>, waiters: Vec<thread::JoinHandle<()>>) -> Vec<u32> {
+    let order = (1..=3).map(|_| order.recv_timeout(WAIT_LIMIT).expect("served")).collect();
+    for waiter in waiters {
+        waiter.join().expect("waiter");
+    }
+    order
+}
+
+fn fifo(max_size: usize) -> Pool<TestManager> {
+    pool(max_size, |b| b.fairness(idem_pool::Fairness::Fifo).connection_timeout(WAIT_LIMIT)).0
+}
+
+#[test]
+fn fifo_keeps_a_waiters_turn_when_its_connection_fails_its_check() {
+    let pool = fifo(1);
+    let held = pool.get().expect("get");
+    let (order, waiters) = three_waiters(&pool);
+    // Every hand-off now fails its check: each waiter connects anew into its slot.
+    pool.manager().fail_checks.store(true, Ordering::SeqCst);
+    drop(held);
+    assert_eq!(served(&order, waiters), [1, 2, 3]);
+    pool.assert_invariants();
+}
+
+#[test]
+fn fifo_keeps_a_waiters_turn_when_its_connect_fails() {
+    let pool = fifo(2);
+    let other = pool.get().expect("get");
+    let mut broken = pool.get().expect("get");
+    broken.mark_broken();
+    let (order, waiters) = three_waiters(&pool);
+    pool.manager().refuse_connect.store(true, Ordering::SeqCst);
+    let connects = pool.manager().connects.load(Ordering::SeqCst);
+    drop(broken); // closed: its slot goes to the first waiter to connect into, refused
+    wait_until("a refused connect", WAIT_LIMIT, || {
+        pool.manager().connects.load(Ordering::SeqCst) > connects
+    });
+    pool.manager().refuse_connect.store(false, Ordering::SeqCst);
+    assert_eq!(served(&order, waiters), [1, 2, 3]);
+    drop(other);
+    pool.assert_invariants();
+}
+
+#[test]
+fn state_counts_each_connection_once_while_threads_take_and_return() {
+    let (pool, _) = pool(1, |b| b.health_check(HealthCheck::Never));
+    drop(pool.get().expect("made"));
+    let done = std::sync::atomic::AtomicBool::new(false);
+    thread::scope(|s| {
+        let watcher = s.spawn(|| {
+            let mut seen = 0u64;
+            while !done.load(Ordering::SeqCst) {
+                let state = pool.state();
+                assert_eq!(state.size, 1, "one connection, counted once: {state:?}");
+                assert_eq!(state.idle + state.in_use, 1, "{state:?}");
+                seen += 1;
+            }
+            seen
+        });
+        let getters: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..20_000 {
+                        drop(pool.get().expect("get"));
+                    }
+                })
+            })
+            .collect();
+        for getter in getters {
+            getter.join().expect("getter");
+        }
+        done.store(true, Ordering::SeqCst);
+        assert!(watcher.join().expect("watcher") > 0, "the state was read");
+    });
 }

@@ -1,5 +1,6 @@
-//! A failed connect never strands the slot it was made for: under every fairness mode the
-//! slot goes to the head waiter, who connects into it once the backoff has passed.
+//! A failed connect never strands the slot it was made for: its caller tries again after
+//! the backoff, and at its deadline the slot goes to the head waiter, under every
+//! fairness mode.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -84,4 +85,53 @@ fn a_failed_connect_hands_its_slot_to_the_waiters() {
             check(fairness, borrowers);
         }
     }
+}
+
+/// Refuses every connect while `refuse` is set.
+#[derive(Debug, Default)]
+struct Refusing {
+    refuse: std::sync::atomic::AtomicBool,
+    calls: AtomicU64,
+}
+
+impl Manager for Refusing {
+    type Connection = u64;
+    type Error = TestError;
+
+    fn connect(&self) -> Result<u64, TestError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.refuse.load(Ordering::SeqCst) {
+            return Err(TestError("connection refused"));
+        }
+        Ok(call)
+    }
+}
+
+/// A caller keeps the slot it connects into through its failed connects, until its
+/// deadline: then the slot goes to the waiter behind it, under Fifo too (where no waiter
+/// may take a free slot while another waits).
+#[test]
+fn a_caller_that_times_out_connecting_hands_its_slot_on() {
+    let pool = Pool::builder()
+        .max_size(1)
+        .fairness(Fairness::Fifo)
+        .health_check(HealthCheck::Never)
+        .maintenance_interval(None)
+        .build(Refusing::default())
+        .expect("valid config");
+    pool.manager().refuse.store(true, Ordering::SeqCst);
+    let first = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.get_timeout(std::time::Duration::from_millis(300)).is_ok())
+    };
+    wait_until("the first connect", WAIT_LIMIT, || pool.manager().calls.load(Ordering::SeqCst) > 0);
+    let second = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.get_timeout(WAIT_LIMIT).map(|conn| *conn))
+    };
+    wait_for_waiters(&pool, 1);
+    assert!(!first.join().expect("first"), "refused until its deadline");
+    pool.manager().refuse.store(false, Ordering::SeqCst);
+    assert!(second.join().expect("second").is_ok(), "the waiter connected into the slot");
+    pool.assert_invariants();
 }

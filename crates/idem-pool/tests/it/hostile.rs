@@ -3,10 +3,11 @@
 //! lifetime. The pool keeps every place, never deadlocks, and lends nothing stale.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::Ordering;
-use std::sync::{OnceLock, mpsc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::Duration;
 
+use idem_core::{Clock, ManualClock, Timestamp};
 use idem_pool::{Fairness, Manager, Pool};
 
 use crate::{WAIT_LIMIT, pool, wait_for_waiters, wait_until};
@@ -80,6 +81,68 @@ fn a_connection_handed_on_past_its_lifetime_is_closed_not_lent() {
     let id = answered.recv_timeout(WAIT_LIMIT).expect("answered").expect("a connection");
     assert_eq!(id, 1, "the waiter was lent a connection past its lifetime");
     assert_eq!((pool.state().created, pool.state().discarded), (2, 1));
+}
+
+#[test]
+fn a_connection_handed_on_past_its_lifetime_whose_drop_panics_costs_no_place() {
+    let life = Some(Duration::from_secs(10));
+    let (pool, clock) = pool(1, |b| b.fairness(Fairness::Fifo).max_lifetime(life));
+    let held = pool.get().expect("get");
+    let (answer, answered) = mpsc::channel();
+    let waiter = pool.clone();
+    std::thread::spawn(move || {
+        let got = catch_unwind(AssertUnwindSafe(|| waiter.get_timeout(WAIT_LIMIT).is_ok()));
+        let _ = answer.send(got.is_err());
+    });
+    wait_for_waiters(&pool, 1);
+    clock.advance(Duration::from_secs(60));
+    pool.manager().panic_drop.store(true, Ordering::SeqCst);
+    drop(held); // handed to the waiter, which closes it (60 s old), and the close panics
+    assert!(answered.recv_timeout(WAIT_LIMIT).expect("answered"), "the panic goes on");
+    pool.assert_invariants();
+    let conn = pool.get().expect("the one place is still there");
+    assert_eq!((pool.state().created, pool.state().discarded), (2, 1));
+    drop(conn);
+}
+
+/// A clock that panics on its `n`th reading from now on (once), else reads `inner`.
+#[derive(Debug)]
+struct PanickingClock {
+    inner: ManualClock,
+    readings_left: AtomicU64,
+}
+
+impl Clock for PanickingClock {
+    fn now(&self) -> Timestamp {
+        let left = self.readings_left.load(Ordering::SeqCst);
+        if left > 0 && self.readings_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            std::panic::resume_unwind(Box::new("a clock that panics"));
+        }
+        self.inner.now()
+    }
+}
+
+#[test]
+fn a_clock_that_panics_while_a_place_is_held_costs_no_place() {
+    let clock = Arc::new(PanickingClock {
+        inner: ManualClock::new(Timestamp::from_millis(1_000_000)),
+        readings_left: AtomicU64::new(0),
+    });
+    let pool = Pool::builder()
+        .max_size(1)
+        .connection_timeout(WAIT_LIMIT)
+        .maintenance_interval(None)
+        .clock(clock.clone())
+        .build(crate::TestManager::default())
+        .expect("valid config");
+    // The first get reads the clock before it reserves the place, and again once it has
+    // connected into it: that second reading panics.
+    clock.readings_left.store(2, Ordering::SeqCst);
+    assert!(catch_unwind(AssertUnwindSafe(|| pool.get())).is_err(), "the panic goes on");
+    pool.assert_invariants();
+    let conn = pool.get().expect("the one place is still there");
+    assert_eq!(pool.state().in_use, 1);
+    drop(conn);
 }
 
 /// An error that asks the pool for its state when dropped (a logging error, say).

@@ -3,6 +3,7 @@
 mod behaviour;
 mod connect;
 mod hostile;
+mod leaks;
 mod model;
 mod stress;
 #[cfg(feature = "tracing")]
@@ -21,6 +22,16 @@ use idem_pool::{Builder, HealthCheck, Manager, Pool};
 pub(crate) struct TestConn {
     pub(crate) id: u64,
     held: Arc<AtomicBool>,
+    /// The manager's switch: the next connection dropped panics (once).
+    panic_drop: Arc<AtomicBool>,
+}
+
+impl Drop for TestConn {
+    fn drop(&mut self) {
+        if self.panic_drop.swap(false, Ordering::SeqCst) && !std::thread::panicking() {
+            std::panic::resume_unwind(Box::new("a connection whose drop panics"));
+        }
+    }
 }
 
 impl TestConn {
@@ -46,6 +57,10 @@ pub(crate) struct TestManager {
     pub(crate) panic_connect: AtomicBool,
     pub(crate) panic_check: AtomicBool,
     pub(crate) panic_broken: AtomicBool,
+    /// The next connection dropped panics (once).
+    pub(crate) panic_drop: Arc<AtomicBool>,
+    /// Calls of `connect`, refused ones too.
+    pub(crate) connects: AtomicU64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,12 +72,14 @@ impl Manager for TestManager {
     type Error = TestError;
 
     fn connect(&self) -> Result<TestConn, TestError> {
+        self.connects.fetch_add(1, Ordering::SeqCst);
         assert!(!self.panic_connect.swap(false, Ordering::SeqCst), "a connect that panics");
         if self.refuse_connect.load(Ordering::SeqCst) {
             return Err(TestError("connection refused"));
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        Ok(TestConn { id, held: Arc::new(AtomicBool::new(false)) })
+        let panic_drop = self.panic_drop.clone();
+        Ok(TestConn { id, held: Arc::new(AtomicBool::new(false)), panic_drop })
     }
 
     fn is_valid(&self, _: &mut TestConn) -> Result<(), TestError> {
