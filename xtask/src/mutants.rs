@@ -2445,8 +2445,9 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-replaced-error-dropped-under-the-lock",
         file: "crates/idem-pool/src/pool.rs",
-        from: "drop(state);\n                drop(replaced);\n                Err(claim)",
-        to: "drop(replaced);\n                drop(state);\n                Err(claim)",
+        from: "let replaced = Self::connect_failed(&mut state, error);\n                \
+               drop(state);\n",
+        to: "let replaced = Self::connect_failed(&mut state, error);\n",
         check: test("idem-pool", "", "it", "hostile::an_error_whose_drop"),
     },
     Mutant {
@@ -3220,8 +3221,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-clock-read-unguarded-while-a-place-is-held",
         file: "crates/idem-pool/src/pool.rs",
-        from: "guarded(|| self.now(), || self.slot_emptied(claim.take(), false))",
-        to: "{\n            let _ = &claim;\n            self.now()\n        }",
+        from: "guarded(|| self.now(), || self.slot_emptied(claim.take(), discarded))",
+        to: "{\n            let _ = (&claim, discarded);\n            self.now()\n        }",
         check: test("idem-pool", "", "it", "hostile::a_clock_that_panics"),
     },
     Mutant {
@@ -3236,8 +3237,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-failed-connect-gives-up-at-once",
         file: "crates/idem-pool/src/pool.rs",
-        from: "            if started.deadline == Deadline::Now {\n                let mut state",
-        to: "            if true {\n                let mut state",
+        from: "            if past {",
+        to: "            if true {",
         check: test("idem-pool", "", "it", "behaviour::fifo_keeps_a_waiters_turn"),
     },
     Mutant {
@@ -3261,6 +3262,35 @@ const CATALOGUE: &[Mutant] = &[
         from: "Word { phase: Phase::Taken, ..now }",
         to: "Word { phase: Phase::Lent, ..now }",
         check: test("idem-pool", "", "it", "leaks::a_connection_taken_off_the_shelf"),
+    },
+    Mutant {
+        name: "pool-connect-error-dropped-unguarded",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "guarded(|| drop(replaced), || self.slot_emptied(claim.take(), false));",
+        to: "drop(replaced);",
+        check: test("idem-pool", "", "it", "hostile::a_connect_error_whose_drop"),
+    },
+    Mutant {
+        name: "pool-connect-retried-past-the-deadline",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "Deadline::At(deadline) => Instant::now() >= deadline,",
+        to: "Deadline::At(_) => false,",
+        check: test("idem-pool", "", "it", "connect::a_caller_does_not_connect_again"),
+    },
+    Mutant {
+        name: "pool-clock-panic-discard-uncounted",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "let now = self.now_holding(&mut claim, true);\n                if self.expired",
+        to: "let now = self.now_holding(&mut claim, false);\n                if self.expired",
+        check: test("idem-pool", "", "it", "hostile::a_clock_that_panics_as_a_waiter"),
+    },
+    Mutant {
+        name: "pool-refill-after-close-uncounted",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "                        state.counters.discarded += 1;\n\
+               \x20                       self.shelf.empty(claim);",
+        to: "                        self.shelf.empty(claim);",
+        check: test("idem-pool", "", "it", "hostile::a_refill_that_ends"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -349,9 +349,11 @@ impl<M: Manager> Lender<M> {
 
     /// The clock, read while this caller holds the slot of `claim`: a clock that panics
     /// gives the slot back (to the longest waiter, or the free list) before the panic
-    /// goes on, as a manager's panic does.
-    fn now_holding(&self, claim: &mut Option<Claim>) -> Timestamp {
-        guarded(|| self.now(), || self.slot_emptied(claim.take(), false))
+    /// goes on, as a manager's panic does; `discarded` says whether the connection the
+    /// caller holds is then counted closed (one lent before; a connection just made was
+    /// not counted created either).
+    fn now_holding(&self, claim: &mut Option<Claim>, discarded: bool) -> Timestamp {
+        guarded(|| self.now(), || self.slot_emptied(claim.take(), discarded))
     }
 
     /// A connection lent from `now` under its claim's generation (its start recorded for
@@ -487,10 +489,25 @@ impl<M: Manager> Lender<M> {
                 Ok(guard) => return Ok(guard),
                 Err(claim) => claim,
             };
-            if started.deadline == Deadline::Now {
+            // The deadline is looked at after every failed connect, not only while a pause
+            // is pending (`connect_turn`): a pause may have passed, or been reset by another
+            // caller's success, while this one dropped the error it replaced.
+            let past = match started.deadline {
+                Deadline::Now => true,
+                Deadline::At(deadline) => Instant::now() >= deadline,
+                Deadline::Never => false,
+            };
+            if past {
                 let mut state = self.state.lock();
                 state.give_free(&self.shelf, claim);
-                return Err(self.timeout(&state, Duration::ZERO));
+                // `try_get` (Deadline::Now) did not wait, so it did not time out.
+                state.counters.timeouts += u64::from(started.deadline != Deadline::Now);
+                let waited = if started.deadline == Deadline::Now {
+                    Duration::ZERO
+                } else {
+                    started.at.elapsed()
+                };
+                return Err(self.timeout(&state, waited));
             }
         }
     }
@@ -641,7 +658,7 @@ impl<M: Manager> Lender<M> {
         // The caller's clock is read outside the lock (it may be slow, or ask the pool).
         drop(state);
         let mut claim = Some(claim);
-        let now = self.now_holding(&mut claim);
+        let now = self.now_holding(&mut claim, true);
         let claim = claim.expect("only a panic takes the claim, and it does not return here");
         if self.expired(&held, now) {
             let closed = self.state.lock().discard(&self.shelf, claim, held);
@@ -668,7 +685,7 @@ impl<M: Manager> Lender<M> {
                 self.shelf.lend_held(&mut claim);
                 drop(state);
                 let mut claim = Some(claim);
-                let now = self.now_holding(&mut claim);
+                let now = self.now_holding(&mut claim, true);
                 if self.expired(&held, now) {
                     // Handed on past its lifetime (or idle time): closed, not lent; the
                     // slot is this waiter's to connect into. A connection whose drop
@@ -721,7 +738,7 @@ impl<M: Manager> Lender<M> {
     fn create(self: &Arc<Self>, claim: Claim) -> Result<PooledConnection<M>, Claim> {
         let mut claim = Some(claim);
         let result = guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
-        let now = self.now_holding(&mut claim);
+        let now = self.now_holding(&mut claim, false);
         let mut claim = claim.expect("only a panic takes the claim, and it does not return here");
         let mut state = self.state.lock();
         match result {
@@ -736,11 +753,12 @@ impl<M: Manager> Lender<M> {
             }
             Err(error) => {
                 // The slot stays this caller's (`connect_into` tries again after the pause
-                // or hands it on).
+                // or hands it on), also when the replaced error's drop panics.
                 let replaced = Self::connect_failed(&mut state, error);
                 drop(state);
-                drop(replaced);
-                Err(claim)
+                let mut claim = Some(claim);
+                guarded(|| drop(replaced), || self.slot_emptied(claim.take(), false));
+                Err(claim.expect("only a panic takes the claim, and it does not return here"))
             }
         }
     }
@@ -866,7 +884,7 @@ impl<M: Manager> Lender<M> {
             let mut claim = Some(claim);
             let result =
                 guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
-            let now = self.now_holding(&mut claim);
+            let now = self.now_holding(&mut claim, false);
             let claim = claim.expect("only a panic takes the claim, and it does not return here");
             let mut state = self.state.lock();
             match result {
@@ -874,6 +892,7 @@ impl<M: Manager> Lender<M> {
                     state.counters.created += 1;
                     Self::connect_succeeded(&mut state);
                     if state.closed {
+                        state.counters.discarded += 1;
                         self.shelf.empty(claim);
                         drop(state);
                         drop(conn);

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 
-use idem_pool::{Fairness, HealthCheck, Manager, Pool};
+use idem_pool::{Error, Fairness, HealthCheck, Manager, Pool};
 
 use crate::{TestError, WAIT_LIMIT, wait_for_waiters, wait_until};
 
@@ -134,4 +134,94 @@ fn a_caller_that_times_out_connecting_hands_its_slot_on() {
     pool.manager().refuse.store(false, Ordering::SeqCst);
     assert!(second.join().expect("second").is_ok(), "the waiter connected into the slot");
     pool.assert_invariants();
+}
+
+/// An error whose drop stops at a gate (a logging error that flushes, say).
+#[derive(Debug)]
+struct SlowError(Arc<crate::Gate>);
+
+impl std::fmt::Display for SlowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("refused")
+    }
+}
+
+impl std::error::Error for SlowError {}
+
+impl Drop for SlowError {
+    fn drop(&mut self) {
+        self.0.pass();
+    }
+}
+
+/// Refuses while `refuse` is set, with errors whose drop stops at `gate` when armed.
+#[derive(Debug)]
+struct SlowlyRefusing {
+    refuse: std::sync::atomic::AtomicBool,
+    calls: AtomicU64,
+    gate: Arc<crate::Gate>,
+}
+
+impl Manager for SlowlyRefusing {
+    type Connection = u64;
+    type Error = SlowError;
+
+    fn connect(&self) -> Result<u64, SlowError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.refuse.load(Ordering::SeqCst) {
+            return Err(SlowError(self.gate.clone()));
+        }
+        Ok(call)
+    }
+}
+
+/// A caller's deadline holds after a failed connect even when the pause before the next
+/// is already over: here another caller's success reset it while this one was dropping
+/// the error its failure replaced.
+#[test]
+fn a_caller_does_not_connect_again_past_its_deadline() {
+    let (gate, arrivals, open) = crate::Gate::new();
+    let manager = SlowlyRefusing {
+        refuse: std::sync::atomic::AtomicBool::new(true),
+        calls: AtomicU64::new(0),
+        gate: gate.clone(),
+    };
+    let pool = Pool::builder()
+        .max_size(2)
+        .health_check(HealthCheck::Never)
+        .maintenance_interval(None)
+        .connection_timeout(WAIT_LIMIT)
+        .build(manager)
+        .expect("valid config");
+    gate.armed.store(true, Ordering::SeqCst);
+    let deadline = std::time::Duration::from_millis(50);
+    let first = {
+        let pool = pool.clone();
+        thread::spawn(move || pool.get_timeout(deadline).map(|conn| *conn))
+    };
+    // Its second refusal replaced the first's error, whose drop stops at the gate.
+    arrivals.recv_timeout(WAIT_LIMIT).expect("the first caller drops an error");
+    past(deadline * 2);
+    pool.manager().refuse.store(false, Ordering::SeqCst);
+    let other = pool.get().expect("another caller connects: the pause is reset");
+    open.send(()).expect("the first caller waits");
+    let result = first.join().expect("first");
+    assert!(
+        matches!(result, Err(Error::Timeout { .. })),
+        "connected past its deadline: {result:?}"
+    );
+    drop(other);
+    pool.assert_invariants();
+}
+
+/// Returns once at least `time` has passed, measured by a pool's own wait (tests read no
+/// clock): a `get_timeout` on an exhausted pool.
+fn past(time: std::time::Duration) {
+    let pool = Pool::builder()
+        .max_size(1)
+        .maintenance_interval(None)
+        .build(crate::TestManager::default())
+        .expect("valid config");
+    let _held = pool.get().expect("the one connection");
+    assert!(pool.get_timeout(time).is_err(), "exhausted until its timeout");
 }

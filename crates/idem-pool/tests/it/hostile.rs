@@ -207,3 +207,129 @@ fn an_error_whose_drop_calls_the_pool_does_not_deadlock_it() {
     });
     finished.recv_timeout(WAIT_LIMIT).expect("deadlocked: an error was dropped under the lock");
 }
+
+/// An error whose drop panics if its switch is on (once: the switch turns off).
+#[derive(Debug)]
+struct PanickingError(Arc<std::sync::atomic::AtomicBool>);
+
+impl std::fmt::Display for PanickingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("refused")
+    }
+}
+
+impl std::error::Error for PanickingError {}
+
+impl Drop for PanickingError {
+    fn drop(&mut self) {
+        if self.0.swap(false, Ordering::SeqCst) && !std::thread::panicking() {
+            std::panic::resume_unwind(Box::new("an error whose drop panics"));
+        }
+    }
+}
+
+/// Refuses while `refuse` is set, with errors that share the switch `panic_drop`.
+#[derive(Debug, Default)]
+struct RefusingPanickily {
+    refuse: std::sync::atomic::AtomicBool,
+    panic_drop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Manager for RefusingPanickily {
+    type Connection = ();
+    type Error = PanickingError;
+
+    fn connect(&self) -> Result<(), PanickingError> {
+        if self.refuse.load(Ordering::SeqCst) {
+            Err(PanickingError(self.panic_drop.clone()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn a_connect_error_whose_drop_panics_costs_no_place() {
+    let pool = Pool::builder()
+        .max_size(1)
+        .maintenance_interval(None)
+        .connection_timeout(WAIT_LIMIT)
+        .build(RefusingPanickily::default())
+        .expect("valid config");
+    pool.manager().refuse.store(true, Ordering::SeqCst);
+    pool.manager().panic_drop.store(true, Ordering::SeqCst);
+    // The second refusal replaces the first's error, whose drop panics.
+    assert!(catch_unwind(AssertUnwindSafe(|| pool.get())).is_err(), "the panic goes on");
+    pool.manager().refuse.store(false, Ordering::SeqCst);
+    pool.assert_invariants();
+    let conn = pool.get().expect("the one place is still there");
+    assert_eq!(pool.state().in_use, 1);
+    drop(conn);
+}
+
+#[test]
+fn a_clock_that_panics_as_a_waiter_is_handed_a_connection_counts_it_closed() {
+    let clock = Arc::new(PanickingClock {
+        inner: ManualClock::new(Timestamp::from_millis(1_000_000)),
+        readings_left: AtomicU64::new(0),
+    });
+    let pool = Pool::builder()
+        .max_size(1)
+        .fairness(Fairness::Fifo)
+        .connection_timeout(WAIT_LIMIT)
+        .maintenance_interval(None)
+        .clock(clock.clone())
+        .build(crate::TestManager::default())
+        .expect("valid config");
+    let held = pool.get().expect("get");
+    let waiter = {
+        let pool = pool.clone();
+        std::thread::spawn(move || catch_unwind(AssertUnwindSafe(|| pool.get())).is_err())
+    };
+    wait_for_waiters(&pool, 1);
+    // The waiter, handed the connection, reads the clock before lending it: it panics.
+    clock.readings_left.store(1, Ordering::SeqCst);
+    drop(held);
+    assert!(waiter.join().expect("waiter"), "the panic goes on");
+    let state = pool.state();
+    assert_eq!((state.created, state.discarded, state.size), (1, 1, 0), "{state:?}");
+    pool.assert_invariants();
+}
+
+/// Connects through a gate, when armed.
+#[derive(Debug)]
+struct GatedConnect(Arc<crate::Gate>);
+
+impl Manager for GatedConnect {
+    type Connection = ();
+    type Error = crate::TestError;
+
+    fn connect(&self) -> Result<(), crate::TestError> {
+        self.0.pass();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_refill_that_ends_after_close_counts_its_connection_closed() {
+    let (gate, arrivals, open) = crate::Gate::new();
+    let pool = Pool::builder()
+        .max_size(2)
+        .min_idle(1)
+        .maintenance_interval(None)
+        .build(GatedConnect(gate.clone()))
+        .expect("valid config");
+    let held = pool.get().expect("the idle one");
+    gate.armed.store(true, Ordering::SeqCst);
+    let refill = {
+        let pool = pool.clone();
+        std::thread::spawn(move || pool.maintain())
+    };
+    arrivals.recv_timeout(WAIT_LIMIT).expect("the refill connects");
+    pool.close();
+    open.send(()).expect("the refill waits");
+    refill.join().expect("refill");
+    drop(held);
+    let state = pool.state();
+    assert_eq!((state.created, state.discarded, state.size), (2, 2, 0), "{state:?}");
+}

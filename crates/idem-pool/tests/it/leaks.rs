@@ -2,45 +2,17 @@
 //! else: not the pool's own health check of a connection about to be lent, nor a
 //! connection taken off the shelf and not lent yet.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::Duration;
 
 use idem_core::{Clock, ManualClock, Timestamp};
 use idem_pool::{Fairness, HealthCheck, Manager, Pool};
 
-use crate::{TestError, WAIT_LIMIT, wait_for_waiters};
+use crate::{Gate, TestError, WAIT_LIMIT, wait_for_waiters};
 
 const THRESHOLD: Duration = Duration::from_secs(5);
-
-/// Something a thread stops in until the test lets it go: it says it arrived, then waits.
-#[derive(Debug)]
-struct Gate {
-    armed: AtomicBool,
-    arrived: Mutex<Sender<()>>,
-    go: Mutex<Receiver<()>>,
-}
-
-impl Gate {
-    /// The gate, the receiver of its arrivals and the sender that opens it.
-    fn new() -> (Arc<Self>, Receiver<()>, Sender<()>) {
-        let (arrived, arrivals) = mpsc::channel();
-        let (open, go) = mpsc::channel();
-        let gate =
-            Gate { armed: AtomicBool::new(false), arrived: Mutex::new(arrived), go: go.into() };
-        (Arc::new(gate), arrivals, open)
-    }
-
-    /// Stops the first caller since `arm`, until the test opens the gate.
-    fn pass(&self) {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            let _ = self.arrived.lock().expect("not poisoned").send(());
-            let _ = self.go.lock().expect("not poisoned").recv_timeout(WAIT_LIMIT);
-        }
-    }
-}
 
 /// Connections whose health check stops at a gate.
 #[derive(Debug)]

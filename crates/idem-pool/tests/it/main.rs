@@ -11,6 +11,7 @@ mod tracing;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -121,4 +122,31 @@ pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(10);
 #[track_caller]
 pub(crate) fn wait_for_waiters<M: Manager>(pool: &Pool<M>, n: usize) {
     wait_until(&format!("{n} waiters"), WAIT_LIMIT, || pool.state().waiters >= n);
+}
+
+/// Something a thread stops in until the test lets it go: it says it arrived, then waits.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    pub(crate) armed: AtomicBool,
+    arrived: Mutex<Sender<()>>,
+    go: Mutex<Receiver<()>>,
+}
+
+impl Gate {
+    /// The gate, the receiver of its arrivals and the sender that opens it.
+    pub(crate) fn new() -> (Arc<Self>, Receiver<()>, Sender<()>) {
+        let (arrived, arrivals) = mpsc::channel();
+        let (open, go) = mpsc::channel();
+        let gate =
+            Gate { armed: AtomicBool::new(false), arrived: Mutex::new(arrived), go: go.into() };
+        (Arc::new(gate), arrivals, open)
+    }
+
+    /// Stops the first caller since `arm`, until the test opens the gate.
+    pub(crate) fn pass(&self) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            let _ = self.arrived.lock().expect("not poisoned").send(());
+            let _ = self.go.lock().expect("not poisoned").recv_timeout(WAIT_LIMIT);
+        }
+    }
 }
