@@ -67,6 +67,7 @@ pub struct PooledConnection<M: Manager> {
 impl<M: Manager> PooledConnection<M> {
     /// The loan begins: its start is recorded for the leak count (after its health check,
     /// which is the pool's time, not the borrower's).
+    #[inline]
     pub(crate) fn new(lender: Arc<Lender<M>>, lent: Lent<M::Connection>) -> Self {
         lender.shelf.set_lent_at(&lent.claim, lent.lent_at);
         let id = LoanId::new(lent.claim.slot(), lent.claim.generation());

@@ -151,11 +151,13 @@ pub(crate) mod hint {
         NEXT_POOL.fetch_add(1, Ordering::Relaxed)
     }
 
+    #[inline]
     pub(crate) fn get(pool: u64) -> Option<usize> {
         let (of, slot) = LAST.get();
         (of == pool).then_some(slot)
     }
 
+    #[inline]
     pub(crate) fn set(pool: u64, slot: usize) {
         LAST.set((pool, slot));
     }
