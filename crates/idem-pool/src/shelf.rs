@@ -272,7 +272,8 @@ impl<C> Shelf<C> {
     /// lock, then the words), so at least one sees the other: the waiter finds the
     /// connection, or this return sees the waiter and hands the connection on under the
     /// lock. The same holds against `close` and its flag. Loom models:
-    /// `release_wakes_waiting_get` (each fairness), `close_races_get_and_release`.
+    /// `close_races_get_and_release` and `failed_connect_hands_the_slot_to_a_waiter`
+    /// (each deadlocks without the fence, or when the return never hands on).
     pub(crate) fn put(&self, mut claim: Claim, held: Held<C>) -> bool {
         let slot = claim.slot;
         // SAFETY: the caller gives up its claim, the slot's only one, so no other thread
