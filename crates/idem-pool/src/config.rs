@@ -12,7 +12,9 @@ use crate::sync::Arc;
 /// each time it is lent out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HealthCheck {
-    /// Check every connection on checkout; a failing one is discarded and another lent.
+    /// Check every connection on checkout; a failing one is discarded and the caller
+    /// connects a new one into its slot (subject to the pause after a failed connect and
+    /// to its deadline).
     OnCheckout,
     /// Never check on checkout (broken connections are still caught on return).
     Never,
@@ -25,7 +27,7 @@ pub enum Fairness {
     /// order and no thread is woken for nothing. With more threads than connections,
     /// every loan costs a wake-up.
     Fifo,
-    /// Whoever asks first (as r2d2): the connection goes back to the idle list and the
+    /// Whoever asks first (as r2d2): the connection goes back on the shelf (idle) and the
     /// longest waiter is woken to compete for it with running threads. Faster when
     /// threads outnumber connections; a waiter can be overtaken, and woken for nothing.
     Barging,

@@ -101,8 +101,8 @@ impl<M: Manager> PooledConnection<M> {
     }
 
     /// Turns the guard into a [`Loan`]: the connection goes back into the pool's custody,
-    /// parked in its slot and still lent, until the loan (or any clone of it) is released,
-    /// from any thread. The loan keeps this guard's [`LoanId`].
+    /// parked and still lent, until the loan (or any clone of it) is released, from any
+    /// thread. The loan keeps this guard's [`LoanId`].
     ///
     /// # Panics
     ///

@@ -131,7 +131,7 @@ fn cause(last_error: &Option<Arc<dyn std::error::Error + Send + Sync>>) -> Strin
 pub struct PoolState {
     /// Connections that exist: idle plus in use.
     pub size: usize,
-    /// Connections on the idle list.
+    /// Idle connections (on the shelf, or taken off it and not lent yet).
     pub idle: usize,
     /// Connections lent (in a guard, in a [`Loan`], or handed to a waking waiter).
     pub in_use: usize,
@@ -153,7 +153,7 @@ pub struct PoolState {
     /// under `Fairness::Fifo`, every return while a thread waits; under
     /// `Fairness::Eventual`, only the fair hand-offs (a return while the longest waiter has
     /// waited `fair_after`, at most one per `fair_after`; every other return barges);
-    /// under `Fairness::Barging`, none: a return goes to the idle list and this stays 0.
+    /// under `Fairness::Barging`, none: a return goes on the shelf and this stays 0.
     /// A slot handed to a waiter to connect into (after a failed connect or a discard) is
     /// not a hand-off.
     pub handoffs: u64,

@@ -39,16 +39,17 @@ pub trait Manager: Send + Sync + 'static {
     ///
     /// # Errors
     ///
-    /// The reason the connection is unusable; the pool discards it and lends another.
+    /// The reason the connection is unusable; the pool discards it and the caller
+    /// connects a new one in its place.
     fn is_valid(&self, connection: &mut Self::Connection) -> Result<(), Self::Error> {
         let _ = connection;
         Ok(())
     }
 
     /// A cheap check on return (no I/O): is this connection known to be broken? A broken
-    /// connection is discarded instead of going back to the idle list. The default knows
-    /// of no breakage (`false`); a connection marked broken by its guard is discarded
-    /// either way.
+    /// connection is discarded instead of going back among the idle ones. The default
+    /// knows of no breakage (`false`); a connection marked broken by its guard is
+    /// discarded either way.
     fn has_broken(&self, connection: &mut Self::Connection) -> bool {
         let _ = connection;
         false

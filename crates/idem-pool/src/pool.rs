@@ -185,7 +185,8 @@ impl<M: Manager> Pool<M> {
         loan.release()
     }
 
-    /// Closes the pool: every waiter wakes with [`Error::Closed`], idle connections are
+    /// Closes the pool: every waiter not yet handed a connection wakes with
+    /// [`Error::Closed`] (one that was handed one gets it), idle connections are
     /// dropped now, lent ones when they come back, and `get` fails from now on. Idempotent
     /// by its shape: closing twice changes nothing more.
     pub fn close(&self) {

@@ -15,8 +15,9 @@
 //! ```text
 //! Empty --claim_empty: CAS--> Creating --lend_new--> Lent(g+1)
 //! Idle(g) --reclaim: CAS--> Taken(g) --lend_new--> Lent(g+1)
-//! Lent --put: store--> Idle               Lent --park--> Parked --unpark--> Lent
-//! Lent --grant--> Granted(g+1) --lend_granted--> Lent      any claim --empty--> Empty
+//! Lent --put: store--> Idle               Lent --park--> Parked --lend_held--> Lent
+//! Lent --grant--> Granted(g+1) --lend_held--> Lent
+//! any claim --reserve--> Creating          any claim --empty--> Empty
 //! ```
 
 // The workspace denies unsafe code; this module and idem-future's slot are the exceptions.

@@ -100,7 +100,7 @@ impl<C> State<C> {
         waiter
     }
 
-    /// Whether a returned connection goes to the idle list for anyone to take (barging),
+    /// Whether a returned connection goes on the shelf for anyone to take (barging),
     /// rather than to the longest waiter. Under `Eventual`, as parking_lot's mutex: barging,
     /// except that once the longest waiter has waited `fair_after`, a return is handed to
     /// it, at most one such fair hand-off per `fair_after`. The hand-offs, each a wake-up,
