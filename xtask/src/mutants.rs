@@ -3293,6 +3293,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-pool", "", "it", "hostile::a_refill_that_ends"),
     },
     Mutant {
+        name: "pool-broken-guard-parked-healthy",
+        file: "crates/idem-pool/src/conn.rs",
+        from: "self.lender.park(lent, self.broken);",
+        to: "self.lender.park(lent, false);",
+        check: test("idem-pool", "", "it", "model::"),
+    },
+    Mutant {
+        name: "pool-return-check-counted-as-the-borrowers",
+        file: "crates/idem-pool/src/pool.rs",
+        from: "        self.shelf.end_loan(&claim);\n",
+        to: "",
+        check: test("idem-pool", "", "it", "leaks::a_slow_broken_check"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

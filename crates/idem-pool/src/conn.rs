@@ -109,7 +109,7 @@ impl<M: Manager> PooledConnection<M> {
     /// If the guard was already released.
     pub fn into_loan(mut self) -> Loan<M> {
         let lent = self.lent.take().expect("into_loan of a released PooledConnection");
-        self.lender.park(lent);
+        self.lender.park(lent, self.broken);
         Loan { lender: self.lender.clone(), id: self.id }
     }
 

@@ -768,6 +768,7 @@ impl<M: Manager> Lender<M> {
     /// connection goes on the shelf without the lock.
     pub(crate) fn give_back(&self, lent: Lent<M::Connection>, broken: bool) {
         let Lent { mut conn, claim, created_at, lent_at } = lent;
+        self.shelf.end_loan(&claim);
         let mut claim = Some(claim);
         let broken = broken
             || guarded(
@@ -935,19 +936,21 @@ impl<M: Manager> Lender<M> {
             idem_core::trace_event!(DEBUG, slot, generation, "double release: ignored");
             return false;
         }
-        let mut lent = state.parked[slot].take().expect("a parked slot's connection is parked");
+        let parked = state.parked[slot].take();
+        let (mut lent, broken) = parked.expect("a parked slot's connection is parked");
         self.shelf.lend_held(&mut lent.claim);
         drop(state);
-        self.give_back(lent, false);
+        self.give_back(lent, broken);
         true
     }
 
-    /// Parks a guard's connection, for a loan to release later.
-    pub(crate) fn park(&self, mut lent: Lent<M::Connection>) {
+    /// Parks a guard's connection, for a loan to release later; a guard marked `broken`
+    /// makes that release close it.
+    pub(crate) fn park(&self, mut lent: Lent<M::Connection>, broken: bool) {
         let mut state = self.state.lock();
         let slot = lent.claim.slot();
         self.shelf.park(&mut lent.claim);
-        state.parked[slot] = Some(lent);
+        state.parked[slot] = Some((lent, broken));
     }
 
     /// Counts a release of a guard that was already released.

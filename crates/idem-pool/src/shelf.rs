@@ -353,12 +353,27 @@ impl<C> Shelf<C> {
         self.places[claim.slot].lent.store(packed, Ordering::Relaxed);
     }
 
+    /// Ends the claimed slot's loan for the leak count: its borrower gave it back, so the
+    /// pool's own checks on the way back (`has_broken`) are not the borrower's time. The
+    /// start is set past any clock reading (and the tag stays this loan's, so the next
+    /// loan's start is trusted only once recorded).
+    pub(crate) fn end_loan(&self, claim: &Claim) {
+        let never = (u64::MAX >> LENT_TAG_BITS) << LENT_TAG_BITS;
+        // ORDERING: Relaxed: see `set_lent_at`.
+        self.places[claim.slot]
+            .lent
+            .store(never | (claim.generation & LENT_TAG_MASK), Ordering::Relaxed);
+    }
+
     /// When loan `generation` of `slot` began, if its start was recorded.
     pub(crate) fn lent_at(&self, slot: usize, generation: u64) -> Option<Timestamp> {
         // ORDERING: Relaxed: see `set_lent_at`.
         let packed = self.places[slot].lent.load(Ordering::Relaxed);
         let ours = packed & LENT_TAG_MASK == generation & LENT_TAG_MASK;
-        ours.then(|| Timestamp::from_millis(packed >> LENT_TAG_BITS))
+        let ms = packed >> LENT_TAG_BITS;
+        // The largest start marks an ended loan (`end_loan`); a clock that far out (the
+        // year 10889) is past what the record holds, and its loans are not counted.
+        (ours && ms != u64::MAX >> LENT_TAG_BITS).then(|| Timestamp::from_millis(ms))
     }
 
     /// Records the queue's length (under the pool's lock), then fences (the race in

@@ -34,8 +34,9 @@ pub(crate) struct Waiter<C> {
 pub(crate) struct State<C> {
     /// Per slot, the generation of the loan last counted as a suspected leak (0: none).
     pub(crate) leak_counted: Vec<u64>,
-    /// Per slot, the connection of a parked loan, with the slot's claim.
-    pub(crate) parked: Vec<Option<Lent<C>>>,
+    /// Per slot, the connection of a parked loan, with the slot's claim, and whether its
+    /// guard was marked broken (the loan's release then closes it).
+    pub(crate) parked: Vec<Option<(Lent<C>, bool)>>,
     /// Empty slots not reserved by anyone.
     pub(crate) free: Vec<usize>,
     /// Waiters in arrival order. The front is the longest waiter: the one a grant goes
@@ -240,7 +241,7 @@ impl<C> State<C> {
         }
         for (i, &listed) in listed.iter().enumerate() {
             let word = shelf.word(i);
-            let parked = self.parked[i].as_ref().map(|lent| lent.claim.generation());
+            let parked = self.parked[i].as_ref().map(|(lent, _)| lent.claim.generation());
             let granted = |create: bool| {
                 let ours =
                     |claim: &Claim| (claim.slot(), claim.generation()) == (i, word.generation);

@@ -626,3 +626,16 @@ fn state_counts_each_connection_once_while_threads_take_and_return() {
         assert!(watcher.join().expect("watcher") > 0, "the state was read");
     });
 }
+
+#[test]
+fn a_broken_guard_turned_into_a_loan_is_closed_when_the_loan_is_released() {
+    let (pool, _) = pool(1, |b| b);
+    let mut guard = pool.get().expect("get");
+    let id = guard.id;
+    guard.mark_broken();
+    let loan = guard.into_loan();
+    assert!(loan.release());
+    assert_eq!(pool.state().discarded, 1, "closed, not put back");
+    assert_ne!(pool.get().expect("a new connection").id, id, "a broken connection lent again");
+    pool.assert_invariants();
+}

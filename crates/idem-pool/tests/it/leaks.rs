@@ -107,3 +107,44 @@ fn a_connection_taken_off_the_shelf_and_not_yet_lent_is_not_a_leak() {
     waiter.join().expect("waiter");
     assert_eq!(pool.state().leaks_suspected, 0, "a connection between loans counted");
 }
+
+/// Connections whose broken check on return stops at a gate.
+#[derive(Debug)]
+struct SlowReturnCheck(Arc<Gate>);
+
+impl Manager for SlowReturnCheck {
+    type Connection = ();
+    type Error = TestError;
+
+    fn connect(&self) -> Result<(), TestError> {
+        Ok(())
+    }
+
+    fn has_broken(&self, _: &mut ()) -> bool {
+        self.0.pass();
+        false
+    }
+}
+
+#[test]
+fn a_slow_broken_check_on_return_is_not_a_leak() {
+    let (gate, arrivals, open) = Gate::new();
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_000_000)));
+    let pool = Pool::builder()
+        .max_size(1)
+        .leak_threshold(Some(THRESHOLD))
+        .maintenance_interval(None)
+        .clock(clock.clone())
+        .build(SlowReturnCheck(gate.clone()))
+        .expect("valid config");
+    let borrowed = pool.get().expect("get");
+    gate.armed.store(true, Ordering::SeqCst);
+    // Given back at once; the pool's check on the way back outlasts the threshold.
+    let returner = thread::spawn(move || drop(borrowed));
+    arrivals.recv_timeout(WAIT_LIMIT).expect("the return's check began");
+    clock.advance(THRESHOLD * 2);
+    pool.maintain();
+    open.send(()).expect("the check waits");
+    returner.join().expect("returner");
+    assert_eq!(pool.state().leaks_suspected, 0, "the pool's own check counted as a leak");
+}

@@ -56,6 +56,8 @@ struct ModelSlot {
     /// judges a returned connection's lifetime by this.
     lent_ms: u64,
     held: Held,
+    /// Parked by a guard marked broken: the loan's release closes it.
+    parked_broken: bool,
 }
 
 #[derive(Default)]
@@ -169,7 +171,13 @@ impl Run {
                 let slot = conn.loan_id().slot();
                 assert!(!m.slots.contains_key(&slot), "a new connection in a free slot");
                 let at = m.now_ms;
-                m.slots.insert(slot, ModelSlot { created_ms: at, lent_ms: at, held: Held::Idle });
+                let new = ModelSlot {
+                    created_ms: at,
+                    lent_ms: at,
+                    held: Held::Idle,
+                    parked_broken: false,
+                };
+                m.slots.insert(slot, new);
                 m.created += 1;
                 conn
             }
@@ -205,13 +213,14 @@ impl Run {
 
     fn make_loan(&mut self, i: usize) {
         let i = i % self.guards.len();
-        if self.guards[i].conn.is_released() || self.guards[i].broken {
+        if self.guards[i].conn.is_released() {
             return;
         }
         let guard = self.guards.swap_remove(i);
         guard.conn.unhold();
         let loan = guard.conn.into_loan();
-        self.m.slots.get_mut(&loan.loan_id().slot()).expect("lent").held = Held::Parked;
+        let slot = self.m.slots.get_mut(&loan.loan_id().slot()).expect("lent");
+        (slot.held, slot.parked_broken) = (Held::Parked, guard.broken);
         self.loans.push(loan);
     }
 
@@ -223,7 +232,8 @@ impl Run {
         let parked = current && m.slots.get(&id.slot()).is_some_and(|s| s.held == Held::Parked);
         assert_eq!(loan.release(), parked, "loan {id}");
         if parked {
-            m.give_back(id.slot(), false);
+            let broken = m.slots[&id.slot()].parked_broken;
+            m.give_back(id.slot(), broken);
         } else if current {
             m.double += 1;
         } else {
