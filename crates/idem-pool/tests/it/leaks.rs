@@ -101,6 +101,9 @@ fn a_connection_taken_off_the_shelf_and_not_yet_lent_is_not_a_leak() {
     clock.gate.armed.store(true, Ordering::SeqCst);
     drop(held);
     arrivals.recv_timeout(WAIT_LIMIT).expect("the waiter reads the clock");
+    // Between two loans: counted idle, not in use.
+    let state = pool.state();
+    assert_eq!((state.idle, state.in_use), (1, 0), "{state:?}");
     clock.inner.advance(THRESHOLD * 2);
     pool.maintain();
     open.send(()).expect("the waiter waits");
