@@ -3307,6 +3307,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-pool", "", "it", "leaks::a_slow_broken_check"),
     },
     Mutant {
+        name: "payments-watcher-sleeps-through-a-hold",
+        file: "crates/idem-payments/src/renewer.rs",
+        from: "        if std::mem::take(&mut state.watcher_idle) {",
+        to: "        if false {",
+        check: test("idem-payments", "", "it", "renewal::"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",
