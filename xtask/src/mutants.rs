@@ -3314,6 +3314,18 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-payments", "", "it", "renewal::"),
     },
     Mutant {
+        name: "pool-shelf-claims-without-compare-and-swap",
+        file: "crates/idem-pool/src/shelf.rs",
+        from: "        let won = self.places[slot].word.compare_exchange(\n\
+               \x20           from.pack(),\n            to.pack(),\n            \
+               Ordering::AcqRel,\n            Ordering::Relaxed,\n        );\n        \
+               won.ok().map(|_| Claim { slot, generation: to.generation })",
+        to: "        let _ = from;\n        \
+             self.places[slot].word.store(to.pack(), Ordering::Release);\n        \
+             Some(Claim { slot, generation: to.generation })",
+        check: test("idem-pool", "", "it", "stress::"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",
