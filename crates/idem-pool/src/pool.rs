@@ -616,7 +616,8 @@ impl<M: Manager> Lender<M> {
             }
             state.waiters[position].woken = false;
             // A return that did not see us queue put its connection on the shelf (the
-            // race in `Shelf::put`): barging, take it; Fifo, it goes to the longest waiter.
+            // race in `Shelf::put_unlocked`): barging, take it; Fifo, it goes to the
+            // longest waiter.
             if self.config.fairness == Fairness::Fifo {
                 let idle = (0..self.shelf.len()).find_map(|slot| self.shelf.reclaim(slot));
                 if let Some((claim, held)) = idle {
@@ -784,7 +785,7 @@ impl<M: Manager> Lender<M> {
         let held = Held { conn, created_at, returned_at: lent_at };
         let slot = claim.slot();
         if !broken && !lifetime_over && !self.shelf.waiting() && !self.shelf.is_closed() {
-            if self.shelf.put(claim, held) {
+            if self.shelf.put_unlocked(claim, held) {
                 self.rehome(slot);
             }
             self.shelf.remember(slot);
@@ -801,7 +802,7 @@ impl<M: Manager> Lender<M> {
     }
 
     /// Hands on, under the lock, a connection a return put on the shelf as a waiter
-    /// queued or the pool closed (the race in `Shelf::put`); nothing if it was taken.
+    /// queued or the pool closed (the race in `Shelf::put_unlocked`); nothing if it was taken.
     fn rehome(&self, slot: usize) {
         let mut state = self.state.lock();
         let Some((claim, held)) = self.shelf.reclaim(slot) else { return };

@@ -263,8 +263,20 @@ impl<C> Shelf<C> {
     }
 
     /// Puts a claimed slot's connection on the shelf, idle under the claim's generation,
-    /// for anyone to take. Returns whether the caller must now hand it on under the lock:
-    /// someone waits, or the pool closed.
+    /// for anyone to take. For a caller that holds the pool's lock: the waiters it sees
+    /// there are all there are, so it wakes them itself and needs no fence.
+    pub(crate) fn put(&self, mut claim: Claim, held: Held<C>) {
+        let slot = claim.slot;
+        // SAFETY: the caller gives up its claim, the slot's only one, so no other thread
+        // touches the cell until the store below publishes it.
+        self.places[slot].cell.with_mut(|cell| unsafe { *cell = Some(held) });
+        let generation = claim.generation;
+        self.set(&mut claim, generation, Phase::Idle);
+    }
+
+    /// `put`, without the pool's lock: a return that found nobody waiting. Returns
+    /// whether the caller must now hand the connection on under the lock: someone
+    /// waits, or the pool closed.
     ///
     /// RACE (lost wake-up across the shelf): a return that found nobody waiting puts the
     /// connection on the shelf just as a `get` queues as a waiter and looks at the shelf
@@ -275,14 +287,10 @@ impl<C> Shelf<C> {
     /// lock. The same holds against `close` and its flag. Loom models:
     /// `close_races_get_and_release` and `failed_connect_hands_the_slot_to_a_waiter`
     /// (each deadlocks without the fence, or when the return never hands on).
-    pub(crate) fn put(&self, mut claim: Claim, held: Held<C>) -> bool {
-        let slot = claim.slot;
-        // SAFETY: the caller gives up its claim, the slot's only one, so no other thread
-        // touches the cell until the store below publishes it.
-        self.places[slot].cell.with_mut(|cell| unsafe { *cell = Some(held) });
-        let generation = claim.generation;
-        self.set(&mut claim, generation, Phase::Idle);
-        // ORDERING: SeqCst fence: the store above against the waiter's fence after it
+    #[must_use = "a connection someone waits for must be handed on under the lock"]
+    pub(crate) fn put_unlocked(&self, claim: Claim, held: Held<C>) -> bool {
+        self.put(claim, held);
+        // ORDERING: SeqCst fence: the store in `put` against the waiter's fence after it
         // counted itself (`set_waiting`) and `close`'s after its flag (the race above).
         fence(Ordering::SeqCst);
         // ORDERING: Relaxed: ordered by the fence above.
@@ -377,9 +385,10 @@ impl<C> Shelf<C> {
     }
 
     /// Records the queue's length (under the pool's lock), then fences (the race in
-    /// `put`): a waiter that counted itself looks at the shelf after this.
+    /// `put_unlocked`): a waiter that counted itself looks at the shelf after this.
     pub(crate) fn set_waiting(&self, waiters: usize) {
-        // ORDERING: Relaxed store, then the SeqCst fence that `put`'s fence pairs with.
+        // ORDERING: Relaxed store, then the SeqCst fence that pairs with
+        // `put_unlocked`'s.
         self.waiting.store(waiters, Ordering::Relaxed);
         fence(Ordering::SeqCst);
     }
@@ -391,9 +400,10 @@ impl<C> Shelf<C> {
         self.waiting.load(Ordering::Relaxed) > 0
     }
 
-    /// Marks the pool closed (under its lock), then fences (the race in `put`).
+    /// Marks the pool closed (under its lock), then fences (the race in `put_unlocked`).
     pub(crate) fn close(&self) {
-        // ORDERING: Relaxed store, then the SeqCst fence that `put`'s fence pairs with.
+        // ORDERING: Relaxed store, then the SeqCst fence that pairs with
+        // `put_unlocked`'s.
         self.closed.store(true, Ordering::Relaxed);
         fence(Ordering::SeqCst);
     }

@@ -88,7 +88,7 @@ impl<C> State<C> {
         self.waiters.iter().any(|w| w.grant.is_none())
     }
 
-    /// Queues a waiter, and tells the lock-free paths (see `Shelf::put`).
+    /// Queues a waiter, and tells the lock-free paths (see `Shelf::put_unlocked`).
     pub(crate) fn enqueue(&mut self, shelf: &Shelf<C>, waiter: Waiter<C>) {
         self.waiters.push_back(waiter);
         shelf.set_waiting(self.waiters.len());
@@ -187,8 +187,8 @@ impl<C> State<C> {
         fairness: Fairness,
     ) {
         if self.barges(fairness) {
-            // Under the lock the waiters are seen here, not through the fence in `put`.
-            let _ = shelf.put(claim, held);
+            // Under the lock the waiters are seen here, not through a fence.
+            shelf.put(claim, held);
             self.wake_one();
             return;
         }
@@ -204,7 +204,7 @@ impl<C> State<C> {
                 }
             }
             None => {
-                let _ = shelf.put(claim, held);
+                shelf.put(claim, held);
             }
         }
     }
