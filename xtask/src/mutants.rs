@@ -3209,8 +3209,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-expired-hand-off-dropped-unguarded",
         file: "crates/idem-pool/src/pool.rs",
-        from: "guarded(|| drop(held), || self.slot_emptied(claim.take(), false));",
-        to: "drop(held);",
+        from: "let ((), mut claim) = self.holding(claim, false, || drop(held));",
+        to: "drop(held);\n                    let mut claim = claim;",
         check: test(
             "idem-pool",
             "",
@@ -3221,8 +3221,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-clock-read-unguarded-while-a-place-is-held",
         file: "crates/idem-pool/src/pool.rs",
-        from: "guarded(|| self.now(), || self.slot_emptied(claim.take(), discarded))",
-        to: "{\n            let _ = (&claim, discarded);\n            self.now()\n        }",
+        from: "let (now, mut claim) = self.holding(claim, false, || self.now());",
+        to: "let (now, mut claim) = (self.now(), claim);",
         check: test("idem-pool", "", "it", "hostile::a_clock_that_panics"),
     },
     Mutant {
@@ -3266,7 +3266,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-connect-error-dropped-unguarded",
         file: "crates/idem-pool/src/pool.rs",
-        from: "guarded(|| drop(replaced), || self.slot_emptied(claim.take(), false));",
+        from: "let ((), claim) = self.holding(claim, false, || drop(replaced));",
         to: "drop(replaced);",
         check: test("idem-pool", "", "it", "hostile::a_connect_error_whose_drop"),
     },
@@ -3280,8 +3280,10 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-clock-panic-discard-uncounted",
         file: "crates/idem-pool/src/pool.rs",
-        from: "let now = self.now_holding(&mut claim, true);\n                if self.expired",
-        to: "let now = self.now_holding(&mut claim, false);\n                if self.expired",
+        from: "let (now, claim) = self.holding(claim, true, || self.now());\n                \
+               if self.expired",
+        to: "let (now, claim) = self.holding(claim, false, || self.now());\n                \
+             if self.expired",
         check: test("idem-pool", "", "it", "hostile::a_clock_that_panics_as_a_waiter"),
     },
     Mutant {

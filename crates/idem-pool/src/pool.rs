@@ -348,13 +348,16 @@ impl<M: Manager> Lender<M> {
         self.loan(claim, held, now)
     }
 
-    /// The clock, read while this caller holds the slot of `claim`: a clock that panics
-    /// gives the slot back (to the longest waiter, or the free list) before the panic
-    /// goes on, as a manager's panic does; `discarded` says whether the connection the
-    /// caller holds is then counted closed (one lent before; a connection just made was
-    /// not counted created either).
-    fn now_holding(&self, claim: &mut Option<Claim>, discarded: bool) -> Timestamp {
-        guarded(|| self.now(), || self.slot_emptied(claim.take(), discarded))
+    /// Runs `f` (a manager's call, the clock, the drop of a user's value: anything that
+    /// may panic) while this caller holds the slot of `claim`. If it panics, the slot is
+    /// emptied and handed on (to the longest waiter, or the free list) before the panic
+    /// goes on, so it costs the pool no place; `discarded` says whether the connection
+    /// the caller holds is then counted closed (one lent before, not one just made, which
+    /// was not counted created either). Returns `f`'s answer and the claim.
+    fn holding<T>(&self, claim: Claim, discarded: bool, f: impl FnOnce() -> T) -> (T, Claim) {
+        let mut claim = Some(claim);
+        let answer = guarded(f, || self.slot_emptied(claim.take(), discarded));
+        (answer, claim.expect("only a panic takes the claim, and it does not return here"))
     }
 
     /// A connection lent from `now` under its claim's generation (its start recorded for
@@ -659,9 +662,7 @@ impl<M: Manager> Lender<M> {
     ) -> Waited<M> {
         // The caller's clock is read outside the lock (it may be slow, or ask the pool).
         drop(state);
-        let mut claim = Some(claim);
-        let now = self.now_holding(&mut claim, true);
-        let claim = claim.expect("only a panic takes the claim, and it does not return here");
+        let (now, claim) = self.holding(claim, true, || self.now());
         if self.expired(&held, now) {
             let closed = self.state.lock().discard(&self.shelf, claim, held);
             drop(closed);
@@ -686,20 +687,16 @@ impl<M: Manager> Lender<M> {
                 // the caller's clock read outside the lock.
                 self.shelf.lend_held(&mut claim);
                 drop(state);
-                let mut claim = Some(claim);
-                let now = self.now_holding(&mut claim, true);
+                let (now, claim) = self.holding(claim, true, || self.now());
                 if self.expired(&held, now) {
                     // Handed on past its lifetime (or idle time): closed, not lent; the
                     // slot is this waiter's to connect into. A connection whose drop
                     // panics still gives the slot back.
                     self.state.lock().counters.discarded += 1;
-                    guarded(|| drop(held), || self.slot_emptied(claim.take(), false));
-                    let mut claim = claim.expect("only a panic takes the claim");
+                    let ((), mut claim) = self.holding(claim, false, || drop(held));
                     self.shelf.reserve(&mut claim);
                     return Ok(Waited::Create(claim));
                 }
-                let claim =
-                    claim.expect("only a panic takes the claim, and it does not return here");
                 Ok(match self.validated(self.loan(claim, held, now)) {
                     Ok(guard) => Waited::Guard(guard),
                     Err(claim) => Waited::Create(claim),
@@ -718,19 +715,15 @@ impl<M: Manager> Lender<M> {
             return Ok(PooledConnection::new(self.clone(), lent));
         }
         let Lent { mut conn, claim, created_at, lent_at } = lent;
-        let mut claim = Some(claim);
-        let checked =
-            guarded(|| self.manager.is_valid(&mut conn), || self.slot_emptied(claim.take(), true));
-        let mut claim = claim.expect("only a panic takes the claim, and it does not return here");
+        let (checked, mut claim) = self.holding(claim, true, || self.manager.is_valid(&mut conn));
         if let Err(error) = checked {
             let mut state = self.state.lock();
             let replaced = state.last_error.replace(Arc::new(error));
             state.counters.discarded += 1;
             self.shelf.reserve(&mut claim);
             drop(state);
-            let mut claim = Some(claim);
-            guarded(|| drop((conn, replaced)), || self.slot_emptied(claim.take(), false));
-            return Err(claim.expect("only a panic takes the claim, and it does not return here"));
+            let ((), claim) = self.holding(claim, false, || drop((conn, replaced)));
+            return Err(claim);
         }
         Ok(PooledConnection::new(self.clone(), Lent { conn, claim, created_at, lent_at }))
     }
@@ -738,10 +731,8 @@ impl<M: Manager> Lender<M> {
     /// Connects into the reserved slot of `claim` and lends the new connection; on a
     /// failed connect, gives the claim back to the caller.
     fn create(self: &Arc<Self>, claim: Claim) -> Result<PooledConnection<M>, Claim> {
-        let mut claim = Some(claim);
-        let result = guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
-        let now = self.now_holding(&mut claim, false);
-        let mut claim = claim.expect("only a panic takes the claim, and it does not return here");
+        let (result, claim) = self.holding(claim, false, || self.manager.connect());
+        let (now, mut claim) = self.holding(claim, false, || self.now());
         let mut state = self.state.lock();
         match result {
             Ok(conn) => {
@@ -758,9 +749,8 @@ impl<M: Manager> Lender<M> {
                 // or hands it on), also when the replaced error's drop panics.
                 let replaced = Self::connect_failed(&mut state, error);
                 drop(state);
-                let mut claim = Some(claim);
-                guarded(|| drop(replaced), || self.slot_emptied(claim.take(), false));
-                Err(claim.expect("only a panic takes the claim, and it does not return here"))
+                let ((), claim) = self.holding(claim, false, || drop(replaced));
+                Err(claim)
             }
         }
     }
@@ -770,13 +760,11 @@ impl<M: Manager> Lender<M> {
     pub(crate) fn give_back(&self, lent: Lent<M::Connection>, broken: bool) {
         let Lent { mut conn, claim, created_at, lent_at } = lent;
         self.shelf.end_loan(&claim);
-        let mut claim = Some(claim);
-        let broken = broken
-            || guarded(
-                || self.manager.has_broken(&mut conn),
-                || self.slot_emptied(claim.take(), true),
-            );
-        let claim = claim.expect("only a panic takes the claim, and it does not return here");
+        let (broken, claim) = if broken {
+            (true, claim)
+        } else {
+            self.holding(claim, true, || self.manager.has_broken(&mut conn))
+        };
         // No clock read on return (it is half of a get+drop cycle's cost): the loan's start
         // stands in for "now". A lifetime that ended during the loan is caught by the next
         // checkout, which reads the clock; idle time counts from the loan's start.
@@ -884,11 +872,8 @@ impl<M: Manager> Lender<M> {
                 let Some(slot) = state.free.pop() else { return };
                 self.shelf.claim_empty(slot).expect("a slot on the free list is empty")
             };
-            let mut claim = Some(claim);
-            let result =
-                guarded(|| self.manager.connect(), || self.slot_emptied(claim.take(), false));
-            let now = self.now_holding(&mut claim, false);
-            let claim = claim.expect("only a panic takes the claim, and it does not return here");
+            let (result, claim) = self.holding(claim, false, || self.manager.connect());
+            let (now, claim) = self.holding(claim, false, || self.now());
             let mut state = self.state.lock();
             match result {
                 Ok(conn) => {
