@@ -3325,7 +3325,7 @@ const CATALOGUE: &[Mutant] = &[
         to: "        let _ = from;\n        \
              self.places[slot].word.store(to.pack(), Ordering::Release);\n        \
              Some(Claim { slot, generation: to.generation })",
-        check: test("idem-pool", "", "it", "stress::"),
+        check: Check::Loom { package: "idem-pool", model: "two_gets_race_for_one_idle_connection" },
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -210,6 +210,10 @@ impl<C> Shelf<C> {
     }
 
     /// Moves the word from `from` to `to` if it is `from`; the winner's claim.
+    ///
+    /// RACE (two takers): two `get`s take the same idle slot at once, without the lock;
+    /// one compare-and-swap wins, the other finds the word moved and looks on. Loom
+    /// model: `two_gets_race_for_one_idle_connection`.
     fn swap_word(&self, slot: usize, from: Word, to: Word) -> Option<Claim> {
         // ORDERING: AcqRel on success: Acquire to see the cell's connection written before
         // the `put` that made the slot idle; Release so that the next claimer sees what

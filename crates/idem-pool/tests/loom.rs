@@ -53,6 +53,28 @@ fn racing_loan_releases() {
     });
 }
 
+/// Race: two threads take the one idle connection off the shelf at once, each with a
+/// compare-and-swap of its slot's word and no lock.
+/// Invariant: exactly one of them gets it; the other finds nothing (`try_get` is `None`).
+#[test]
+fn two_gets_race_for_one_idle_connection() {
+    loom::model(|| {
+        let pool = one_connection_pool();
+        drop(pool.get().expect("made, and idle"));
+        let other = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.try_get())
+        };
+        // Each keeps what it took until both have tried.
+        let mine = pool.try_get();
+        let theirs = other.join().unwrap();
+        assert!(mine.is_some() ^ theirs.is_some(), "exactly one taker");
+        drop((mine, theirs));
+        assert_eq!(pool.state().idle, 1, "given back");
+        pool.assert_invariants();
+    });
+}
+
 /// Race: a connection is returned while another thread is about to wait for one (a lost
 /// wake-up if the return lands between the waiter's check and its sleep).
 /// Invariant: the waiter always gets the connection; loom's condition variables never
