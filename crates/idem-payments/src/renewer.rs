@@ -19,9 +19,10 @@
 //! it a renewing thread of its own: a store slow to answer one renewal delays that call's
 //! renewals only, never another's, however many calls are slow at once. A failed renewal
 //! is tried again after a sixteenth of the lease, so a store away for most of a lease still
-//! keeps it. While nothing is held the watcher wakes once per quarter of the lease: a lease
-//! held just after it fell asleep is due a quarter of the lease later, never before its
-//! wake.
+//! keeps it. While no call waits for a renewer the watcher sleeps without a deadline, and
+//! the next `hold` wakes it; while one waits, it wakes when the first is due, at least
+//! once a quarter of the lease (a lease held meanwhile is due a quarter later, never
+//! before that wake).
 
 use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
