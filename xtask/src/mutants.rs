@@ -3328,6 +3328,20 @@ const CATALOGUE: &[Mutant] = &[
         check: Check::Loom { package: "idem-pool", model: "two_gets_race_for_one_idle_connection" },
     },
     Mutant {
+        name: "http-failed-completion-never-tried-again",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            let Some(pause) = pauses.next() else {\n",
+        to: "            let Some(pause) = None::<&std::time::Duration> else {\n",
+        check: test("idem-http", "", "it", "edges::a_completion_refused_for_a_moment"),
+    },
+    Mutant {
+        name: "http-completion-settled-by-its-own-retry-counted-lost",
+        file: "crates/idem-http/src/layer.rs",
+        from: "                Err(StoreError::LeaseLost { .. }) if retried => {\n",
+        to: "                Err(StoreError::LeaseLost { .. }) if retried && false => {\n",
+        check: test("idem-http", "", "it", "edges::a_completion_applied_but_answered"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -972,12 +972,46 @@ where
             self.lease_lost("renew");
             return;
         }
-        // LeaseLost (a slow handler was recovered by another request) or a store failure:
-        // the caller still gets what its handler answered; the claim settles by recovery.
-        let completed = self.store.complete(lease, stored).await;
-        self.settled("complete", completed);
+        // A store failure (a connection cut for a moment) is tried again after each pause
+        // of `COMPLETE_RETRY_PAUSES`: a key left in flight is recovered later, and the
+        // recovery's answer is not this one. LeaseLost (a slow handler was recovered by
+        // another request) or the last failure: the caller still gets what its handler
+        // answered; the claim settles by recovery.
+        let mut pauses = COMPLETE_RETRY_PAUSES.iter();
+        let mut retried = false;
+        loop {
+            let failed = match self.store.complete(lease, stored.clone()).await {
+                Err(StoreError::Storage(error)) => StoreError::Storage(error),
+                // After a failure, LeaseLost may also mean the failed attempt was applied
+                // (the key is complete): not counted as a loss, which it may not be.
+                Err(StoreError::LeaseLost { .. }) if retried => {
+                    idem_core::trace_event!(WARN, "a completion tried again found it settled");
+                    return;
+                }
+                completed => return self.settled("complete", completed),
+            };
+            let Some(pause) = pauses.next() else {
+                return self.settled("complete", Err(failed));
+            };
+            count_store_error(&self.counters, "complete", &failed);
+            tokio::time::sleep(*pause).await;
+            retried = true;
+            // ORDERING: Acquire, as above.
+            if lost.load(Ordering::Acquire) {
+                return self.lease_lost("renew");
+            }
+        }
     }
 }
+
+/// The pauses before a failed completion is tried again, one per retry: about 0.4 s in
+/// all, which a client waits for its answer when the store is away. Longer than a store's
+/// connection takes to come back after a brief cut; short next to a lease.
+pub const COMPLETE_RETRY_PAUSES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(20),
+    std::time::Duration::from_millis(80),
+    std::time::Duration::from_millis(320),
+];
 
 impl<St, F> LayerState<St, F> {
     /// Counts a key left in flight because its handler's outcome is unknown.

@@ -16,6 +16,8 @@
 //! # Ok::<(), idem_core::KeyError>(())
 //! ```
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use idem_core::{
     AsyncKeyAdmin, AsyncKeyStore, Claim, Fingerprint, Forgotten, KeyAdmin, KeyRecord, KeyState,
     KeyStore, Lease, PendingClaim, ScopedKey, StoreError,
@@ -45,7 +47,10 @@ pub enum Op {
 #[derive(Debug)]
 pub struct Faulty<S> {
     inner: S,
-    fails: Vec<(Op, &'static str)>,
+    /// Each failing operation, its message, and how many more calls fail (`None`: all).
+    fails: Vec<(Op, &'static str, Option<AtomicUsize>)>,
+    /// Completions that take effect and then answer a failure, and how many more do.
+    completes_then_fail: Option<(&'static str, AtomicUsize)>,
     before_renew: Option<RenewHook>,
     before_claim: Option<ClaimHook>,
 }
@@ -76,7 +81,13 @@ impl std::fmt::Debug for RenewHook {
 impl<S> Faulty<S> {
     /// `inner`, failing nothing yet.
     pub fn new(inner: S) -> Self {
-        Self { inner, fails: Vec::new(), before_renew: None, before_claim: None }
+        Self {
+            inner,
+            fails: Vec::new(),
+            completes_then_fail: None,
+            before_renew: None,
+            before_claim: None,
+        }
     }
 
     /// Runs `hook` before each claim (and each of `claim_wait`'s): its error is the
@@ -114,8 +125,37 @@ impl<S> Faulty<S> {
     /// Fails every `op` with [`StoreError::Storage`] saying `message`.
     #[must_use]
     pub fn failing(mut self, op: Op, message: &'static str) -> Self {
-        self.fails.push((op, message));
+        self.fails.push((op, message, None));
         self
+    }
+
+    /// Fails the next `times` calls of `op` with [`StoreError::Storage`] saying `message`,
+    /// and lets the later ones through (a store away for a moment).
+    #[must_use]
+    pub fn failing_first(mut self, op: Op, message: &'static str, times: usize) -> Self {
+        self.fails.push((op, message, Some(AtomicUsize::new(times))));
+        self
+    }
+
+    /// The next `times` completions take effect in the wrapped store and then answer
+    /// [`StoreError::Storage`] saying `message` (the connection cut after the write, before
+    /// its answer): the caller cannot tell them from completions that failed.
+    #[must_use]
+    pub fn completing_then_failing(mut self, message: &'static str, times: usize) -> Self {
+        self.completes_then_fail = Some((message, AtomicUsize::new(times)));
+        self
+    }
+
+    /// The answer of a completion that took effect (`done`), or the failure it answers
+    /// instead (see [`completing_then_failing`](Self::completing_then_failing)).
+    fn completed(&self, done: Result<(), StoreError>) -> Result<(), StoreError> {
+        let Some((message, left)) = &self.completes_then_fail else { return done };
+        // ORDERING: Relaxed; a count of calls left to fail, which publishes nothing.
+        let fails = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        match (done, fails) {
+            (Ok(()), Ok(_)) => Err(StoreError::Storage((*message).into())),
+            (done, _) => done,
+        }
     }
 
     /// The wrapped store.
@@ -124,8 +164,15 @@ impl<S> Faulty<S> {
     }
 
     fn check(&self, op: Op) -> Result<(), StoreError> {
-        match self.fails.iter().find(|(o, _)| *o == op) {
-            Some((_, message)) => Err(StoreError::Storage((*message).into())),
+        // ORDERING: Relaxed; a count of calls left to fail, which publishes nothing.
+        let fails = |left: &Option<AtomicUsize>| {
+            left.as_ref().is_none_or(|left| {
+                left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
+            })
+        };
+        match self.fails.iter().find(|(o, _, left)| *o == op && fails(left)) {
+            Some((_, message, _)) => Err(StoreError::Storage((*message).into())),
             None => Ok(()),
         }
     }
@@ -139,7 +186,7 @@ impl<R, S: KeyStore<R>> KeyStore<R> for Faulty<S> {
 
     fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         self.check(Op::Complete)?;
-        self.inner.complete(lease, result)
+        self.completed(self.inner.complete(lease, result))
     }
 
     fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -190,7 +237,7 @@ impl<R: Send, S: AsyncKeyStore<R>> AsyncKeyStore<R> for Faulty<S> {
 
     async fn complete(&self, lease: &Lease, result: R) -> Result<(), StoreError> {
         self.check(Op::Complete)?;
-        self.inner.complete(lease, result).await
+        self.completed(self.inner.complete(lease, result).await)
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {

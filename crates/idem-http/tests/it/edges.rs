@@ -282,11 +282,49 @@ async fn a_completion_the_store_refuses_is_counted_and_the_key_stays_in_flight()
     let router = Router::new().route("/charge", route).layer(layer);
     let first = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!(first.status, 201, "the caller still gets its handler's answer");
-    assert_eq!(stats.stats().store_errors, 1, "the refused completion is counted");
+    let attempts = 1 + idem_http::COMPLETE_RETRY_PAUSES.len() as u64;
+    assert_eq!(stats.stats().store_errors, attempts, "each refused completion is counted");
     assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 409);
     clock.advance(LEASE);
     send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((runs.load(Ordering::SeqCst), recovering.load(Ordering::SeqCst)), (2, 1));
+}
+
+/// A store away for a moment as the handler answers (its first two completions fail):
+/// the completion is tried again, and a repeat replays the original answer instead of
+/// finding the key in flight and, after the lease, recovering it with another answer.
+#[tokio::test]
+async fn a_completion_refused_for_a_moment_is_tried_again_and_a_repeat_replays_it() {
+    let (inner, _) = store();
+    let failing = Faulty::new(inner).failing_first(Op::Complete, INTERNAL, 2);
+    let layer = IdempotencyLayer::with_config(failing, crate::tenant, config(|c| c)).expect("ok");
+    let stats = layer.clone();
+    let (route, runs, _) = counting(|_| Body::from("charged"));
+    let router = Router::new().route("/charge", route).layer(layer);
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.status, first.body.as_str()), (201, "charged"));
+    let repeat = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((repeat.status, repeat.body.as_str()), (201, "charged"), "{repeat:?}");
+    assert!(repeat.replayed, "the repeat is a replay: {repeat:?}");
+    assert_eq!((runs.load(Ordering::SeqCst), stats.stats().store_errors), (1, 2));
+}
+
+/// A completion that took effect but whose answer was lost (the connection cut after the
+/// write): the retry finds the key settled, which is not a lease lost to another request,
+/// and the repeat replays the answer.
+#[tokio::test]
+async fn a_completion_applied_but_answered_as_failed_is_not_counted_as_a_lost_lease() {
+    let (inner, _) = store();
+    let failing = Faulty::new(inner).completing_then_failing(INTERNAL, 1);
+    let layer = IdempotencyLayer::with_config(failing, crate::tenant, config(|c| c)).expect("ok");
+    let stats = layer.clone();
+    let (route, runs, _) = counting(|_| Body::from("charged"));
+    let router = Router::new().route("/charge", route).layer(layer);
+    assert_eq!(send(&router, charge(Some("k1"), "x")).await.status, 201);
+    let repeat = send(&router, charge(Some("k1"), "x")).await;
+    assert!(repeat.replayed && repeat.body == "charged", "{repeat:?}");
+    let stats = stats.stats();
+    assert_eq!((runs.load(Ordering::SeqCst), stats.store_errors, stats.leases_lost), (1, 1, 0));
 }
 
 /// A router on `layer` whose `POST /charge` answers `201` with `body` and `headers`,
