@@ -3342,6 +3342,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "edges::a_completion_applied_but_answered"),
     },
     Mutant {
+        name: "http-first-renewal-counted-from-the-renewals-start",
+        file: "crates/idem-http/src/run.rs",
+        from: "    let mut next = later(since, every);\n",
+        to: "    let mut next = later(tokio::time::Instant::now(), every);\n",
+        check: test("idem-http", "", "it", "runs::a_slow_claim_does_not_stop"),
+    },
+    Mutant {
+        name: "http-late-claim-rescued-by-its-first-renewal",
+        file: "crates/idem-http/src/run.rs",
+        from: "        if self.late {\n",
+        to: "        if self.late && false {\n",
+        check: test("idem-http", "", "it", "runs::a_claim_answered_after_half_a_lease"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

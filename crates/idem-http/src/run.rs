@@ -80,7 +80,7 @@ where
     // for the next task, which no other worker may take, and the run then blocks it.
     let lost = Arc::new(AtomicBool::new(false));
     let (vouch, vouched) = watch::channel(Some(held.vouched));
-    let renewal = (held.lease.clone(), lost.clone(), vouch);
+    let renewal = (held.lease.clone(), lost.clone(), vouch, held.vouched);
     let renewal = tokio::spawn(keep_renewing(state.clone(), renewal));
     let stop = StopRenewing(renewal.abort_handle());
     let run_state = Arc::clone(&state);
@@ -183,7 +183,7 @@ async fn run<S, St, F, B, RB>(
         // past the deadline is not cut short: the deadline leaves an eighth of a lease
         // for it. The simulation's slow handlers and store cuts are the check
         // (crates/idem-sim).
-        let mut doubt = Doubt::new(vouched, state.store.lease());
+        let mut doubt = Doubt::new(vouched, state.store.lease(), held.vouched);
         let mut call = pin!(inner.call(request));
         let answered = std::future::poll_fn(|cx| {
             if doubt.poll_due(cx).is_ready() {
@@ -216,6 +216,9 @@ async fn run<S, St, F, B, RB>(
 /// sent (`None`: a renewal found it lost).
 type Vouched = watch::Receiver<Option<tokio::time::Instant>>;
 
+/// The renewal's side of [`Vouched`].
+type Vouch = watch::Sender<Option<tokio::time::Instant>>;
+
 /// How long after the send of the last claim or renewal the store answered a run may go
 /// on: three eighths of a lease. The store's deadline is a whole lease after that send,
 /// by its clock; the layer assumes the store's clock runs less than half a lease ahead of
@@ -239,6 +242,8 @@ fn later(at: tokio::time::Instant, by: Duration) -> tokio::time::Instant {
 
 /// Whether the run may go on: due once its lease is no longer vouched for.
 struct Doubt {
+    /// The claim came too late to be vouched for (see [`Doubt::new`]): the run never goes.
+    late: bool,
     vouched: Vouched,
     grace: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
@@ -254,11 +259,17 @@ fn next_report(vouched: &Vouched) -> Pin<Box<dyn Future<Output = bool> + Send>> 
 }
 
 impl Doubt {
-    fn new(vouched: Vouched, lease: Duration) -> Self {
+    /// The guard of a run whose claim was sent at `claimed`. A claim answered after the
+    /// grace had run out from its send is late: the lease may be running out by the
+    /// store's clock, and the run is stopped before its handler acts, whatever a renewal
+    /// (due at once, and perhaps answered before the run's first poll) says after.
+    fn new(vouched: Vouched, lease: Duration, claimed: tokio::time::Instant) -> Self {
         let grace = vouched_for(lease);
+        let late = later(claimed, grace) <= tokio::time::Instant::now();
         let until = vouched.borrow().map_or_else(tokio::time::Instant::now, |at| later(at, grace));
         let report = next_report(&vouched);
-        Self { vouched, grace, timer: Box::pin(tokio::time::sleep_until(until)), report }
+        let timer = Box::pin(tokio::time::sleep_until(until));
+        Self { late, vouched, grace, timer, report }
     }
 
     /// Whether a renewal found the lease lost.
@@ -270,6 +281,9 @@ impl Doubt {
     /// against the clock at every poll, not only when the timer fires), or it was lost.
     /// Otherwise it arranges to be woken at the deadline, and when a renewal reports.
     fn poll_due(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.late {
+            return std::task::Poll::Ready(());
+        }
         loop {
             // Marked seen, so that the next report's receiver waits for a newer one.
             let Some(at) = *self.vouched.borrow_and_update() else {
@@ -328,8 +342,9 @@ fn stopped(lease: Duration) -> Problem {
     .retry_after(lease)
 }
 
-/// Renews `lease` every quarter of the store's lease (from one send to the next) while
-/// the run works, and reports each answered renewal's send to the run (`vouch`): the run
+/// Renews `lease` every quarter of the store's lease (from one send to the next, the
+/// first a quarter after the send of the claim or renewal that vouched for it, `since`)
+/// while the run works, and reports each answered renewal's send to the run (`vouch`): the run
 /// goes on for three eighths of a lease after it, so one failed renewal, tried again a
 /// sixteenth of a lease later, does not stop a run the store still serves. A renewal that
 /// finds the lease lost (a duplicate recovered the key) reports it, sets `lost` and
@@ -344,15 +359,21 @@ fn stopped(lease: Duration) -> Problem {
 /// the run's; a completion that starts before the flag is seen is refused by the store's
 /// fencing all the same (the token moved on), so the flag only spares the call and counts
 /// the loss. The store side is the loom model above.
+///
+/// RACE (a slow claim against the run's guard): the guard counts three eighths of a lease
+/// from the claim's send; a first renewal counted from this task's start (after the claim
+/// was answered) came after the guard ran out when the claim took over an eighth of a
+/// lease, and a healthy run was stopped. Counted from `since`, a renewal is due before the
+/// guard whatever the claim took. Test: `runs::a_slow_claim_does_not_stop_a_healthy_run`.
 async fn keep_renewing<St, F>(
     state: Arc<LayerState<St, F>>,
-    (lease, lost, vouch): (Lease, Arc<AtomicBool>, watch::Sender<Option<tokio::time::Instant>>),
+    (lease, lost, vouch, since): (Lease, Arc<AtomicBool>, Vouch, tokio::time::Instant),
 ) where
     St: AsyncKeyStore<StoredResponse>,
 {
     let every = (state.store.lease() / 4).max(Duration::from_millis(1));
     let again = (state.store.lease() / 16).max(Duration::from_millis(1));
-    let mut next = later(tokio::time::Instant::now(), every);
+    let mut next = later(since, every);
     loop {
         tokio::time::sleep_until(next).await;
         let sent = tokio::time::Instant::now();

@@ -324,6 +324,20 @@ async fn a_claim_answered_after_half_a_lease_runs_no_handler() {
     assert_eq!(finished.load(Ordering::SeqCst), 0, "no handler ran");
 }
 
+/// A claim answered a fifth of a lease after it was sent (a store slow for a moment), and
+/// a handler that takes half a lease while every renewal is answered: the first renewal
+/// goes a quarter of a lease after the claim's send, before the run's guard (three eighths
+/// after it) runs out, and the run finishes, once.
+#[tokio::test(start_paused = true)]
+async fn a_slow_claim_does_not_stop_a_healthy_run_before_its_first_renewal() {
+    let (route, finished) = slow(LEASE / 2);
+    let bent = Bent::new(store(), Renewals::Work, LEASE / 5);
+    let (router, stats) = behind(bent, route, config(|c| c));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{first:?}");
+    assert_eq!((finished.load(Ordering::SeqCst), stats.stats().runs_stopped), (1, 0));
+}
+
 /// A duplicate that waited (`wait_for_first`) longer than half a lease for a first run
 /// that then did nothing and gave the key back: the claim it wins at the end of its wait
 /// is vouched for afresh (a renewal sent then), so its handler runs, once.
