@@ -3356,6 +3356,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "runs::a_claim_answered_after_half_a_lease"),
     },
     Mutant {
+        name: "pg-async-call-given-up-keeps-its-silent-connection",
+        file: "crates/idem-store-postgres/src/async_store.rs",
+        from: "        let abandoned = Abandoned(Some(out_of_time.clone()));\n",
+        to: "        let abandoned = Abandoned(None);\n",
+        check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_call_given"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

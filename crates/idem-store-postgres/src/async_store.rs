@@ -129,8 +129,8 @@ tokio::task_local! {
 }
 
 /// A pooled connection lent to one call. Dropped after its call ran out of time (the
-/// server or the link stopped answering), it is taken out of the pool and closed, not
-/// given back: given back, every later call that got it would wait its whole bound too,
+/// server or the link stopped answering), or with a call its caller gave up, it is taken
+/// out of the pool and closed, not given back: given back, every later call that got it would wait its whole bound too,
 /// for as long as TCP keeps the silent connection open, while a new connection might be
 /// answered at once (a failover behind a proxy).
 pub(crate) struct Lent {
@@ -154,11 +154,30 @@ impl DerefMut for Lent {
 
 impl Drop for Lent {
     fn drop(&mut self) {
-        // ORDERING: raised and read on the call's own task (the flag is set before the
-        // call's future, which holds this, is dropped); no other thread reads it.
+        // ORDERING: raised and read on the thread that drops the call (the flag is set
+        // before the call's future, which holds this, is dropped); no other reads it.
         let late = self.out_of_time.as_ref().is_some_and(|flag| flag.load(Ordering::Relaxed));
         if let (true, Some(object)) = (late, self.object.take()) {
             drop(Object::take(object));
+        }
+    }
+}
+
+/// Raises its flag when dropped before [`answered`](Self::answered): the call it guards
+/// was given up by its caller while it held a connection (see [`Lent`]).
+struct Abandoned(Option<Arc<AtomicBool>>);
+
+impl Abandoned {
+    fn answered(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(flag) = &self.0 {
+            // ORDERING: read by `Lent::drop` as the same drop goes on, on this thread.
+            flag.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -402,7 +421,14 @@ impl<R: Durable + Clone + Send + Sync> AsyncPgStore<R> {
         let out_of_time = Arc::new(AtomicBool::new(false));
         let call = OUT_OF_TIME.scope(out_of_time.clone(), call);
         let mut call = std::pin::pin!(tokio::time::timeout(waited, call));
-        match call.as_mut().await {
+        // Declared after `call`, so dropped before it: a caller that gives the call up (a
+        // timeout of its own, an aborted task) raises the flag before the connection the
+        // call holds is dropped, and that connection, which did not answer in time for
+        // its caller, leaves the pool as one that ran out of this bound does.
+        let abandoned = Abandoned(Some(out_of_time.clone()));
+        let answered = call.as_mut().await;
+        abandoned.answered();
+        match answered {
             Ok(answer) => answer,
             Err(_elapsed) => {
                 // Raised before `call` (and the connection it holds) is dropped, at the

@@ -305,3 +305,23 @@ fn an_async_store_replaces_a_connection_that_stopped_answering() {
     proxy.thaw();
     runtime().block_on(async { drop(store) });
 }
+
+/// A call its caller gives up (a timeout of its own, shorter than the store's bound, or
+/// an aborted task) on a connection gone silent takes that connection out of the pool
+/// too: the next call, on a new connection, is answered at once, where the silent one
+/// would have held it for the store's whole bound.
+#[test]
+fn a_call_given_up_by_its_caller_on_a_silent_connection_takes_it_out_of_the_pool() {
+    let (namespace, proxy) = (Namespace::new(), Proxy::to(upstream_port(), false));
+    let store = async_through(&proxy, &namespace);
+    assert!(matches!(async_claim(&store, "before"), Ok(Claim::Acquired(_))));
+    proxy.freeze_existing();
+    let (k, request) = (key("given-up"), fp());
+    let given_up = async { tokio::time::timeout(CALL_WAIT / 4, store.claim(&k, &request)).await };
+    let given_up = runtime().block_on(given_up);
+    assert!(given_up.is_err(), "the silent connection cannot answer: {given_up:?}");
+    let next = async_claim(&store, "next");
+    assert!(matches!(next, Ok(Claim::Acquired(_))), "{next:?}");
+    proxy.thaw();
+    runtime().block_on(async { drop(store) });
+}
