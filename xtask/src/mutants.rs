@@ -324,8 +324,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-failed-completion-uncounted",
         file: "crates/idem-http/src/layer.rs",
-        from: "        self.settled(\"complete\", completed);",
-        to: "",
+        from: "                return self.settled(\"complete\", Err(failed));",
+        to: "                return drop(failed);",
         check: test("idem-http", "", "it", "edges::"),
     },
     Mutant {
@@ -1381,8 +1381,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-lost-lease-still-completes",
         file: "crates/idem-http/src/layer.rs",
-        from: "if lost.load(Ordering::Acquire) {",
-        to: "if lost.load(Ordering::Acquire) && false {",
+        from: "if lost.load(Ordering::Acquire) {\n            self.lease_lost",
+        to: "if lost.load(Ordering::Acquire) && false {\n            self.lease_lost",
         check: test("idem-http", "", "it", "runs::a_lease_lost_while_the_body_streams"),
     },
     Mutant {
@@ -3361,6 +3361,28 @@ const CATALOGUE: &[Mutant] = &[
         from: "        let abandoned = Abandoned(Some(out_of_time.clone()));\n",
         to: "        let abandoned = Abandoned(None);\n",
         check: test("idem-store-postgres", "server-tests", "postgres", "silent::a_call_given"),
+    },
+    Mutant {
+        name: "redis-replica-wait-on-the-shared-connection",
+        file: "crates/idem-store-redis/src/store.rs",
+        from: "            let answer = Self::invoke(&pipe, invocation, lane.conn()).await;\n",
+        to: "            let answer = Self::invoke(&pipe, invocation, &mut self.conn.clone())\n\
+             .await;\n",
+        check: test("idem-store-redis", "server-tests", "redis", "changes_waiting_for_replicas"),
+    },
+    Mutant {
+        name: "redis-given-up-lane-kept-with-its-wait",
+        file: "crates/idem-store-redis/src/lanes.rs",
+        from: "        if let (true, Some(conn)) = (self.answered, self.conn.take()) {\n",
+        to: "        if let (true, Some(conn)) = (true, self.conn.take()) {\n",
+        check: test("idem-store-redis", "server-tests", "redis", "changes_waiting_for_replicas"),
+    },
+    Mutant {
+        name: "redis-replica-waits-past-their-limit",
+        file: "crates/idem-store-redis/src/lanes.rs",
+        from: "Semaphore::new(REPLICA_WAITS_MAX));",
+        to: "Semaphore::new(REPLICA_WAITS_MAX + 1));",
+        check: test("idem-store-redis", "server-tests", "redis", "changes_waiting_for_replicas"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -130,9 +130,9 @@ tokio::task_local! {
 
 /// A pooled connection lent to one call. Dropped after its call ran out of time (the
 /// server or the link stopped answering), or with a call its caller gave up, it is taken
-/// out of the pool and closed, not given back: given back, every later call that got it would wait its whole bound too,
-/// for as long as TCP keeps the silent connection open, while a new connection might be
-/// answered at once (a failover behind a proxy).
+/// out of the pool and closed, not given back: given back, every later call that got it
+/// would wait its whole bound too, for as long as TCP keeps the silent connection open,
+/// while a new connection might be answered at once (a failover behind a proxy).
 pub(crate) struct Lent {
     object: Option<Object>,
     out_of_time: Option<Arc<AtomicBool>>,

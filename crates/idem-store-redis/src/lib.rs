@@ -25,7 +25,8 @@
 //!   forgot the counter: a counter created afresh starts at the server's time in
 //!   microseconds, above every token handed out before.
 //! * **Replicas**: with [`RedisOptions::wait_for_replicas`], each change is followed by
-//!   `WAIT` on the same connection, and a change fewer replicas acknowledged is an error.
+//!   `WAIT` on the same connection, one of its own ([`REPLICA_WAITS_MAX`] at once), so that
+//!   no other call waits behind it; a change fewer replicas acknowledged is an error.
 //!
 //! What each server setting survives (a process kill, a power loss, a failover) is in
 //! `docs/durability.md`; in short: `appendfsync always` loses no acknowledged change to a
@@ -67,11 +68,13 @@
 
 mod admin;
 mod keys;
+mod lanes;
 mod reply;
 mod scripts;
 mod server;
 mod store;
 
+pub use lanes::REPLICA_WAITS_MAX;
 pub use server::ServerDurability;
 pub use store::{
     CONNECT_TIMEOUT, PENDING_BATCH_MAX, RESPONSE_TIMEOUT, RedisOptions, RedisStore, Replicas,

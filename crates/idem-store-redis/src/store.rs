@@ -12,7 +12,10 @@ use idem_core::{
 };
 use idem_durable::row::{StoredRow, claim_with_sweep_async, pending_claim, row_state, stored_at};
 use idem_durable::{Durable, RESULT_BYTES_MAX_DEFAULT, decode_result, encode_result};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::AsyncConnectionConfig;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+
+use crate::lanes::Lanes;
 use redis::{ErrorKind, ScriptInvocation, ServerErrorKind, Value};
 
 use crate::keys::Keys;
@@ -153,7 +156,8 @@ impl RedisOptions {
 
 /// The claimed-key store on Redis: idem-core's [`AsyncKeyStore`] (and
 /// [`AsyncKeyAdmin`](idem_core::AsyncKeyAdmin)) over one multiplexed connection that the
-/// `redis` crate's connection manager replaces when it breaks. Cloning shares it.
+/// `redis` crate's connection manager replaces when it breaks (and, with replicas, one
+/// connection per change waiting for them). Cloning shares them.
 ///
 /// A call waits at most [`RESPONSE_TIMEOUT`] for the server, reconnecting included (a
 /// down or hung server answers [`RedisError::TimedOut`](crate::RedisError::TimedOut)
@@ -169,6 +173,9 @@ pub struct RedisStore<R> {
     clock: Option<Arc<dyn Clock>>,
     result_bytes_max: usize,
     replicas: Option<Replicas>,
+    /// With replicas: the connections the changes that wait for them take, one each (see
+    /// the `lanes` module), so that no call queues behind another's `WAIT`.
+    lanes: Option<Arc<Lanes>>,
     /// The bound on each call's round trips, reconnecting included.
     response_timeout: Duration,
     server: ServerDurability,
@@ -199,6 +206,7 @@ impl<R> Clone for RedisStore<R> {
             clock: self.clock.clone(),
             result_bytes_max: self.result_bytes_max,
             replicas: self.replicas,
+            lanes: self.lanes.clone(),
             response_timeout: self.response_timeout,
             server: self.server.clone(),
             _result: PhantomData,
@@ -266,6 +274,12 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         let manager = ConnectionManagerConfig::new()
             .set_response_timeout(Some(response_timeout))
             .set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let lanes = options.replicas.map(|_| {
+            let lane = AsyncConnectionConfig::new()
+                .set_response_timeout(Some(response_timeout))
+                .set_connection_timeout(Some(CONNECT_TIMEOUT));
+            Arc::new(Lanes::new(client.clone(), lane))
+        });
         let opening = client.get_connection_manager_with_config(manager);
         let mut conn =
             bounded("connect", CONNECT_TIMEOUT, async { opening.await.map_err(redis_error) })
@@ -293,6 +307,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             clock: options.clock,
             result_bytes_max,
             replicas: options.replicas,
+            lanes,
             response_timeout,
             server,
             _result: PhantomData,
@@ -345,20 +360,42 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
     }
 
     /// Runs `invocation` (and, with replicas and `wait`, `WAIT` after it on the same
-    /// connection, in one pipeline); its reply and, if it waited, how many acknowledged.
-    /// A script that only reads (`wait` false) waits for no replica.
+    /// connection, in one pipeline, on a lane of its own); its reply and, if it waited,
+    /// how many acknowledged. A script that only reads (`wait` false) waits for no
+    /// replica, on the shared connection.
     pub(crate) async fn run(
         &self,
         invocation: &ScriptInvocation<'_>,
         wait: bool,
     ) -> Result<(Value, Option<i64>), StoreError> {
-        let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         pipe.invoke_script(invocation);
-        if let Some(replicas) = self.replicas.filter(|_| wait) {
-            pipe.cmd("WAIT").arg(replicas.count).arg(ms(replicas.timeout));
-        }
-        let send = async |conn: &mut ConnectionManager| {
+        let (Some(replicas), Some(lanes)) = (self.replicas.filter(|_| wait), &self.lanes) else {
+            let mut conn = self.conn.clone();
+            let call = Self::invoke(&pipe, invocation, &mut conn);
+            return bounded("a script", self.response_timeout, call).await;
+        };
+        pipe.cmd("WAIT").arg(replicas.count).arg(ms(replicas.timeout));
+        let call = async {
+            let mut lane = lanes.lane().await.map_err(redis_error)?;
+            let answer = Self::invoke(&pipe, invocation, lane.conn()).await;
+            // Given up by a timeout, or failed on its connection: the lane is closed.
+            if answer.as_ref().is_ok() {
+                lane.answered();
+            }
+            answer
+        };
+        bounded("a script", self.response_timeout, call).await
+    }
+
+    /// Sends `pipe` (which invokes `invocation`) on `conn`, loading the script once if the
+    /// server forgot it; the script's reply and the `WAIT`'s, if any.
+    async fn invoke<C: ConnectionLike>(
+        pipe: &redis::Pipeline,
+        invocation: &ScriptInvocation<'_>,
+        conn: &mut C,
+    ) -> Result<(Value, Option<i64>), StoreError> {
+        let send = async |conn: &mut C| {
             let replies: Vec<Value> = pipe.query_async(conn).await?;
             let mut replies = replies.into_iter();
             let first = replies.next().unwrap_or(Value::Nil).extract_error()?;
@@ -366,18 +403,15 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
                 replies.next().and_then(|v| if let Value::Int(n) = v { Some(n) } else { None });
             Ok::<_, redis::RedisError>((first, acked))
         };
-        let call = async {
-            match send(&mut conn).await {
-                // The server lost its script cache (a restart): load it, send once more. A
-                // script the server did not know did not run, so nothing runs twice.
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    invocation.load_async(&mut conn).await.map_err(redis_error)?;
-                    send(&mut conn).await.map_err(redis_error)
-                }
-                other => other.map_err(redis_error),
+        match send(conn).await {
+            // The server lost its script cache (a restart): load it, send once more. A
+            // script the server did not know did not run, so nothing runs twice.
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                invocation.load_async(conn).await.map_err(redis_error)?;
+                send(conn).await.map_err(redis_error)
             }
-        };
-        bounded("a script", self.response_timeout, call).await
+            other => other.map_err(redis_error),
+        }
     }
 
     /// `Ok` unless replicas were asked for and fewer acknowledged a change (`acked` is

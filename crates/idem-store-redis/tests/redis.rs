@@ -18,7 +18,7 @@ use idem_core::{
     AsyncKeyAdmin, AsyncKeyStore, Claim, Fingerprint, Forgotten, KeyRecord, KeyState, Lease,
     ManualClock, PendingClaim, ScopedKey, StoreConfig, StoreError,
 };
-use idem_store_redis::{RedisError, RedisOptions, RedisStore};
+use idem_store_redis::{REPLICA_WAITS_MAX, RedisError, RedisOptions, RedisStore};
 use idem_testkit::{runtime, wait_until};
 
 fn url() -> String {
@@ -372,6 +372,61 @@ fn wait_for_replicas_acknowledges_only_what_a_replica_holds() {
         .expect("connect to the promoted replica");
     let replay = run(promoted.claim(&key("acknowledged"), &fp())).expect("claim");
     assert_eq!(replay, Claim::Replay("acknowledged".into()), "the failover lost it");
+}
+
+/// With `wait_for_replicas` and no replica to answer, as many claims as may wait at once
+/// ([`REPLICA_WAITS_MAX`]) wait for one, each on a connection of its own (the server holds
+/// that many `WAIT`s, where one shared connection held one and queued the rest behind it),
+/// and one more waits for a lane, opening no connection; a lookup, which waits for no
+/// replica, is answered meanwhile. Each claim is then refused as not replicated.
+#[test]
+fn changes_waiting_for_replicas_hold_up_no_other_call() {
+    let server = Server::start("redis-lanes", &["--appendonly", "yes", "--appendfsync", "always"]);
+    let options = RedisOptions::new().wait_for_replicas(1, Duration::from_millis(1500));
+    let options = options.expect("valid");
+    let store = run(RedisStore::<String>::connect_with(&server.url(), "lanes", config(), options));
+    let store = Arc::new(store.expect("connect"));
+    let claims: Vec<_> = (0..=REPLICA_WAITS_MAX)
+        .map(|i| {
+            let store = store.clone();
+            runtime().spawn(async move { store.claim(&key(&format!("k{i}")), &fp()).await })
+        })
+        .collect();
+    // The lanes, the store's shared connection and this INFO's own.
+    let clients = |n: usize| move |info: &str| info.contains(&format!("connected_clients:{n}\r"));
+    let held = |info: &str| info.contains(&format!("blocked_clients:{REPLICA_WAITS_MAX}\r"));
+    let all_held = || {
+        let info = info_clients(&server);
+        held(&info) && clients(REPLICA_WAITS_MAX + 2)(&info)
+    };
+    wait_until("every lane's WAIT held at once", Duration::from_secs(10), all_held);
+    let looked = run(store.lookup(&key("other"), &fp()));
+    assert!(matches!(looked, Ok(KeyState::Absent)), "{looked:?}");
+    for claim in claims {
+        match run(claim).expect("the claim's task") {
+            Err(StoreError::Storage(why)) => {
+                let why = why.downcast::<RedisError>().expect("a Redis error");
+                assert!(matches!(*why, RedisError::NotReplicated { acked: 0, wanted: 1, .. }));
+            }
+            other => panic!("a claim no replica acknowledged was answered {other:?}"),
+        }
+    }
+    // A claim given up by its caller while its WAIT is held closes its lane: the next
+    // change on that connection would wait behind the WAIT. One lane fewer stays open.
+    let (given_up, request) = (key("given-up"), fp());
+    let given_up = store.claim(&given_up, &request);
+    let given_up = async { tokio::time::timeout(Duration::from_millis(200), given_up).await };
+    assert!(run(given_up).is_err(), "no replica answers within 200 ms");
+    let closed = || clients(REPLICA_WAITS_MAX + 1)(&info_clients(&server));
+    wait_until("the given-up lane closed", Duration::from_secs(10), closed);
+}
+
+/// What `INFO clients` says of `server`.
+fn info_clients(server: &Server) -> String {
+    match server.command(&["INFO", "clients"]) {
+        redis::Value::BulkString(info) => String::from_utf8_lossy(&info).into_owned(),
+        other => panic!("INFO answered {other:?}"),
+    }
 }
 
 /// Many tasks on two stores claim one key at once: exactly one owns it.

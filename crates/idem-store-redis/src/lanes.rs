@@ -1,0 +1,80 @@
+//! Connections of their own for the changes that wait for replicas.
+//!
+//! `WAIT` holds the connection it is sent on until enough replicas acknowledge, or its
+//! timeout, and the server answers one connection's commands in order. On the store's one
+//! shared connection every call, reads too, queued behind each change's wait: with a
+//! replica away, callers were answered one replica timeout apart, and a lookup (which waits
+//! for no replica) timed out behind six claims. A change that waits takes a lane here: a
+//! connection no other call uses until its answer came. At most [`REPLICA_WAITS_MAX`] wait
+//! at once per store (its clones share them); a change past that waits for a lane, within
+//! its call's bound.
+
+use std::sync::Mutex;
+
+use redis::AsyncConnectionConfig;
+use redis::aio::MultiplexedConnection;
+use tokio::sync::{Semaphore, SemaphorePermit};
+
+/// The most changes of one store (and its clones) waiting for replicas at once, each on a
+/// connection of its own; as many connections stay open once used.
+pub const REPLICA_WAITS_MAX: usize = 64;
+
+/// The lanes of one store: idle connections, and the room for one per waiting change.
+pub(crate) struct Lanes {
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+    idle: Mutex<Vec<MultiplexedConnection>>,
+    room: Semaphore,
+}
+
+/// A connection lent to one change. Given back only once its call was answered: one whose
+/// call failed, or was given up with its `WAIT` still pending, is closed (the next change
+/// on it would wait behind that `WAIT`).
+pub(crate) struct Lane<'a> {
+    lanes: &'a Lanes,
+    conn: Option<MultiplexedConnection>,
+    answered: bool,
+    _room: SemaphorePermit<'a>,
+}
+
+impl Lanes {
+    pub(crate) fn new(client: redis::Client, config: AsyncConnectionConfig) -> Self {
+        let (idle, room) = (Mutex::new(Vec::new()), Semaphore::new(REPLICA_WAITS_MAX));
+        Self { client, config, idle, room }
+    }
+
+    /// A lane: an idle connection, else a new one, once fewer than the most wait.
+    pub(crate) async fn lane(&self) -> redis::RedisResult<Lane<'_>> {
+        let Ok(room) = self.room.acquire().await else {
+            unreachable!("the lanes' semaphore is never closed")
+        };
+        let idle = self.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => self.client.get_multiplexed_async_connection_with_config(&self.config).await?,
+        };
+        Ok(Lane { lanes: self, conn: Some(conn), answered: false, _room: room })
+    }
+}
+
+impl Lane<'_> {
+    /// The lane's connection.
+    pub(crate) fn conn(&mut self) -> &mut MultiplexedConnection {
+        let Some(conn) = self.conn.as_mut() else { unreachable!("lent until dropped") };
+        conn
+    }
+
+    /// The call on this lane was answered: its connection waits for nothing, and goes back
+    /// to the idle ones.
+    pub(crate) fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(conn)) = (self.answered, self.conn.take()) {
+            self.lanes.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+        }
+    }
+}
