@@ -3385,6 +3385,20 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-store-redis", "server-tests", "redis", "changes_waiting_for_replicas"),
     },
     Mutant {
+        name: "checkout-payment-never-told-its-run-is-gone",
+        file: "crates/idem-http/examples/checkout_server/app.rs",
+        from: "        let mut gone = RaisedOnDrop(Some(abandoned.clone()));\n",
+        to: "        let mut gone = RaisedOnDrop(None);\n",
+        check: test("idem-http", "", "it", "sockets::a_payment_whose_run_was_dropped"),
+    },
+    Mutant {
+        name: "checkout-charge-sent-for-a-gone-run",
+        file: "crates/idem-http/examples/checkout_server/app.rs",
+        from: "        _ if gone.raised() => Err(",
+        to: "        _ if false => Err(",
+        check: test("idem-http", "", "it", "sockets::a_payment_whose_run_was_dropped"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

@@ -58,19 +58,56 @@ impl Shop {
     /// Runs `pay` where its gateway may wait: on this task for the simulated gateway
     /// (it answers from memory), on tokio's blocking pool for a remote one (its client
     /// blocks on the network, which must not stall the runtime's workers).
+    ///
+    /// RACE (a payment outliving its run): the layer stops a run whose lease it can no
+    /// longer vouch for by dropping the handler where it waits, here; the blocking call
+    /// goes on. A payment that had not yet sent its charge would send it after the stop,
+    /// while another server recovers the key, asks the gateway (nothing charged yet) and
+    /// charges too. `pay` is told when its run is gone ([`Abandoned`]) and sends no charge
+    /// after that. Test:
+    /// `sockets::a_payment_whose_run_was_dropped_sends_no_charge`.
     pub(crate) async fn paying(
         self: &Arc<Self>,
-        pay: impl FnOnce(&Shop) -> Paid + Send + 'static,
+        pay: impl FnOnce(&Shop, &Abandoned) -> Paid + Send + 'static,
     ) -> Paid {
         if self.remote.get().is_none() {
-            return pay(self);
+            return pay(self, &Abandoned::default());
         }
-        let shop = Arc::clone(self);
-        match tokio::task::spawn_blocking(move || pay(&shop)).await {
+        let (shop, abandoned) = (Arc::clone(self), Abandoned::default());
+        let mut gone = RaisedOnDrop(Some(abandoned.clone()));
+        let answered = tokio::task::spawn_blocking(move || pay(&shop, &abandoned)).await;
+        gone.0 = None;
+        match answered {
             Ok(paid) => paid,
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
             // The runtime is shutting down mid-payment: whether it charged is unknown.
             Err(_) => Err(Box::new(outcome_unknown())),
+        }
+    }
+}
+
+/// Raised once the run a payment answers to is gone: the payment then sends no charge.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Abandoned(Arc<std::sync::atomic::AtomicBool>);
+
+impl Abandoned {
+    /// Whether the run is gone.
+    pub(crate) fn raised(&self) -> bool {
+        // ORDERING: Acquire, paired with the Release of the drop that raises it: a
+        // payment that sees it raised sees the run gone.
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Raises its flag when dropped holding one: the future waiting for the payment was
+/// dropped before the payment answered.
+struct RaisedOnDrop(Option<Abandoned>);
+
+impl Drop for RaisedOnDrop {
+    fn drop(&mut self) {
+        if let Some(abandoned) = &self.0 {
+            // ORDERING: Release, see `Abandoned::raised`.
+            abandoned.0.store(true, Ordering::Release);
         }
     }
 }
@@ -180,7 +217,8 @@ async fn checkout_naive(State(shop): State<Arc<Shop>>, body: String) -> Response
     let n = shop.fresh.fetch_add(1, Ordering::Relaxed);
     let key = ScopedKey::parse(MERCHANT, &format!("request-{n}")).expect("valid key");
     let key = GatewayKey::derive(&key);
-    let paid = shop.paying(move |shop| Ok((StatusCode::CREATED, charge(shop, &key, &order)?, "")));
+    let paid = shop
+        .paying(move |shop, gone| Ok((StatusCode::CREATED, charge(shop, gone, &key, &order)?, "")));
     match paid.await {
         Ok((status, charge, _)) => charged(status, &charge, "charged"),
         Err(answer) => *answer,
@@ -196,7 +234,7 @@ pub(crate) async fn checkout(
     body: String,
 ) -> Response {
     let recovering = recovering.is_some();
-    match shop.paying(move |shop| pay(shop, recovering, &headers, &body)).await {
+    match shop.paying(move |shop, gone| pay(shop, gone, recovering, &headers, &body)).await {
         Ok((status, charge, how)) => charged(status, &charge, how),
         Err(answer) => *answer,
     }
@@ -204,8 +242,15 @@ pub(crate) async fn checkout(
 
 /// The payment behind a checkout: the charge and how it was found (charged now, or
 /// recovered from the gateway), or the answer to give instead (a bad order, a decline,
-/// an unknown outcome), each marked as the layer must treat it.
-pub(crate) fn pay(shop: &Shop, recovering: bool, headers: &HeaderMap, body: &str) -> Paid {
+/// an unknown outcome), each marked as the layer must treat it. No charge is sent once
+/// `gone` is raised.
+pub(crate) fn pay(
+    shop: &Shop,
+    gone: &Abandoned,
+    recovering: bool,
+    headers: &HeaderMap,
+    body: &str,
+) -> Paid {
     let order = match parse_order(body) {
         // Refused before any charge: nothing happened, so a fixed retry may run.
         Err(why) => {
@@ -240,15 +285,23 @@ pub(crate) fn pay(shop: &Shop, recovering: bool, headers: &HeaderMap, body: &str
             Lookup::Unknown => return Err(Box::new(outcome_unknown())),
         }
     }
-    charge(shop, &key, &order).map(|charge| (StatusCode::CREATED, charge, "charged"))
+    charge(shop, gone, &key, &order).map(|charge| (StatusCode::CREATED, charge, "charged"))
 }
 
+/// Charges `order`, unless its run is `gone` (checked before the call, and by a remote
+/// gateway again once its connection is open, just before the charge is written).
 fn charge(
     shop: &Shop,
+    gone: &Abandoned,
     key: &GatewayKey,
     order: &PaymentRequest,
 ) -> Result<idem_payments::Charge, Box<Response>> {
-    match shop.payments().charge(key, order) {
+    let charged = match shop.remote.get() {
+        _ if gone.raised() => Err(GatewayError::Refused("the run is gone".into())),
+        Some(remote) => remote.charge_unless(key, order, || gone.raised()),
+        None => shop.gateway.charge(key, order),
+    };
+    match charged {
         Ok(charge) => Ok(charge),
         Err(GatewayError::Declined(reason)) => {
             Err(Box::new((StatusCode::PAYMENT_REQUIRED, reason).into_response()))

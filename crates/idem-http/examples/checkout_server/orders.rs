@@ -75,7 +75,7 @@ async fn checkout(
     body: String,
 ) -> Response {
     let recovering = recovering.is_some();
-    let paying = orders.shop.paying(move |shop| pay(shop, recovering, &headers, &body));
+    let paying = orders.shop.paying(move |shop, gone| pay(shop, gone, recovering, &headers, &body));
     let (status, charge, how) = match paying.await {
         Ok(paid) => paid,
         Err(answer) => return *answer,

@@ -45,10 +45,14 @@ impl RemoteGateway {
     }
 
     /// One request and its answer (status code, body). `Err(true)`: the connection was
-    /// never made, nothing was sent; `Err(false)`: sent, and no answer came.
-    fn call(&self, request: &str) -> Result<(u16, String), bool> {
+    /// never made, or `unwanted` said so once it was open, and nothing was sent;
+    /// `Err(false)`: sent, and no answer came.
+    fn call(&self, request: &str, unwanted: impl Fn() -> bool) -> Result<(u16, String), bool> {
         let mut stream =
             TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT).map_err(|_| true)?;
+        if unwanted() {
+            return Err(true);
+        }
         let deadline = std::time::Instant::now() + ANSWER_TIMEOUT;
         let mut exchange = || -> std::io::Result<(u16, String)> {
             stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
@@ -117,11 +121,19 @@ fn request(method: &str, target: &str, body: &str) -> String {
     )
 }
 
-impl Gateway for RemoteGateway {
-    fn charge(&self, key: &GatewayKey, order: &PaymentRequest) -> Result<Charge, GatewayError> {
+impl RemoteGateway {
+    /// [`Gateway::charge`], unless `unwanted` says so once the connection is open (a
+    /// connect takes up to [`CONNECT_TIMEOUT`]): then nothing is sent, and the answer is
+    /// `Refused`.
+    pub(crate) fn charge_unless(
+        &self,
+        key: &GatewayKey,
+        order: &PaymentRequest,
+        unwanted: impl Fn() -> bool,
+    ) -> Result<Charge, GatewayError> {
         let (amount, currency, customer) = (order.amount(), order.currency(), order.customer());
         let body = format!("{key} {} {} {customer}", amount.minor(), currency.code());
-        match self.call(&request("POST", "/charge", &body)) {
+        match self.call(&request("POST", "/charge", &body), unwanted) {
             Ok((200, id)) => match id.trim().parse::<u64>() {
                 Ok(id) => {
                     Ok(Charge { id: ChargeId(id), customer: customer.into(), amount, currency })
@@ -135,9 +147,15 @@ impl Gateway for RemoteGateway {
             Err(false) => Err(GatewayError::Ambiguous("sent, and no answer came".into())),
         }
     }
+}
+
+impl Gateway for RemoteGateway {
+    fn charge(&self, key: &GatewayKey, order: &PaymentRequest) -> Result<Charge, GatewayError> {
+        self.charge_unless(key, order, || false)
+    }
 
     fn lookup(&self, key: &GatewayKey) -> Lookup {
-        match self.call(&request("GET", &format!("/lookup?key={key}"), "")) {
+        match self.call(&request("GET", &format!("/lookup?key={key}"), ""), || false) {
             Ok((200, found)) => charged(&found).map_or(Lookup::Unknown, Lookup::Charged),
             Ok((404, _)) => Lookup::NotCharged,
             _ => Lookup::Unknown,

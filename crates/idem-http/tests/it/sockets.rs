@@ -304,6 +304,57 @@ async fn serve_on_remote(
 /// its charges in a synced file): a charge whose answer the gateway drops is unknown to
 /// the checkout (502, not stored), and the retry after the lease asks the gateway by key
 /// and answers with that one charge.
+/// The layer stops a run by dropping its handler where it waits; a payment on the
+/// blocking pool goes on. One still asking the gateway about a recovered key when its run
+/// is dropped sends no charge after that (another server may be recovering the key, and
+/// its lookup would not see a charge still to come).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_whose_run_was_dropped_sends_no_charge() {
+    use std::io::{BufRead, BufReader, Write};
+    // A gateway that tells the test each request's first line, and answers a lookup
+    // (nothing charged) only when the test says.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let gateway = listener.local_addr().expect("bound");
+    let (heard, hears) = std::sync::mpsc::channel::<String>();
+    let (answer, answers) = std::sync::mpsc::channel::<()>();
+    let told = heard.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut line = String::new();
+            let _ = BufReader::new(&stream).read_line(&mut line);
+            let lookup = line.starts_with("GET /lookup");
+            let _ = told.send(line);
+            if lookup && answers.recv().is_ok() {
+                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+            }
+        }
+    });
+    let store = Arc::new(MemoryStore::new(StoreConfig::default()));
+    let (_, shop) = app::router_on(app::Mode::Idempotent, store, SimulatedGateway::new());
+    let remote = remote::RemoteGateway::parse(&format!("http://{gateway}")).expect("a URL");
+    shop.remote.set(remote).expect("set once");
+    let mut headers = http::HeaderMap::new();
+    headers.insert("idempotency-key", http::HeaderValue::from_static("\"intent-1\""));
+    let order = "customer=cus_1&amount=1050&currency=EUR";
+    let run = tokio::spawn(async move {
+        let paid = shop.paying(move |shop, gone| {
+            let paid = app::pay(shop, gone, true, &headers, order);
+            let _ = heard.send("the payment ended".into());
+            paid
+        });
+        paid.await
+    });
+    let first = hears.recv().expect("the lookup");
+    assert!(first.starts_with("GET /lookup"), "{first}");
+    // Dropped where it waits, as the layer stops a run whose lease it cannot vouch for.
+    run.abort();
+    assert!(run.await.is_err_and(|e| e.is_cancelled()));
+    answer.send(()).expect("the gateway waits");
+    let next = hears.recv_timeout(Duration::from_secs(30)).expect("the payment ends");
+    assert_eq!(next, "the payment ended", "the gateway was called after the run was dropped");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_gateway_is_asked_before_a_recovering_request_charges() {
     let charges = idem_testkit::scratch_dir("remote-gateway").join("charges.log");
