@@ -166,13 +166,25 @@ impl Notification {
         &self.content
     }
 
-    /// The dedup key: the message id, scoped to the recipient.
-    pub(crate) fn key(&self) -> &ScopedKey {
+    /// The dedup key the id store keeps: the message id, scoped to the recipient.
+    pub fn key(&self) -> &ScopedKey {
         &self.key
     }
 
-    /// Channel and content: the same id with other content is refused.
-    pub(crate) fn fingerprint(&self) -> Fingerprint {
+    /// The fingerprint the id store keeps beside the key: a SHA-256 of the channel and the
+    /// content, so the same id with other content is refused. Computed on each call (each
+    /// submission computes it once); with the key it looks the message up in the store:
+    ///
+    /// ```
+    /// use idem_core::{KeyState, KeyStore, MemoryStore};
+    /// use idem_notify::{Channel, Notification, Outcome};
+    ///
+    /// let store = MemoryStore::<Outcome>::new(Default::default());
+    /// let n = Notification::new("msg-1", "user:7", Channel::Push, "hi")?;
+    /// assert_eq!(store.lookup(n.key(), &n.fingerprint())?, KeyState::Absent);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint::builder("idem-notify/send")
             .str("channel", self.channel.name())
             .str("content", &self.content)
