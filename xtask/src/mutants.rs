@@ -3244,7 +3244,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "pool-state-counted-in-two-passes",
         file: "crates/idem-pool/src/state.rs",
-        from: "        (state.idle, state.in_use) = shelf.counts();",
+        from: "        (state.idle, state.in_use, state.connecting) = shelf.counts();",
         to: "        state.idle = shelf.counts().0;\n        state.in_use = shelf.counts().1;",
         check: test("idem-pool", "", "it", "behaviour::state_counts_each_connection_once"),
     },
@@ -3397,6 +3397,13 @@ const CATALOGUE: &[Mutant] = &[
         from: "        _ if gone.raised() => Err(",
         to: "        _ if false => Err(",
         check: test("idem-http", "", "it", "sockets::a_payment_whose_run_was_dropped"),
+    },
+    Mutant {
+        name: "pool-state-forgets-connections-being-made",
+        file: "crates/idem-pool/src/shelf.rs",
+        from: "                Phase::Creating => creating += 1,\n",
+        to: "                Phase::Creating => creating += 0,\n",
+        check: test("idem-pool", "", "it", "connect::"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

@@ -135,6 +135,9 @@ pub struct PoolState {
     pub idle: usize,
     /// Connections lent (in a guard, in a [`Loan`], or handed to a waking waiter).
     pub in_use: usize,
+    /// Connections being opened (by a `get`, or by maintenance up to `min_idle`): each
+    /// holds a place of `max_size`, and counts in `size` once it is open.
+    pub connecting: usize,
     /// Threads waiting in `get`.
     pub waiters: usize,
     /// Connections made so far.

@@ -581,7 +581,7 @@ impl<M: Manager> Lender<M> {
     }
 
     fn timeout(&self, state: &State<M::Connection>, waited: Duration) -> Error {
-        let (_, in_use) = self.shelf.counts();
+        let (_, in_use, _) = self.shelf.counts();
         let max_size = self.config.max_size;
         Error::Timeout { waited, in_use, max_size, last_error: state.last_error.clone() }
     }
@@ -865,7 +865,7 @@ impl<M: Manager> Lender<M> {
         loop {
             let claim = {
                 let mut state = self.state.lock();
-                let (idle, _) = self.shelf.counts();
+                let (idle, _, _) = self.shelf.counts();
                 if state.closed || state.someone_waits() || idle >= self.config.min_idle {
                     return;
                 }

@@ -192,16 +192,17 @@ impl<C> Shelf<C> {
     /// lent) and how many are lent (in a guard, parked, or granted to a waiter), reading
     /// each word once: the two add up to connections that existed at some instant of the
     /// pass, never more than the slots.
-    pub(crate) fn counts(&self) -> (usize, usize) {
-        let (mut idle, mut lent) = (0, 0);
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        let (mut idle, mut lent, mut creating) = (0, 0, 0);
         for i in 0..self.len() {
             match self.word(i).phase {
                 Phase::Idle | Phase::Taken => idle += 1,
                 Phase::Lent | Phase::Parked | Phase::Granted => lent += 1,
-                Phase::Empty | Phase::Creating => {}
+                Phase::Creating => creating += 1,
+                Phase::Empty => {}
             }
         }
-        (idle, lent)
+        (idle, lent, creating)
     }
 
     /// Whether some connection is on the shelf.

@@ -220,7 +220,7 @@ impl<C> State<C> {
     /// Counts what `state()` reports from the slots.
     pub(crate) fn snapshot(&self, shelf: &Shelf<C>) -> PoolState {
         let mut state = self.counters;
-        (state.idle, state.in_use) = shelf.counts();
+        (state.idle, state.in_use, state.connecting) = shelf.counts();
         state.size = state.idle + state.in_use;
         state.waiters = self.waiters.iter().filter(|w| w.grant.is_none()).count();
         state

@@ -65,6 +65,8 @@ fn check(fairness: Fairness, borrowers: usize) {
     wait_until("the first connect to start", WAIT_LIMIT, || {
         pool.manager().calls.load(Ordering::SeqCst) == 1
     });
+    let state = pool.state();
+    assert_eq!((state.connecting, state.size), (1, 0), "{fairness:?}: {state:?}");
     threads.extend((1..borrowers).map(|_| spawn(&pool)));
     wait_for_waiters(&pool, borrowers - 1);
     pool.manager().fail_first();
@@ -74,7 +76,8 @@ fn check(fairness: Fairness, borrowers: usize) {
     }
     assert_eq!(got.load(Ordering::SeqCst), borrowers as u64);
     let state = pool.state();
-    assert_eq!((state.created, state.size, state.timeouts), (1, 1, 0), "{fairness:?}");
+    let counts = (state.created, state.size, state.timeouts, state.connecting);
+    assert_eq!(counts, (1, 1, 0, 0), "{fairness:?}");
     pool.assert_invariants();
 }
 
