@@ -324,8 +324,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-failed-completion-uncounted",
         file: "crates/idem-http/src/layer.rs",
-        from: "                return self.settled(\"complete\", Err(failed));",
-        to: "                return drop(failed);",
+        from: "        self.settled(\"complete\", Err(failed));\n    }",
+        to: "        drop(failed);\n    }",
         check: test("idem-http", "", "it", "edges::"),
     },
     Mutant {
@@ -3330,15 +3330,17 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-failed-completion-never-tried-again",
         file: "crates/idem-http/src/layer.rs",
-        from: "            let Some(pause) = pauses.next() else {\n",
-        to: "            let Some(pause) = None::<&std::time::Duration> else {\n",
+        from: "        for pause in COMPLETE_RETRY_PAUSES {\n",
+        to: "        for pause in [] as [std::time::Duration; 0] {\n",
         check: test("idem-http", "", "it", "edges::a_completion_refused_for_a_moment"),
     },
     Mutant {
         name: "http-completion-settled-by-its-own-retry-counted-lost",
         file: "crates/idem-http/src/layer.rs",
-        from: "                Err(StoreError::LeaseLost { .. }) if retried => {\n",
-        to: "                Err(StoreError::LeaseLost { .. }) if retried && false => {\n",
+        from: "                Ok(Err(StoreError::LeaseLost { .. })) => {\n                    \
+               idem_core",
+        to: "                Ok(Err(StoreError::LeaseLost { .. })) => {\n                    \
+             return self.lease_lost(\"complete\");\n                    idem_core",
         check: test("idem-http", "", "it", "edges::a_completion_applied_but_answered"),
     },
     Mutant {
@@ -3373,8 +3375,9 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "redis-given-up-lane-kept-with-its-wait",
         file: "crates/idem-store-redis/src/lanes.rs",
-        from: "        if let (true, Some(conn)) = (self.answered, self.conn.take()) {\n",
-        to: "        if let (true, Some(conn)) = (true, self.conn.take()) {\n",
+        from: "            _ => {}\n        }\n    }\n}",
+        to: "            (_, Some(conn)) => idle.push(conn),\n            _ => {}\n        }\n    \
+             }\n}",
         check: test("idem-store-redis", "server-tests", "redis", "changes_waiting_for_replicas"),
     },
     Mutant {
@@ -3404,6 +3407,28 @@ const CATALOGUE: &[Mutant] = &[
         from: "                Phase::Creating => creating += 1,\n",
         to: "                Phase::Creating => creating += 0,\n",
         check: test("idem-pool", "", "it", "connect::"),
+    },
+    Mutant {
+        name: "http-completion-retries-past-their-window",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        let window = tokio::time::Instant::now() + COMPLETE_RETRY_WINDOW;\n",
+        to: "        let window = tokio::time::Instant::now() + COMPLETE_RETRY_WINDOW * 100;\n",
+        check: test("idem-http", "", "it", "runs::a_silent_store_delays_an_answer"),
+    },
+    Mutant {
+        name: "http-loss-found-after-a-failed-completion-counted",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            if lost.load(Ordering::Acquire) {\n                idem_core",
+        to: "            if lost.load(Ordering::Acquire) {\n                \
+             return self.lease_lost(\"renew\");\n                idem_core",
+        check: test("idem-http", "", "it", "runs::a_renewal_that_finds_a_failed_completion"),
+    },
+    Mutant {
+        name: "redis-failed-lane-keeps-the-idle-ones",
+        file: "crates/idem-store-redis/src/lanes.rs",
+        from: "            (Ended::Failed, _) => idle.clear(),\n",
+        to: "            (Ended::Failed, _) => {}\n",
+        check: test("idem-store-redis", "server-tests", "redis", "after_a_restart_one_change"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

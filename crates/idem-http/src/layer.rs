@@ -973,36 +973,61 @@ where
             return;
         }
         // A store failure (a connection cut for a moment) is tried again after each pause
-        // of `COMPLETE_RETRY_PAUSES`: a key left in flight is recovered later, and the
-        // recovery's answer is not this one. LeaseLost (a slow handler was recovered by
-        // another request) or the last failure: the caller still gets what its handler
-        // answered; the claim settles by recovery.
-        let mut pauses = COMPLETE_RETRY_PAUSES.iter();
-        let mut retried = false;
-        loop {
-            let failed = match self.store.complete(lease, stored.clone()).await {
-                Err(StoreError::Storage(error)) => StoreError::Storage(error),
-                // After a failure, LeaseLost may also mean the failed attempt was applied
-                // (the key is complete): not counted as a loss, which it may not be.
-                Err(StoreError::LeaseLost { .. }) if retried => {
+        // of `COMPLETE_RETRY_PAUSES`, within `COMPLETE_RETRY_WINDOW` of the first failure:
+        // a key left in flight is recovered later, and the recovery's answer is not this
+        // one. LeaseLost (a slow handler was recovered by another request) or the last
+        // failure: the caller still gets what its handler answered; the claim settles by
+        // recovery.
+        let first = self.store.complete(lease, stored.clone()).await;
+        let failed = match first {
+            Err(StoreError::Storage(error)) => StoreError::Storage(error),
+            completed => return self.settled("complete", completed),
+        };
+        self.complete_again(lease, stored, failed, lost).await;
+    }
+
+    /// The retries of a completion that failed with `failed`. After a failure, a lease
+    /// found lost (by a retry, or by a renewal during a pause) may be the failed attempt's
+    /// own doing, applied with its answer lost (the key is complete): traced, not counted
+    /// as a loss, which it may not be.
+    async fn complete_again(
+        &self,
+        lease: &Lease,
+        stored: StoredResponse,
+        mut failed: StoreError,
+        lost: &std::sync::atomic::AtomicBool,
+    ) {
+        let window = tokio::time::Instant::now() + COMPLETE_RETRY_WINDOW;
+        for pause in COMPLETE_RETRY_PAUSES {
+            if tokio::time::Instant::now() + pause >= window {
+                break;
+            }
+            count_store_error(&self.counters, "complete", &failed);
+            tokio::time::sleep(pause).await;
+            // ORDERING: Acquire, as in `complete`.
+            if lost.load(Ordering::Acquire) {
+                idem_core::trace_event!(WARN, "a lease found lost after a failed completion");
+                return;
+            }
+            let again = self.store.complete(lease, stored.clone());
+            failed = match tokio::time::timeout_at(window, again).await {
+                Ok(Err(StoreError::Storage(error))) => StoreError::Storage(error),
+                Ok(Err(StoreError::LeaseLost { .. })) => {
                     idem_core::trace_event!(WARN, "a completion tried again found it settled");
                     return;
                 }
-                completed => return self.settled("complete", completed),
+                Ok(completed) => return self.settled("complete", completed),
+                Err(_) => StoreError::Storage("the completion's retries ran out of time".into()),
             };
-            let Some(pause) = pauses.next() else {
-                return self.settled("complete", Err(failed));
-            };
-            count_store_error(&self.counters, "complete", &failed);
-            tokio::time::sleep(*pause).await;
-            retried = true;
-            // ORDERING: Acquire, as above.
-            if lost.load(Ordering::Acquire) {
-                return self.lease_lost("renew");
-            }
         }
+        self.settled("complete", Err(failed));
     }
 }
+
+/// How long after a completion first failed its retries may go on, in all: a client waits
+/// at most this much more for its answer. A store that answers nothing within it (a
+/// silent server, each call waiting out its own bound) is not waited for again.
+pub const COMPLETE_RETRY_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The pauses before a failed completion is tried again, one per retry: about 0.4 s in
 /// all, which a client waits for its answer when the store is away. Longer than a store's

@@ -106,8 +106,8 @@ pub use body::ResponseBody;
 pub use config::{Config, ConfigBuilder, ConfigError, EffectFree};
 pub use header::HeaderError;
 pub use layer::{
-    COMPLETE_RETRY_PAUSES, Claimed, Idempotency, IdempotencyLayer, LayerStats, NothingHappened,
-    OutcomeUnknown, Recovering, StoredByHandler,
+    COMPLETE_RETRY_PAUSES, COMPLETE_RETRY_WINDOW, Claimed, Idempotency, IdempotencyLayer,
+    LayerStats, NothingHappened, OutcomeUnknown, Recovering, StoredByHandler,
 };
 pub use meaning::{JsonMeaning, Meaning, MeaningError};
 pub use operator::{FORGET_REASON_BYTES_MAX, OPERATOR_QUERY_BYTES_MAX, Operator, OperatorError};

@@ -33,8 +33,17 @@ pub(crate) struct Lanes {
 pub(crate) struct Lane<'a> {
     lanes: &'a Lanes,
     conn: Option<MultiplexedConnection>,
-    answered: bool,
+    ended: Ended,
     _room: SemaphorePermit<'a>,
+}
+
+/// How a lane's call ended, for what its drop does with the connection.
+#[derive(Clone, Copy)]
+enum Ended {
+    /// Not yet: dropped so, the call was given up.
+    Unanswered,
+    Answered,
+    Failed,
 }
 
 impl Lanes {
@@ -53,7 +62,7 @@ impl Lanes {
             Some(conn) => conn,
             None => self.client.get_multiplexed_async_connection_with_config(&self.config).await?,
         };
-        Ok(Lane { lanes: self, conn: Some(conn), answered: false, _room: room })
+        Ok(Lane { lanes: self, conn: Some(conn), ended: Ended::Unanswered, _room: room })
     }
 }
 
@@ -67,14 +76,28 @@ impl Lane<'_> {
     /// The call on this lane was answered: its connection waits for nothing, and goes back
     /// to the idle ones.
     pub(crate) fn answered(&mut self) {
-        self.answered = true;
+        self.ended = Ended::Answered;
+    }
+
+    /// The call on this lane failed: its connection, and the idle ones, are closed.
+    pub(crate) fn failed(&mut self) {
+        self.ended = Ended::Failed;
     }
 }
 
 impl Drop for Lane<'_> {
+    /// An answered lane goes back to the idle ones. One whose call failed is closed, and
+    /// the idle ones with it: a failure is most often the server gone (a restart closes
+    /// every connection), and each idle lane handed out after it failed its change in
+    /// turn, up to [`REPLICA_WAITS_MAX`] changes for one restart (a completion and its
+    /// retries among them); the shared connection fails one call, then reconnects.
+    /// A lane given up unanswered (its caller's timeout, a dropped call) is closed alone.
     fn drop(&mut self) {
-        if let (true, Some(conn)) = (self.answered, self.conn.take()) {
-            self.lanes.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+        let mut idle = self.lanes.idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (self.ended, self.conn.take()) {
+            (Ended::Answered, Some(conn)) => idle.push(conn),
+            (Ended::Failed, _) => idle.clear(),
+            _ => {}
         }
     }
 }

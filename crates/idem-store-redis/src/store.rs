@@ -379,9 +379,10 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         let call = async {
             let mut lane = lanes.lane().await.map_err(redis_error)?;
             let answer = Self::invoke(&pipe, invocation, lane.conn()).await;
-            // Given up by a timeout, or failed on its connection: the lane is closed.
-            if answer.as_ref().is_ok() {
-                lane.answered();
+            // Given up by a timeout (dropped here), or failed: the lane is closed.
+            match &answer {
+                Ok(_) => lane.answered(),
+                Err(_) => lane.failed(),
             }
             answer
         };

@@ -421,6 +421,40 @@ fn changes_waiting_for_replicas_hold_up_no_other_call() {
     wait_until("the given-up lane closed", Duration::from_secs(10), closed);
 }
 
+/// A restart closes every idle lane: the first change after it fails on a closed
+/// connection, as a call on the shared connection does, and that failure closes the other
+/// idle lanes, so the next change opens a new one (before, each of four idle lanes failed
+/// a change in turn: a completion and its three retries could all fail on one restart).
+#[test]
+fn after_a_restart_one_change_fails_and_the_next_gets_a_new_lane() {
+    let mut server = Server::start("redis-lanes-restart", &["--appendonly", "yes"]);
+    let options = RedisOptions::new().wait_for_replicas(1, Duration::from_millis(20));
+    let options = options.expect("valid");
+    let store = run(RedisStore::<String>::connect_with(&server.url(), "lanes", config(), options));
+    let store = Arc::new(store.expect("connect"));
+    let not_replicated = |answer: &Result<Claim<String>, StoreError>| match answer {
+        Err(StoreError::Storage(why)) => {
+            matches!(why.downcast_ref::<RedisError>(), Some(RedisError::NotReplicated { .. }))
+        }
+        _ => false,
+    };
+    // Four changes at once: four lanes, idle once answered (no replica: not replicated).
+    let claims: Vec<_> = (0..4)
+        .map(|i| {
+            let store = store.clone();
+            runtime().spawn(async move { store.claim(&key(&format!("k{i}")), &fp()).await })
+        })
+        .collect();
+    for claim in claims {
+        let answer = run(claim).expect("the claim's task");
+        assert!(not_replicated(&answer), "{answer:?}");
+    }
+    server.kill_and_restart();
+    let first = run(store.claim(&key("after-0"), &fp()));
+    let next = run(store.claim(&key("after-1"), &fp()));
+    assert!(not_replicated(&next), "the change after the first failure: {next:?} ({first:?})");
+}
+
 /// What `INFO clients` says of `server`.
 fn info_clients(server: &Server) -> String {
     match server.command(&["INFO", "clients"]) {

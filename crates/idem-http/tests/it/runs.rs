@@ -116,6 +116,9 @@ struct Bent {
     renewals: Renewals,
     claim_takes: Duration,
     renewals_seen: AtomicUsize,
+    /// Each completion waits this long and fails (a silent server, a call waiting out
+    /// the store's own bound).
+    silent_completions: Option<Duration>,
 }
 
 impl Bent {
@@ -124,7 +127,13 @@ impl Bent {
         renewals: Renewals,
         claim_takes: Duration,
     ) -> Self {
-        Self { inner, renewals, claim_takes, renewals_seen: AtomicUsize::new(0) }
+        let renewals_seen = AtomicUsize::new(0);
+        Self { inner, renewals, claim_takes, renewals_seen, silent_completions: None }
+    }
+
+    fn with_silent_completions(mut self, bound: Duration) -> Self {
+        self.silent_completions = Some(bound);
+        self
     }
 }
 
@@ -151,6 +160,10 @@ impl AsyncKeyStore<StoredResponse> for Bent {
         claimed
     }
     async fn complete(&self, lease: &Lease, result: StoredResponse) -> Result<(), StoreError> {
+        if let Some(bound) = self.silent_completions {
+            tokio::time::sleep(bound).await;
+            return Err(StoreError::Storage("no answer within the store's bound".into()));
+        }
         AsyncKeyStore::complete(&self.inner, lease, result).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -336,6 +349,42 @@ async fn a_slow_claim_does_not_stop_a_healthy_run_before_its_first_renewal() {
     let first = send(&router, charge(Some("k1"), "x")).await;
     assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{first:?}");
     assert_eq!((finished.load(Ordering::SeqCst), stats.stats().runs_stopped), (1, 0));
+}
+
+/// A store gone silent as the handler answers: each completion waits out the store's own
+/// bound (5 s here, Redis's response timeout) and fails. The first try's bound is waited;
+/// the retries only within `COMPLETE_RETRY_WINDOW` of its failure, so the answer comes at
+/// most that much later, not after four bounds.
+#[tokio::test(start_paused = true)]
+async fn a_silent_store_delays_an_answer_by_its_bound_and_the_retry_window_at_most() {
+    let bound = Duration::from_secs(5);
+    let (route, finished) = slow(Duration::ZERO);
+    let bent = Bent::new(store(), Renewals::Work, Duration::ZERO).with_silent_completions(bound);
+    let (router, _stats) = behind(bent, route, config(|c| c));
+    let started = tokio::time::Instant::now();
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.status, finished.load(Ordering::SeqCst)), (201, 1), "{first:?}");
+    let at_most = bound + idem_http::COMPLETE_RETRY_WINDOW + Duration::from_millis(10);
+    assert!(started.elapsed() <= at_most, "answered {:?} after", started.elapsed());
+}
+
+/// A completion applied but answered as failed, and a renewal in the retry's first pause
+/// that finds the key settled by it: not counted as a lease lost to another request (none
+/// recovered it), and the repeat replays the answer.
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_finds_a_failed_completion_applied_is_not_counted_as_a_loss() {
+    // The first renewal is due a quarter of a lease (75 ms) after the claim; the handler
+    // answers at 70 ms, so the renewal falls in the retry's first pause (20 ms).
+    let (route, finished) = slow(Duration::from_millis(70));
+    let failing = idem_testkit::faulty::Faulty::new(store()).completing_then_failing("cut", 1);
+    let (router, stats) = behind(failing, route, config(|c| c));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{first:?}");
+    let repeat = send(&router, charge(Some("k1"), "x")).await;
+    assert!(repeat.replayed && repeat.body == "charged 1", "{repeat:?}");
+    let stats = stats.stats();
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+    assert_eq!((stats.store_errors, stats.leases_lost), (1, 0), "{stats:?}");
 }
 
 /// A duplicate that waited (`wait_for_first`) longer than half a lease for a first run
