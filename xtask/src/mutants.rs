@@ -1962,8 +1962,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-waited-claim-not-vouched-afresh",
         file: "crates/idem-http/src/layer.rs",
-        from: "            Ok(renewed) => return Decision::Run(renewed, recovering, sent),",
-        to: "            Ok(_) => return Decision::Answer(claim_failed()),",
+        from: "                return Decision::Run(renewed, recovering, sent);",
+        to: "                return Decision::Answer(claim_failed());",
         check: test("idem-http", "", "it", "runs::a_claim_won_after_a_long_wait"),
     },
     Mutant {
@@ -3351,13 +3351,6 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "runs::a_slow_claim_does_not_stop"),
     },
     Mutant {
-        name: "http-late-claim-rescued-by-its-first-renewal",
-        file: "crates/idem-http/src/run.rs",
-        from: "        if self.late {\n",
-        to: "        if self.late && false {\n",
-        check: test("idem-http", "", "it", "runs::a_claim_answered_after_half_a_lease"),
-    },
-    Mutant {
         name: "pg-async-call-given-up-keeps-its-silent-connection",
         file: "crates/idem-store-postgres/src/async_store.rs",
         from: "        let abandoned = Abandoned(Some(out_of_time.clone()));\n",
@@ -3429,6 +3422,20 @@ const CATALOGUE: &[Mutant] = &[
         from: "            (Ended::Failed, _) => idle.clear(),\n",
         to: "            (Ended::Failed, _) => {}\n",
         check: test("idem-store-redis", "server-tests", "redis", "after_a_restart_one_change"),
+    },
+    Mutant {
+        name: "http-late-claim-not-vouched-afresh",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            && crate::run::too_late(sent, self.store.lease())\n",
+        to: "            && false\n",
+        check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_is_late_too"),
+    },
+    Mutant {
+        name: "http-late-renewal-vouches-a-late-claim",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            Ok(renewed) if !crate::run::too_late(sent, self.store.lease()) => {",
+        to: "            Ok(renewed) if true => {",
+        check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_is_late_too"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

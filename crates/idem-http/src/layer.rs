@@ -907,6 +907,17 @@ where
     async fn decide(self: &Arc<Self>, key: ScopedKey, fingerprint: Fingerprint) -> Decision {
         let sent = tokio::time::Instant::now();
         let first = self.store.claim(&key, &fingerprint).await;
+        // A claim answered after the run's guard would already have run out (a slow
+        // store) is vouched for afresh, as one won after waiting: left to the guard, its
+        // run was stopped before its handler acted and the key held in flight a lease.
+        if matches!(first, Ok(Claim::Acquired(_) | Claim::Recover(_)))
+            && crate::run::too_late(sent, self.store.lease())
+        {
+            return match decision(first, &self.counters, sent) {
+                Decision::Run(lease, recovering, _) => self.vouched(lease, recovering).await,
+                other => other,
+            };
+        }
         let Some(wait) = self.config.wait else { return decision(first, &self.counters, sent) };
         let Ok(Claim::InFlight { retry_after }) = first else {
             return decision(first, &self.counters, sent);
@@ -929,15 +940,19 @@ where
         }
     }
 
-    /// A lease won after waiting: when its claim was sent is not known (somewhere in the
-    /// wait), so one renewal, sent now, vouches for it. If the store does not answer it,
-    /// nothing runs: a fresh claim is given back (no handler ran), a recovered one is
-    /// left in flight (an earlier run may have acted), and the client is told the store
-    /// is unavailable.
+    /// A lease won after waiting (when its claim was sent is not known: somewhere in the
+    /// wait), or by a claim answered too late to vouch for a run: one renewal, sent now,
+    /// vouches for it (fenced by the token: answered, no one else took the key). If the
+    /// store does not answer it in time, nothing runs: a fresh claim is given back (no
+    /// handler ran), a recovered one is left in flight (an earlier run may have acted),
+    /// and the client is told the store is unavailable.
     async fn vouched(self: &Arc<Self>, lease: Lease, recovering: bool) -> Decision {
         let sent = tokio::time::Instant::now();
         let error = match self.store.renew(&lease).await {
-            Ok(renewed) => return Decision::Run(renewed, recovering, sent),
+            Ok(renewed) if !crate::run::too_late(sent, self.store.lease()) => {
+                return Decision::Run(renewed, recovering, sent);
+            }
+            Ok(_) => StoreError::Storage("a renewal answered too late to vouch for a run".into()),
             Err(error) => error,
         };
         if matches!(error, StoreError::LeaseLost { .. }) {

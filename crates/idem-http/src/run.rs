@@ -183,7 +183,7 @@ async fn run<S, St, F, B, RB>(
         // past the deadline is not cut short: the deadline leaves an eighth of a lease
         // for it. The simulation's slow handlers and store cuts are the check
         // (crates/idem-sim).
-        let mut doubt = Doubt::new(vouched, state.store.lease(), held.vouched);
+        let mut doubt = Doubt::new(vouched, state.store.lease());
         let mut call = pin!(inner.call(request));
         let answered = std::future::poll_fn(|cx| {
             if doubt.poll_due(cx).is_ready() {
@@ -219,6 +219,12 @@ type Vouched = watch::Receiver<Option<tokio::time::Instant>>;
 /// The renewal's side of [`Vouched`].
 type Vouch = watch::Sender<Option<tokio::time::Instant>>;
 
+/// Whether a call sent at `sent` is answered too late to vouch for a run: its grace
+/// ([`vouched_for`]) has run out.
+pub(crate) fn too_late(sent: tokio::time::Instant, lease: Duration) -> bool {
+    later(sent, vouched_for(lease)) <= tokio::time::Instant::now()
+}
+
 /// How long after the send of the last claim or renewal the store answered a run may go
 /// on: three eighths of a lease. The store's deadline is a whole lease after that send,
 /// by its clock; the layer assumes the store's clock runs less than half a lease ahead of
@@ -242,8 +248,6 @@ fn later(at: tokio::time::Instant, by: Duration) -> tokio::time::Instant {
 
 /// Whether the run may go on: due once its lease is no longer vouched for.
 struct Doubt {
-    /// The claim came too late to be vouched for (see [`Doubt::new`]): the run never goes.
-    late: bool,
     vouched: Vouched,
     grace: Duration,
     timer: Pin<Box<tokio::time::Sleep>>,
@@ -259,17 +263,11 @@ fn next_report(vouched: &Vouched) -> Pin<Box<dyn Future<Output = bool> + Send>> 
 }
 
 impl Doubt {
-    /// The guard of a run whose claim was sent at `claimed`. A claim answered after the
-    /// grace had run out from its send is late: the lease may be running out by the
-    /// store's clock, and the run is stopped before its handler acts, whatever a renewal
-    /// (due at once, and perhaps answered before the run's first poll) says after.
-    fn new(vouched: Vouched, lease: Duration, claimed: tokio::time::Instant) -> Self {
+    fn new(vouched: Vouched, lease: Duration) -> Self {
         let grace = vouched_for(lease);
-        let late = later(claimed, grace) <= tokio::time::Instant::now();
         let until = vouched.borrow().map_or_else(tokio::time::Instant::now, |at| later(at, grace));
         let report = next_report(&vouched);
-        let timer = Box::pin(tokio::time::sleep_until(until));
-        Self { late, vouched, grace, timer, report }
+        Self { vouched, grace, timer: Box::pin(tokio::time::sleep_until(until)), report }
     }
 
     /// Whether a renewal found the lease lost.
@@ -281,9 +279,6 @@ impl Doubt {
     /// against the clock at every poll, not only when the timer fires), or it was lost.
     /// Otherwise it arranges to be woken at the deadline, and when a renewal reports.
     fn poll_due(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        if self.late {
-            return std::task::Poll::Ready(());
-        }
         loop {
             // Marked seen, so that the next report's receiver waits for a newer one.
             let Some(at) = *self.vouched.borrow_and_update() else {
