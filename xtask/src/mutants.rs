@@ -3337,9 +3337,9 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-completion-settled-by-its-own-retry-counted-lost",
         file: "crates/idem-http/src/layer.rs",
-        from: "                Ok(Err(StoreError::LeaseLost { .. })) => {\n                    \
+        from: "                Err(StoreError::LeaseLost { .. }) => {\n                    \
                idem_core",
-        to: "                Ok(Err(StoreError::LeaseLost { .. })) => {\n                    \
+        to: "                Err(StoreError::LeaseLost { .. }) => {\n                    \
              return self.lease_lost(\"complete\");\n                    idem_core",
         check: test("idem-http", "", "it", "edges::a_completion_applied_but_answered"),
     },
@@ -3402,13 +3402,6 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-pool", "", "it", "connect::"),
     },
     Mutant {
-        name: "http-completion-retries-past-their-window",
-        file: "crates/idem-http/src/layer.rs",
-        from: "        let window = tokio::time::Instant::now() + COMPLETE_RETRY_WINDOW;\n",
-        to: "        let window = tokio::time::Instant::now() + COMPLETE_RETRY_WINDOW * 100;\n",
-        check: test("idem-http", "", "it", "runs::a_silent_store_delays_an_answer"),
-    },
-    Mutant {
         name: "http-loss-found-after-a-failed-completion-counted",
         file: "crates/idem-http/src/layer.rs",
         from: "            if lost.load(Ordering::Acquire) {\n                idem_core",
@@ -3426,7 +3419,7 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-late-claim-not-vouched-afresh",
         file: "crates/idem-http/src/layer.rs",
-        from: "            && crate::run::too_late(sent, self.store.lease())\n",
+        from: "            && crate::run::renewal_due(sent, self.store.lease())\n",
         to: "            && false\n",
         check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_is_late_too"),
     },
@@ -3436,6 +3429,36 @@ const CATALOGUE: &[Mutant] = &[
         from: "            Ok(renewed) if !crate::run::too_late(sent, self.store.lease()) => {",
         to: "            Ok(renewed) if true => {",
         check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_is_late_too"),
+    },
+    Mutant {
+        name: "redis-refused-change-closes-the-idle-lanes",
+        file: "crates/idem-store-redis/src/store.rs",
+        from: "ErrorKind::Extension) => {\n                    lane.answered();",
+        to: "ErrorKind::Extension) => {\n                    lane.failed();",
+        check: test("idem-store-redis", "server-tests", "redis", "a_change_the_server_refuses"),
+    },
+    Mutant {
+        name: "http-slow-completion-failure-tried-again",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            if took > COMPLETE_RETRY_IF_FAILED_WITHIN {\n",
+        to: "            if took > COMPLETE_RETRY_IF_FAILED_WITHIN * 1000 {\n",
+        check: test("idem-http", "", "it", "runs::a_silent_store_is_not_waited_out_again"),
+    },
+    Mutant {
+        name: "http-completion-retry-cut-at-a-second",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            failed = match self.store.complete(lease, stored.clone()).await {\n",
+        to: "            let again = self.store.complete(lease, stored.clone());\n            \
+             let again = tokio::time::timeout(Duration::from_secs(1), again).await;\n            \
+             failed = match again.unwrap_or(Err(StoreError::Storage(\"cut\".into()))) {\n",
+        check: test("idem-http", "", "it", "runs::a_completion_the_store_answers_slowly"),
+    },
+    Mutant {
+        name: "http-claim-just-inside-its-guard-not-vouched-afresh",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            && crate::run::renewal_due(sent, self.store.lease())\n",
+        to: "            && crate::run::too_late(sent, self.store.lease())\n",
+        check: test("idem-http", "", "it", "runs::a_claim_answered_just_inside_its_guard"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

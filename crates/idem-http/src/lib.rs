@@ -106,7 +106,7 @@ pub use body::ResponseBody;
 pub use config::{Config, ConfigBuilder, ConfigError, EffectFree};
 pub use header::HeaderError;
 pub use layer::{
-    COMPLETE_RETRY_PAUSES, COMPLETE_RETRY_WINDOW, Claimed, Idempotency, IdempotencyLayer,
+    COMPLETE_RETRY_IF_FAILED_WITHIN, COMPLETE_RETRY_PAUSES, Claimed, Idempotency, IdempotencyLayer,
     LayerStats, NothingHappened, OutcomeUnknown, Recovering, StoredByHandler,
 };
 pub use meaning::{JsonMeaning, Meaning, MeaningError};

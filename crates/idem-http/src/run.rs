@@ -225,6 +225,19 @@ pub(crate) fn too_late(sent: tokio::time::Instant, lease: Duration) -> bool {
     later(sent, vouched_for(lease)) <= tokio::time::Instant::now()
 }
 
+/// Whether a run vouched for by a call sent at `sent` would be due a renewal at once: a
+/// renewal period has passed since the send. A claim answered that late is vouched for
+/// afresh before its handler starts: started on it, the run would have less of its guard
+/// left than a renewal may take to be answered, and be stopped after its handler began.
+pub(crate) fn renewal_due(sent: tokio::time::Instant, lease: Duration) -> bool {
+    later(sent, renewal_period(lease)) <= tokio::time::Instant::now()
+}
+
+/// A run's renewals are sent this far apart: a quarter of the lease, at least 1 ms.
+fn renewal_period(lease: Duration) -> Duration {
+    (lease / 4).max(Duration::from_millis(1))
+}
+
 /// How long after the send of the last claim or renewal the store answered a run may go
 /// on: three eighths of a lease. The store's deadline is a whole lease after that send,
 /// by its clock; the layer assumes the store's clock runs less than half a lease ahead of
@@ -366,7 +379,7 @@ async fn keep_renewing<St, F>(
 ) where
     St: AsyncKeyStore<StoredResponse>,
 {
-    let every = (state.store.lease() / 4).max(Duration::from_millis(1));
+    let every = renewal_period(state.store.lease());
     let again = (state.store.lease() / 16).max(Duration::from_millis(1));
     let mut next = later(since, every);
     loop {

@@ -79,15 +79,16 @@ impl Lane<'_> {
         self.ended = Ended::Answered;
     }
 
-    /// The call on this lane failed: its connection, and the idle ones, are closed.
+    /// The connection of this lane failed under its call (not an error reply: the server
+    /// answered those): it is closed, and the idle ones too.
     pub(crate) fn failed(&mut self) {
         self.ended = Ended::Failed;
     }
 }
 
 impl Drop for Lane<'_> {
-    /// An answered lane goes back to the idle ones. One whose call failed is closed, and
-    /// the idle ones with it: a failure is most often the server gone (a restart closes
+    /// An answered lane goes back to the idle ones. One whose connection failed is
+    /// closed, and the idle ones with it: the server is most often gone (a restart closes
     /// every connection), and each idle lane handed out after it failed its change in
     /// turn, up to [`REPLICA_WAITS_MAX`] changes for one restart (a completion and its
     /// retries among them); the shared connection fails one call, then reconnects.

@@ -372,19 +372,28 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         pipe.invoke_script(invocation);
         let (Some(replicas), Some(lanes)) = (self.replicas.filter(|_| wait), &self.lanes) else {
             let mut conn = self.conn.clone();
-            let call = Self::invoke(&pipe, invocation, &mut conn);
+            let call =
+                async { Self::invoke(&pipe, invocation, &mut conn).await.map_err(redis_error) };
             return bounded("a script", self.response_timeout, call).await;
         };
         pipe.cmd("WAIT").arg(replicas.count).arg(ms(replicas.timeout));
         let call = async {
             let mut lane = lanes.lane().await.map_err(redis_error)?;
             let answer = Self::invoke(&pipe, invocation, lane.conn()).await;
-            // Given up by a timeout (dropped here), or failed: the lane is closed.
+            // Answered, an error reply too (the server is there, the connection waits for
+            // nothing): the lane is kept. Its connection failed (a restart, say): closed,
+            // with the idle ones. Timed out or given up (dropped here): closed alone.
             match &answer {
                 Ok(_) => lane.answered(),
-                Err(_) => lane.failed(),
+                Err(e) if matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension) => {
+                    lane.answered();
+                }
+                Err(e) if !e.is_timeout() && (e.is_io_error() || e.is_connection_dropped()) => {
+                    lane.failed();
+                }
+                Err(_) => {}
             }
-            answer
+            answer.map_err(redis_error)
         };
         bounded("a script", self.response_timeout, call).await
     }
@@ -395,7 +404,7 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
         pipe: &redis::Pipeline,
         invocation: &ScriptInvocation<'_>,
         conn: &mut C,
-    ) -> Result<(Value, Option<i64>), StoreError> {
+    ) -> redis::RedisResult<(Value, Option<i64>)> {
         let send = async |conn: &mut C| {
             let replies: Vec<Value> = pipe.query_async(conn).await?;
             let mut replies = replies.into_iter();
@@ -408,10 +417,10 @@ impl<R: Durable + Send + Sync> RedisStore<R> {
             // The server lost its script cache (a restart): load it, send once more. A
             // script the server did not know did not run, so nothing runs twice.
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                invocation.load_async(conn).await.map_err(redis_error)?;
-                send(conn).await.map_err(redis_error)
+                invocation.load_async(conn).await?;
+                send(conn).await
             }
-            other => other.map_err(redis_error),
+            other => other,
         }
     }
 

@@ -439,20 +439,58 @@ fn after_a_restart_one_change_fails_and_the_next_gets_a_new_lane() {
         _ => false,
     };
     // Four changes at once: four lanes, idle once answered (no replica: not replicated).
-    let claims: Vec<_> = (0..4)
-        .map(|i| {
-            let store = store.clone();
-            runtime().spawn(async move { store.claim(&key(&format!("k{i}")), &fp()).await })
-        })
-        .collect();
-    for claim in claims {
-        let answer = run(claim).expect("the claim's task");
+    for answer in four_lanes(&store) {
         assert!(not_replicated(&answer), "{answer:?}");
     }
     server.kill_and_restart();
     let first = run(store.claim(&key("after-0"), &fp()));
     let next = run(store.claim(&key("after-1"), &fp()));
     assert!(not_replicated(&next), "the change after the first failure: {next:?} ({first:?})");
+}
+
+/// An error reply (the server refusing a change: out of memory under `noeviction`) comes
+/// from a server that is there: its lane is kept, and so are the idle ones, so the next
+/// change opens no connection (a refusal once closed every idle lane, and a server already
+/// in trouble was then sent a new connection per change).
+#[test]
+fn a_change_the_server_refuses_keeps_the_lanes() {
+    let server = Server::start("redis-lanes-refused", &["--appendonly", "yes"]);
+    let options = RedisOptions::new().wait_for_replicas(1, Duration::from_millis(20));
+    let options = options.expect("valid");
+    let store = run(RedisStore::<String>::connect_with(&server.url(), "lanes", config(), options));
+    let store = Arc::new(store.expect("connect"));
+    for answer in four_lanes(&store) {
+        assert!(answer.is_err(), "no replica acknowledges: {answer:?}");
+    }
+    server.command(&["CONFIG", "SET", "maxmemory", "1"]);
+    let refused = run(store.claim(&key("refused"), &fp()));
+    server.command(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert!(format!("{refused:?}").contains("OOM"), "the server refused it: {refused:?}");
+    // Each reading opens a connection of its own: one more between the two readings.
+    let received = || {
+        let stats = match server.command(&["INFO", "stats"]) {
+            redis::Value::BulkString(info) => String::from_utf8_lossy(&info).into_owned(),
+            other => panic!("INFO answered {other:?}"),
+        };
+        let line = stats.lines().find_map(|l| l.strip_prefix("total_connections_received:"));
+        line.and_then(|n| n.trim().parse::<u64>().ok()).expect("a count")
+    };
+    let before = received();
+    let next = run(store.claim(&key("next"), &fp()));
+    assert!(next.is_err(), "no replica acknowledges: {next:?}");
+    assert_eq!(received(), before + 1, "the next change opened a connection");
+}
+
+/// Four claims on `store` at once (keys `k0` to `k3`), so four lanes when it waits for
+/// replicas, idle once answered; their answers.
+fn four_lanes(store: &Arc<RedisStore<String>>) -> Vec<Result<Claim<String>, StoreError>> {
+    let claims: Vec<_> = (0..4)
+        .map(|i| {
+            let store = store.clone();
+            runtime().spawn(async move { store.claim(&key(&format!("k{i}")), &fp()).await })
+        })
+        .collect();
+    claims.into_iter().map(|claim| run(claim).expect("the claim's task")).collect()
 }
 
 /// What `INFO clients` says of `server`.

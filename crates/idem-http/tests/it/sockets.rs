@@ -353,6 +353,11 @@ async fn a_payment_whose_run_was_dropped_sends_no_charge() {
     answer.send(()).expect("the gateway waits");
     let next = hears.recv_timeout(Duration::from_secs(30)).expect("the payment ends");
     assert_eq!(next, "the payment ended", "the gateway was called after the run was dropped");
+    // A connection the payment opened before it ended is accepted before this one.
+    let mut last = std::net::TcpStream::connect(gateway).expect("the gateway listens");
+    last.write_all(b"LAST\r\n").expect("written");
+    let after = hears.recv_timeout(Duration::from_secs(30)).expect("the gateway hears it");
+    assert_eq!(after, "LAST\r\n", "the payment connected to the gateway after its run was dropped");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
