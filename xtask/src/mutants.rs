@@ -3461,6 +3461,13 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "runs::a_claim_answered_just_inside_its_guard"),
     },
     Mutant {
+        name: "http-lost-late-claim-given-back",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        if !recovering && !lost {\n",
+        to: "        if !recovering {\n",
+        check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_finds_it_lost"),
+    },
+    Mutant {
         name: "pool-guard-double-release-uncounted",
         file: "crates/idem-pool/src/conn.rs",
         from: "            None => {\n                self.lender.count_double_release();\n",

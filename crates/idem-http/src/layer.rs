@@ -956,11 +956,14 @@ where
             Ok(_) => StoreError::Storage("a renewal answered too late to vouch for a run".into()),
             Err(error) => error,
         };
-        if matches!(error, StoreError::LeaseLost { .. }) {
+        // Lost: another claim holds the key now, and a release would be refused (and
+        // counted lost a second time): nothing to give back.
+        let lost = matches!(error, StoreError::LeaseLost { .. });
+        if lost {
             self.lease_lost("renew");
         }
         let id = count_store_error(&self.counters, "renew", &error);
-        if !recovering {
+        if !recovering && !lost {
             give_back(Arc::clone(self), lease).await;
         }
         Decision::Answer(store_unavailable(&id))

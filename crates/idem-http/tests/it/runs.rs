@@ -408,6 +408,21 @@ async fn a_silent_store_is_not_waited_out_again() {
     assert!(started.elapsed() <= at_most, "answered {:?} after", started.elapsed());
 }
 
+/// A late claim whose vouching renewal finds the lease lost (another request recovered
+/// the key meanwhile): nothing runs, nothing is given back (the key is the other's), and
+/// the loss is counted once.
+#[tokio::test(start_paused = true)]
+async fn a_late_claim_whose_renewal_finds_it_lost_is_counted_lost_once() {
+    let (route, finished) = slow(Duration::ZERO);
+    let slow_claims = LEASE / 2 + Duration::from_millis(10);
+    let (router, stats) =
+        behind(Bent::new(store(), Renewals::Lost, slow_claims), route, config(|c| c));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert_eq!(first.status, 503, "{first:?}");
+    let stats = stats.stats();
+    assert_eq!((finished.load(Ordering::SeqCst), stats.leases_lost, stats.released), (0, 1, 0));
+}
+
 /// A store that fails a completion at once (a connection reset) and then answers in a
 /// second and a bit (alive, slow: a replica lagging behind `WAIT`): the retry runs to the
 /// store's own bound and is kept, and a repeat after the lease replays the answer instead
