@@ -1962,8 +1962,8 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-waited-claim-not-vouched-afresh",
         file: "crates/idem-http/src/layer.rs",
-        from: "                return Decision::Run(renewed, recovering, sent);",
-        to: "                return Decision::Answer(claim_failed());",
+        from: "            Ok(Ok(renewed)) => return Decision::Run(renewed, recovering, sent),",
+        to: "            Ok(Ok(_)) => return Decision::Answer(claim_failed()),",
         check: test("idem-http", "", "it", "runs::a_claim_won_after_a_long_wait"),
     },
     Mutant {
@@ -3424,13 +3424,6 @@ const CATALOGUE: &[Mutant] = &[
         check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_is_late_too"),
     },
     Mutant {
-        name: "http-late-renewal-vouches-a-late-claim",
-        file: "crates/idem-http/src/layer.rs",
-        from: "            Ok(renewed) if !crate::run::too_late(sent, self.store.lease()) => {",
-        to: "            Ok(renewed) if true => {",
-        check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_is_late_too"),
-    },
-    Mutant {
         name: "redis-refused-change-closes-the-idle-lanes",
         file: "crates/idem-store-redis/src/store.rs",
         from: "ErrorKind::Extension) => {\n                    lane.answered();",
@@ -3457,7 +3450,7 @@ const CATALOGUE: &[Mutant] = &[
         name: "http-claim-just-inside-its-guard-not-vouched-afresh",
         file: "crates/idem-http/src/layer.rs",
         from: "            && crate::run::renewal_due(sent, self.store.lease())\n",
-        to: "            && crate::run::too_late(sent, self.store.lease())\n",
+        to: "            && crate::run::renewal_due(sent, self.store.lease() * 3 / 2)\n",
         check: test("idem-http", "", "it", "runs::a_claim_answered_just_inside_its_guard"),
     },
     Mutant {
@@ -3466,6 +3459,34 @@ const CATALOGUE: &[Mutant] = &[
         from: "        if !recovering && !lost {\n",
         to: "        if !recovering {\n",
         check: test("idem-http", "", "it", "runs::a_late_claim_whose_renewal_finds_it_lost"),
+    },
+    Mutant {
+        name: "http-vouching-renewal-accepted-up-to-the-guard",
+        file: "crates/idem-http/src/layer.rs",
+        from: "        let within = crate::run::start_within(self.store.lease());\n",
+        to: "        let within = self.store.lease() * 3 / 8;\n",
+        check: test("idem-http", "", "it", "runs::a_vouching_renewal_answered_past"),
+    },
+    Mutant {
+        name: "http-run-start-past-a-tiny-lease-guard",
+        file: "crates/idem-http/src/run.rs",
+        from: "    renewal_period(lease).min(vouched_for(lease))\n",
+        to: "    renewal_period(lease)\n",
+        check: test("idem-http", "", "it", "runs::a_claim_past_the_guard_of_a_millisecond"),
+    },
+    Mutant {
+        name: "http-vouching-renewal-waits-out-a-silent-store",
+        file: "crates/idem-http/src/layer.rs",
+        from: "match tokio::time::timeout(within, self.store.renew(&lease)).await {",
+        to: "match tokio::time::timeout(within * 1000, self.store.renew(&lease)).await {",
+        check: test("idem-http", "", "it", "runs::a_late_claim_on_a_store_gone_silent"),
+    },
+    Mutant {
+        name: "http-give-back-of-a-late-claim-awaited-whole",
+        file: "crates/idem-http/src/layer.rs",
+        from: "            let _ = tokio::time::timeout(within, release).await;\n",
+        to: "            let _ = release.await;\n",
+        check: test("idem-http", "", "it", "runs::a_late_claim_on_a_store_gone_silent"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

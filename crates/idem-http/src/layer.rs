@@ -949,12 +949,13 @@ where
     /// and the client is told the store is unavailable.
     async fn vouched(self: &Arc<Self>, lease: Lease, recovering: bool) -> Decision {
         let sent = tokio::time::Instant::now();
-        let error = match self.store.renew(&lease).await {
-            Ok(renewed) if !crate::run::too_late(sent, self.store.lease()) => {
-                return Decision::Run(renewed, recovering, sent);
-            }
-            Ok(_) => StoreError::Storage("a renewal answered too late to vouch for a run".into()),
-            Err(error) => error,
+        // Answered later, the renewal would start a run with less guard left than its own
+        // first renewal may take (and a store gone silent is not waited out).
+        let within = crate::run::start_within(self.store.lease());
+        let error = match tokio::time::timeout(within, self.store.renew(&lease)).await {
+            Ok(Ok(renewed)) => return Decision::Run(renewed, recovering, sent),
+            Ok(Err(error)) => error,
+            Err(_) => StoreError::Storage("a renewal not answered in time to vouch".into()),
         };
         // Lost: another claim holds the key now, and a release would be refused (and
         // counted lost a second time): nothing to give back.
@@ -963,8 +964,12 @@ where
             self.lease_lost("renew");
         }
         let id = count_store_error(&self.counters, "renew", &error);
+        // Given back before the answer, so that a retry sent at once finds the key free;
+        // a release the store does not answer as soon goes on by itself (counted in
+        // `Runs`), and the client is not held for it.
         if !recovering && !lost {
-            give_back(Arc::clone(self), lease).await;
+            let release = tokio::spawn(give_back(Arc::clone(self), lease));
+            let _ = tokio::time::timeout(within, release).await;
         }
         Decision::Answer(store_unavailable(&id))
     }

@@ -219,18 +219,20 @@ type Vouched = watch::Receiver<Option<tokio::time::Instant>>;
 /// The renewal's side of [`Vouched`].
 type Vouch = watch::Sender<Option<tokio::time::Instant>>;
 
-/// Whether a call sent at `sent` is answered too late to vouch for a run: its grace
-/// ([`vouched_for`]) has run out.
-pub(crate) fn too_late(sent: tokio::time::Instant, lease: Duration) -> bool {
-    later(sent, vouched_for(lease)) <= tokio::time::Instant::now()
+/// Whether a run vouched for by a call sent at `sent` would be due a renewal at once: a
+/// renewal period has passed since the send ([`start_within`]). A claim answered that late
+/// is vouched for afresh before its handler starts: started on it, the run would have less
+/// of its guard left than a renewal may take to be answered, and be stopped after its
+/// handler began.
+pub(crate) fn renewal_due(sent: tokio::time::Instant, lease: Duration) -> bool {
+    later(sent, start_within(lease)) <= tokio::time::Instant::now()
 }
 
-/// Whether a run vouched for by a call sent at `sent` would be due a renewal at once: a
-/// renewal period has passed since the send. A claim answered that late is vouched for
-/// afresh before its handler starts: started on it, the run would have less of its guard
-/// left than a renewal may take to be answered, and be stopped after its handler began.
-pub(crate) fn renewal_due(sent: tokio::time::Instant, lease: Duration) -> bool {
-    later(sent, renewal_period(lease)) <= tokio::time::Instant::now()
+/// How long after its send a claim or a renewal may be answered and still start a run: a
+/// renewal period, and never past the guard ([`vouched_for`]; a lease under 8/3 ms has a
+/// guard shorter than the millisecond a period takes at least).
+pub(crate) fn start_within(lease: Duration) -> Duration {
+    renewal_period(lease).min(vouched_for(lease))
 }
 
 /// A run's renewals are sent this far apart: a quarter of the lease, at least 1 ms.

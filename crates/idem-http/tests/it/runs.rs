@@ -165,6 +165,11 @@ enum Renewals {
     SlowThenHang,
     /// Each is answered this long after it was sent.
     Slow(Duration),
+    /// The first is answered after the first span, the rest after the second.
+    FirstSlow(Duration, Duration),
+    /// Each fails this long after it was sent (a store gone silent: the call waited out
+    /// its bound).
+    SilentFor(Duration),
 }
 
 impl AsyncKeyStore<StoredResponse> for Bent {
@@ -174,7 +179,12 @@ impl AsyncKeyStore<StoredResponse> for Bent {
         fp: &Fingerprint,
     ) -> Result<Claim<StoredResponse>, StoreError> {
         let claimed = AsyncKeyStore::claim(&self.inner, k, fp).await;
-        tokio::time::sleep(self.claim_takes).await;
+        // Under a millisecond (a lease of a few), moved exactly: a timer rounds it up.
+        if self.claim_takes < Duration::from_millis(1) {
+            tokio::time::advance(self.claim_takes).await;
+        } else {
+            tokio::time::sleep(self.claim_takes).await;
+        }
         claimed
     }
     async fn complete(&self, lease: &Lease, result: StoredResponse) -> Result<(), StoreError> {
@@ -193,6 +203,9 @@ impl AsyncKeyStore<StoredResponse> for Bent {
         AsyncKeyStore::complete(&self.inner, lease, result).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        if let Renewals::SilentFor(bound) = self.renewals {
+            tokio::time::sleep(bound).await;
+        }
         AsyncKeyStore::release(&self.inner, lease).await
     }
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
@@ -214,6 +227,14 @@ impl AsyncKeyStore<StoredResponse> for Bent {
                 tokio::time::sleep(Duration::from_millis(30)).await;
             }
             Renewals::Slow(takes) => tokio::time::sleep(takes).await,
+            Renewals::FirstSlow(first, rest) => {
+                let seen = self.renewals_seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(if seen == 0 { first } else { rest }).await;
+            }
+            Renewals::SilentFor(bound) => {
+                tokio::time::sleep(bound).await;
+                return Err(StoreError::Storage("no answer within the store's bound".into()));
+            }
             Renewals::FailEveryOther | Renewals::Work => {}
         }
         AsyncKeyStore::renew(&self.inner, lease).await
@@ -406,6 +427,67 @@ async fn a_silent_store_is_not_waited_out_again() {
     assert_eq!((first.status, finished.load(Ordering::SeqCst)), (201, 1), "{first:?}");
     let at_most = bound + Duration::from_millis(10);
     assert!(started.elapsed() <= at_most, "answered {:?} after", started.elapsed());
+}
+
+/// A late claim (a renewal already due) whose vouching renewal is answered just inside
+/// the guard but past a renewal period: started on it, the run's first renewal (due at
+/// once, answered in 30 ms) could not land inside the sliver of guard left, and the run
+/// was stopped after its handler began. Such a renewal starts nothing: 503, no handler.
+#[tokio::test(start_paused = true)]
+async fn a_vouching_renewal_answered_past_a_renewal_period_starts_nothing() {
+    let (route, finished) = slow(Duration::from_millis(50));
+    let renewals = Renewals::FirstSlow(LEASE * 35 / 100, Duration::from_millis(30));
+    let bent = Bent::new(store(), renewals, LEASE * 3 / 10);
+    let (router, stats) = behind(bent, route, config(|c| c));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert!(first.status == 503 && first.body.contains("store-unavailable"), "{first:?}");
+    let stats = stats.stats();
+    assert_eq!((finished.load(Ordering::SeqCst), stats.runs_stopped, stats.released), (0, 0, 1));
+}
+
+/// Leases of 1 and 2 ms, whose guard (three eighths) is shorter than a renewal period (a
+/// millisecond at least): a claim answered past the guard is vouched for afresh and runs.
+#[tokio::test(start_paused = true)]
+async fn a_claim_past_the_guard_of_a_millisecond_lease_is_vouched_afresh_and_runs() {
+    for (lease, claim_takes) in [(1, 500), (2, 900)] {
+        let (lease, claim_takes) =
+            (Duration::from_millis(lease), Duration::from_micros(claim_takes));
+        let config_of = StoreConfig::builder().lease(lease).build().expect("valid");
+        let clock = Arc::new(TokioClock(tokio::time::Instant::now()));
+        let inner = Arc::new(MemoryStore::with_clock(config_of, clock));
+        // No timer in the handler: on the paused clock a timer fires on a millisecond tick,
+        // past a guard of under a millisecond.
+        let finished = Arc::new(AtomicUsize::new(0));
+        let counter = finished.clone();
+        let route = post(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { (http::StatusCode::CREATED, "charged 1") }
+        });
+        let (router, stats) =
+            behind(Bent::new(inner, Renewals::Work, claim_takes), route, config(|c| c));
+        let first = send(&router, charge(Some("k1"), "x")).await;
+        let said = format!("lease {lease:?}, claim {claim_takes:?}: {first:?} {:?}", stats.stats());
+        assert_eq!((first.status, finished.load(Ordering::SeqCst)), (201, 1), "{said}");
+    }
+}
+
+/// A late claim, then the store goes silent (each renewal and release waits out the
+/// store's bound, 5 s here): the vouching renewal is waited for only as long as it could
+/// still start a run, and the release only as long again (it goes on by itself), so the
+/// client hears its 503 soon, not after two bounds.
+#[tokio::test(start_paused = true)]
+async fn a_late_claim_on_a_store_gone_silent_is_answered_soon() {
+    let bound = Duration::from_secs(5);
+    let (route, finished) = slow(Duration::ZERO);
+    let claim_takes = LEASE * 3 / 10;
+    let (router, _stats) =
+        behind(Bent::new(store(), Renewals::SilentFor(bound), claim_takes), route, config(|c| c));
+    let started = tokio::time::Instant::now();
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    let took = started.elapsed();
+    assert_eq!((first.status, finished.load(Ordering::SeqCst)), (503, 0), "{first:?}");
+    let at_most = claim_takes + LEASE / 2 + Duration::from_millis(10);
+    assert!(took <= at_most, "answered after {took:?}, at most {at_most:?}");
 }
 
 /// A late claim whose vouching renewal finds the lease lost (another request recovered
