@@ -26,7 +26,10 @@
 //! a multi-threaded runtime; on a current-thread runtime nothing runs while it blocks), so
 //! a handler slower than the lease is never run twice by duplicates; a renewal
 //! that finds the lease lost (the key was recovered meanwhile) keeps its result from
-//! being stored as if it still held the key.
+//! being stored as if it still held the key. A run whose lease the store no longer vouches
+//! for is dropped where it waits (503 `run-stopped`, the key left for a recovery): work the
+//! handler handed to another thread (`spawn_blocking`) goes on unless the handler tells it
+//! to stop, as the checkout example's payment is told (`docs/http.md`).
 //!
 //! # Examples
 //!
