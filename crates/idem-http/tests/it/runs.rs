@@ -375,13 +375,18 @@ async fn a_late_renewal_answer_vouches_from_its_send() {
 /// vouches for it afresh (answered, no one else took the key), and its handler runs, once.
 #[tokio::test(start_paused = true)]
 async fn a_claim_answered_after_its_guard_is_vouched_afresh_and_runs_once() {
-    let (route, finished) = slow(Duration::ZERO);
-    let slow_claims = LEASE / 2 + Duration::from_millis(10);
-    let bent = Bent::new(store(), Renewals::Work, slow_claims);
-    let (router, stats) = behind(bent, route, config(|c| c));
+    runs_once(Duration::ZERO, Renewals::Work, LEASE / 2 + Duration::from_millis(10)).await;
+}
+
+/// A charge to a handler working `work`, through a [`Bent`] store with `renewals` whose
+/// claims take `claim_takes`: answered 201 by one run, none stopped.
+async fn runs_once(work: Duration, renewals: Renewals, claim_takes: Duration) {
+    let (route, finished) = slow(work);
+    let (router, stats) = behind(Bent::new(store(), renewals, claim_takes), route, config(|c| c));
     let first = send(&router, charge(Some("k1"), "x")).await;
-    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{first:?}");
-    assert_eq!((finished.load(Ordering::SeqCst), stats.stats().runs_stopped), (1, 0));
+    let said = format!("claims taking {claim_takes:?}: {first:?}");
+    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{said}");
+    assert_eq!((finished.load(Ordering::SeqCst), stats.stats().runs_stopped), (1, 0), "{said}");
 }
 
 /// A late claim whose renewal is answered late too (a store that stays slow): nothing
@@ -405,12 +410,7 @@ async fn a_late_claim_whose_renewal_is_late_too_is_given_back_and_runs_nothing()
 /// after it) runs out, and the run finishes, once.
 #[tokio::test(start_paused = true)]
 async fn a_slow_claim_does_not_stop_a_healthy_run_before_its_first_renewal() {
-    let (route, finished) = slow(LEASE / 2);
-    let bent = Bent::new(store(), Renewals::Work, LEASE / 5);
-    let (router, stats) = behind(bent, route, config(|c| c));
-    let first = send(&router, charge(Some("k1"), "x")).await;
-    assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{first:?}");
-    assert_eq!((finished.load(Ordering::SeqCst), stats.stats().runs_stopped), (1, 0));
+    runs_once(LEASE / 2, Renewals::Work, LEASE / 5).await;
 }
 
 /// A store gone silent as the handler answers: each completion waits out the store's own
@@ -531,14 +531,8 @@ async fn a_completion_the_store_answers_slowly_after_a_reset_is_kept() {
 async fn a_claim_answered_just_inside_its_guard_is_vouched_afresh_and_runs_once() {
     let guard = LEASE * 3 / 8;
     for claim_takes in [guard - Duration::from_millis(5), guard + Duration::from_millis(5)] {
-        let (route, finished) = slow(Duration::from_millis(50));
         let renewals = Renewals::Slow(Duration::from_millis(30));
-        let (router, stats) =
-            behind(Bent::new(store(), renewals, claim_takes), route, config(|c| c));
-        let first = send(&router, charge(Some("k1"), "x")).await;
-        let said = format!("claim answered after {claim_takes:?}: {first:?}");
-        assert_eq!((first.status, first.body.as_str()), (201, "charged 1"), "{said}");
-        assert_eq!((finished.load(Ordering::SeqCst), stats.stats().runs_stopped), (1, 0), "{said}");
+        runs_once(Duration::from_millis(50), renewals, claim_takes).await;
     }
 }
 
