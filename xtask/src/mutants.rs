@@ -3484,9 +3484,17 @@ const CATALOGUE: &[Mutant] = &[
     Mutant {
         name: "http-give-back-of-a-late-claim-awaited-whole",
         file: "crates/idem-http/src/layer.rs",
-        from: "            let _ = tokio::time::timeout(within, release).await;\n",
-        to: "            let _ = release.await;\n",
+        from: "            match tokio::time::timeout(within, release).await {\n",
+        to: "            match Ok::<_, ()>(release.await) {\n",
         check: test("idem-http", "", "it", "runs::a_late_claim_on_a_store_gone_silent"),
+    },
+    Mutant {
+        name: "http-late-claim-give-back-panic-uncounted",
+        file: "crates/idem-http/src/layer.rs",
+        from: "                Ok(Err(_)) => \
+               self.left_in_flight(\"a late claim's release panicked\"),",
+        to: "                Ok(Err(_)) => {}",
+        check: test("idem-http", "", "it", "runs::a_late_claim_whose_release_panics"),
     },
     Mutant {
         name: "pool-guard-double-release-uncounted",

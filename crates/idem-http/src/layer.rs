@@ -969,7 +969,15 @@ where
         // `Runs`), and the client is not held for it.
         if !recovering && !lost {
             let release = tokio::spawn(give_back(Arc::clone(self), lease));
-            let _ = tokio::time::timeout(within, release).await;
+            match tokio::time::timeout(within, release).await {
+                // Counted and traced by `give_back`.
+                Ok(Ok(())) => {}
+                // The store's release panicked: the key runs out for a retry to recover.
+                Ok(Err(_)) => self.left_in_flight("a late claim's release panicked"),
+                Err(_) => {
+                    idem_core::trace_event!(INFO, "a late claim's release goes on by itself");
+                }
+            }
         }
         Decision::Answer(store_unavailable(&id))
     }

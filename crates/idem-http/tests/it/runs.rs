@@ -122,6 +122,8 @@ struct Bent {
     /// The first completions fail at once (a connection reset); later ones take this long
     /// and are kept (a slow store).
     completions_failing_then_slow: Option<(AtomicUsize, Duration)>,
+    /// Each release panics (a store with a bug).
+    release_panics: bool,
 }
 
 impl Bent {
@@ -139,11 +141,17 @@ impl Bent {
             renewals_seen,
             silent_completions,
             completions_failing_then_slow,
+            release_panics: false,
         }
     }
 
     fn with_completions_failing_then_slow(mut self, failing: usize, takes: Duration) -> Self {
         self.completions_failing_then_slow = Some((AtomicUsize::new(failing), takes));
+        self
+    }
+
+    fn with_release_panicking(mut self) -> Self {
+        self.release_panics = true;
         self
     }
 
@@ -203,6 +211,7 @@ impl AsyncKeyStore<StoredResponse> for Bent {
         AsyncKeyStore::complete(&self.inner, lease, result).await
     }
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        assert!(!self.release_panics, "a store whose release panics");
         if let Renewals::SilentFor(bound) = self.renewals {
             tokio::time::sleep(bound).await;
         }
@@ -488,6 +497,21 @@ async fn a_late_claim_on_a_store_gone_silent_is_answered_soon() {
     assert_eq!((first.status, finished.load(Ordering::SeqCst)), (503, 0), "{first:?}");
     let at_most = claim_takes + LEASE / 2 + Duration::from_millis(10);
     assert!(took <= at_most, "answered after {took:?}, at most {at_most:?}");
+}
+
+/// A late claim given back by a store whose release panics: the client still hears its
+/// 503, and the key, held until its lease runs out, is counted left in flight.
+#[tokio::test(start_paused = true)]
+async fn a_late_claim_whose_release_panics_is_counted_left_in_flight() {
+    let (route, finished) = slow(Duration::ZERO);
+    let slow_claims = LEASE / 2 + Duration::from_millis(10);
+    let bent = Bent::new(store(), Renewals::Slow(LEASE / 2), slow_claims).with_release_panicking();
+    let (router, stats) = behind(bent, route, config(|c| c));
+    let first = send(&router, charge(Some("k1"), "x")).await;
+    assert!(first.status == 503 && first.body.contains("store-unavailable"), "{first:?}");
+    let stats = stats.stats();
+    let counts = (finished.load(Ordering::SeqCst), stats.released, stats.left_in_flight);
+    assert_eq!(counts, (0, 0, 1), "{stats:?}");
 }
 
 /// A late claim whose vouching renewal finds the lease lost (another request recovered
